@@ -1,0 +1,1 @@
+//! The fs-bench reproduction harness (issue 6; not yet implemented).
