@@ -1,0 +1,308 @@
+//! The `Filesystem` trait: everything a transport needs from a filesystem.
+//!
+//! This is the contract between the FUSE session (request decoding, reply
+//! encoding, both transports) and whatever serves the requests. It speaks in
+//! nodeids, file handles and plain values; it knows nothing of the wire format.
+//! Method semantics follow the kernel's FUSE protocol
+//! (`include/uapi/linux/fuse.h`) and libfuse's `fuse_lowlevel.h`.
+//!
+//! Every method returns `Err(Errno)` with a positive errno value
+//! (`libc::ENOENT`, ...). The default implementations answer `ENOSYS`, which
+//! makes the kernel fall back (or fail the syscall) as documented for each op.
+
+use std::ffi::OsStr;
+use std::time::Duration;
+
+/// A positive errno value (`libc::ENOENT`, ...) sent back as `-errno` in
+/// `fuse_out_header.error`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    pub const ENOSYS: Errno = Errno(libc::ENOSYS);
+    pub const EIO: Errno = Errno(libc::EIO);
+}
+
+impl From<std::io::Error> for Errno {
+    fn from(e: std::io::Error) -> Self {
+        Errno(e.raw_os_error().unwrap_or(libc::EIO))
+    }
+}
+
+/// Result of a filesystem operation.
+pub type Result<T> = std::result::Result<T, Errno>;
+
+/// Who sent a request (from `fuse_in_header`).
+#[derive(Clone, Copy, Debug)]
+pub struct RequestCtx {
+    /// Request id, unique among requests in flight.
+    pub unique: u64,
+    /// The caller's fsuid.
+    pub uid: u32,
+    /// The caller's fsgid.
+    pub gid: u32,
+    /// The caller's thread group id (0 for requests the kernel makes itself).
+    pub pid: u32,
+}
+
+/// Attributes of an inode, as in `struct fuse_attr`. Times are seconds and
+/// nanoseconds since the Unix epoch; `mode` includes the file type bits
+/// (`S_IFREG`, ...); `blocks` counts 512-byte units.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: u64,
+    pub size: u64,
+    pub blocks: u64,
+    pub atime: i64,
+    pub atime_nsec: u32,
+    pub mtime: i64,
+    pub mtime_nsec: u32,
+    pub ctime: i64,
+    pub ctime_nsec: u32,
+    pub mode: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u32,
+    pub blksize: u32,
+}
+
+/// A LOOKUP-style reply (`struct fuse_entry_out`). `attr.ino` is the nodeid;
+/// a nodeid of 0 is a negative entry, cached by the kernel for
+/// `entry_timeout`. Every positive entry returned by lookup, mknod, mkdir,
+/// symlink, link and create adds one to the inode's lookup count, which the
+/// kernel later returns with FORGET.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Entry {
+    pub attr: Attr,
+    pub generation: u64,
+    pub entry_timeout: Duration,
+    pub attr_timeout: Duration,
+}
+
+/// A GETATTR/SETATTR reply (`struct fuse_attr_out`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AttrReply {
+    pub attr: Attr,
+    pub timeout: Duration,
+}
+
+/// An OPEN/CREATE/OPENDIR reply (`struct fuse_open_out`). `open_flags` holds
+/// `FOPEN_*` bits; `backing_id` is only meaningful with `FOPEN_PASSTHROUGH`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Opened {
+    pub fh: u64,
+    pub open_flags: u32,
+    pub backing_id: i32,
+}
+
+/// A time to set in SETATTR.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetTime {
+    /// `UTIME_NOW` (FATTR_ATIME_NOW / FATTR_MTIME_NOW).
+    Now,
+    /// An explicit time: seconds and nanoseconds since the epoch.
+    At(i64, u32),
+}
+
+/// The fields a SETATTR request asks to change (`struct fuse_setattr_in`,
+/// decoded from its `valid` mask). `None` leaves a field alone.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetAttrIn {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<SetTime>,
+    pub mtime: Option<SetTime>,
+    pub ctime: Option<(i64, u32)>,
+    /// The file handle the change was made through (FATTR_FH), e.g. ftruncate.
+    pub fh: Option<u64>,
+    /// FATTR_KILL_SUIDGID was set.
+    pub kill_suidgid: bool,
+}
+
+/// A STATFS reply (`struct fuse_kstatfs`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StatFs {
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub bsize: u32,
+    pub namelen: u32,
+    pub frsize: u32,
+}
+
+/// One directory entry for READDIR/READDIRPLUS. `offset` is the cookie of
+/// the position *after* this entry: the kernel passes it back to continue.
+/// `kind` is the `DT_*` type.
+#[derive(Clone, Copy, Debug)]
+pub struct DirEntry<'a> {
+    pub ino: u64,
+    pub offset: u64,
+    pub kind: u32,
+    pub name: &'a [u8],
+}
+
+/// Where READDIR entries go. `push` returns false, without adding the
+/// entry, when the reply buffer is full; the filesystem then stops.
+pub trait DirSink {
+    fn push(&mut self, entry: &DirEntry<'_>) -> bool;
+}
+
+/// Where READDIRPLUS entries go. `push` returns false, without adding the
+/// entry, when the reply buffer is full. An added entry with a non-zero
+/// nodeid counts as a lookup (the kernel will FORGET it), except for `.`
+/// and `..`, which must be given with `entry.attr.ino == 0`.
+pub trait DirPlusSink {
+    fn push(&mut self, entry: &DirEntry<'_>, attr: &Entry) -> bool;
+}
+
+/// A GETXATTR/LISTXATTR reply: the size needed when the request's size was
+/// 0, else the data (ERANGE when it does not fit is the filesystem's job).
+#[derive(Clone, Debug)]
+pub enum XattrReply {
+    Size(u32),
+    Data(Vec<u8>),
+}
+
+/// What the kernel and the session agreed on in INIT.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConnInfo {
+    /// Protocol minor version in use (major is 7).
+    pub proto_minor: u32,
+    /// The kernel's advertised INIT flags (flags | flags2 << 32).
+    pub kernel_flags: u64,
+    /// The flags we answered with (flags | flags2 << 32).
+    pub flags: u64,
+    pub max_write: u32,
+    pub max_readahead: u32,
+    /// FUSE_PASSTHROUGH was negotiated: `Opened::backing_id` may be used.
+    pub passthrough: bool,
+}
+
+/// The operations a FUSE filesystem serves. Implementations are shared by
+/// all worker threads (`&self`, `Send + Sync`).
+#[allow(unused_variables)]
+pub trait Filesystem: Send + Sync + 'static {
+    /// Called once after INIT was negotiated, before any other request.
+    fn init(&self, info: &ConnInfo) {}
+    /// Called on DESTROY or when the session ends.
+    fn destroy(&self) {}
+
+    fn lookup(&self, ctx: &RequestCtx, parent: u64, name: &OsStr) -> Result<Entry> {
+        Err(Errno::ENOSYS)
+    }
+    /// FORGET / one item of BATCH_FORGET: drop `nlookup` from the lookup count.
+    fn forget(&self, nodeid: u64, nlookup: u64) {}
+    fn getattr(&self, ctx: &RequestCtx, nodeid: u64, fh: Option<u64>) -> Result<AttrReply> {
+        Err(Errno::ENOSYS)
+    }
+    fn setattr(&self, ctx: &RequestCtx, nodeid: u64, set: &SetAttrIn) -> Result<AttrReply> {
+        Err(Errno::ENOSYS)
+    }
+    fn readlink(&self, ctx: &RequestCtx, nodeid: u64) -> Result<Vec<u8>> {
+        Err(Errno::ENOSYS)
+    }
+    fn symlink(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, target: &OsStr) -> Result<Entry> {
+        Err(Errno::ENOSYS)
+    }
+    /// `mode` includes the type bits; `umask` is the caller's umask (the
+    /// kernel has already applied it unless FUSE_DONT_MASK was negotiated).
+    fn mknod(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, rdev: u32, umask: u32) -> Result<Entry> {
+        Err(Errno::ENOSYS)
+    }
+    fn mkdir(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, umask: u32) -> Result<Entry> {
+        Err(Errno::ENOSYS)
+    }
+    fn unlink(&self, ctx: &RequestCtx, parent: u64, name: &OsStr) -> Result<()> {
+        Err(Errno::ENOSYS)
+    }
+    fn rmdir(&self, ctx: &RequestCtx, parent: u64, name: &OsStr) -> Result<()> {
+        Err(Errno::ENOSYS)
+    }
+    /// RENAME / RENAME2. `flags` holds `RENAME_NOREPLACE`, `RENAME_EXCHANGE`,
+    /// `RENAME_WHITEOUT` bits (0 for plain RENAME).
+    fn rename(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32) -> Result<()> {
+        Err(Errno::ENOSYS)
+    }
+    fn link(&self, ctx: &RequestCtx, nodeid: u64, newparent: u64, newname: &OsStr) -> Result<Entry> {
+        Err(Errno::ENOSYS)
+    }
+    /// `flags` are the open(2) flags (O_ACCMODE, O_TRUNC, O_APPEND, ...).
+    fn open(&self, ctx: &RequestCtx, nodeid: u64, flags: u32) -> Result<Opened> {
+        Err(Errno::ENOSYS)
+    }
+    fn create(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, umask: u32, flags: u32) -> Result<(Entry, Opened)> {
+        Err(Errno::ENOSYS)
+    }
+    /// Returns at most `size` bytes; fewer only at end of file.
+    fn read(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        Err(Errno::ENOSYS)
+    }
+    /// Returns the number of bytes written. `write_flags` are FUSE_WRITE_*.
+    fn write(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, offset: u64, data: &[u8], write_flags: u32) -> Result<u32> {
+        Err(Errno::ENOSYS)
+    }
+    fn flush(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, lock_owner: u64) -> Result<()> {
+        Err(Errno::ENOSYS)
+    }
+    /// The last close of an open file description. Errors are ignored by the kernel.
+    fn release(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, flags: u32) -> Result<()> {
+        Ok(())
+    }
+    fn fsync(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, datasync: bool) -> Result<()> {
+        Err(Errno::ENOSYS)
+    }
+    fn opendir(&self, ctx: &RequestCtx, nodeid: u64, flags: u32) -> Result<Opened> {
+        Ok(Opened::default())
+    }
+    fn readdir(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, offset: u64, sink: &mut dyn DirSink) -> Result<()> {
+        Err(Errno::ENOSYS)
+    }
+    fn readdirplus(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, offset: u64, sink: &mut dyn DirPlusSink) -> Result<()> {
+        Err(Errno::ENOSYS)
+    }
+    fn releasedir(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, flags: u32) -> Result<()> {
+        Ok(())
+    }
+    fn fsyncdir(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, datasync: bool) -> Result<()> {
+        Err(Errno::ENOSYS)
+    }
+    fn statfs(&self, ctx: &RequestCtx, nodeid: u64) -> Result<StatFs> {
+        Err(Errno::ENOSYS)
+    }
+    /// `flags` are XATTR_CREATE / XATTR_REPLACE.
+    fn setxattr(&self, ctx: &RequestCtx, nodeid: u64, name: &OsStr, value: &[u8], flags: u32) -> Result<()> {
+        Err(Errno::ENOSYS)
+    }
+    /// `size == 0` asks for the size only.
+    fn getxattr(&self, ctx: &RequestCtx, nodeid: u64, name: &OsStr, size: u32) -> Result<XattrReply> {
+        Err(Errno::ENOSYS)
+    }
+    /// The names, each NUL-terminated; `size == 0` asks for the size only.
+    fn listxattr(&self, ctx: &RequestCtx, nodeid: u64, size: u32) -> Result<XattrReply> {
+        Err(Errno::ENOSYS)
+    }
+    fn removexattr(&self, ctx: &RequestCtx, nodeid: u64, name: &OsStr) -> Result<()> {
+        Err(Errno::ENOSYS)
+    }
+    fn access(&self, ctx: &RequestCtx, nodeid: u64, mask: u32) -> Result<()> {
+        Err(Errno::ENOSYS)
+    }
+    /// `mode` holds FALLOC_FL_* bits.
+    fn fallocate(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, offset: u64, length: u64, mode: u32) -> Result<()> {
+        Err(Errno::ENOSYS)
+    }
+    /// SEEK_DATA / SEEK_HOLE (the kernel handles SEEK_SET/CUR/END itself).
+    fn lseek(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, offset: u64, whence: u32) -> Result<u64> {
+        Err(Errno::ENOSYS)
+    }
+    /// Returns the number of bytes copied.
+    #[allow(clippy::too_many_arguments)]
+    fn copy_file_range(&self, ctx: &RequestCtx, nodeid_in: u64, fh_in: u64, off_in: u64, nodeid_out: u64, fh_out: u64, off_out: u64, len: u64, flags: u64) -> Result<u64> {
+        Err(Errno::ENOSYS)
+    }
+}
