@@ -1,0 +1,353 @@
+//! The dispatcher: one decoded request → one [`Filesystem`] call → one encoded reply.
+//!
+//! [`Dispatcher::dispatch`] takes the raw bytes of a contiguous request
+//! (`/dev/fuse`) and fills a [`ReplyBuf`]; [`Dispatcher::dispatch_parts`]
+//! does the same for a request a FUSE-over-io_uring entry holds in three
+//! places (in-header, `op_in`, payload). Both return whether the kernel
+//! expects a reply. The transport only moves bytes; decoding, the call into
+//! the filesystem, and encoding live here, once, for every transport.
+//!
+//! INIT is negotiated by [`negotiate`] before a dispatcher exists (it needs
+//! only the [`MountOptions`]); a later INIT reaching the dispatcher gets EPROTO.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::abi::*;
+use crate::fs::{ConnInfo, Errno, Filesystem, RequestCtx, SetAttrIn, SetTime, XattrReply};
+use crate::reply::{encode_attr_out, encode_entry, DirentPlusWriter, DirentWriter, ReplyBuf};
+use crate::request::{parse_header, opcode_needs_reply, Args, InHeader, Operation, ParseError, ParseOptions, Request};
+use crate::session::MountOptions;
+use crate::stats::OpStats;
+
+/// What [`negotiate`] decided for one INIT request.
+#[derive(Clone, Copy, Debug)]
+pub enum InitDecision {
+    /// Send `out` (the first `len` bytes) and use `info` from now on.
+    Accept { out: fuse_init_out, len: usize, info: ConnInfo },
+    /// The kernel speaks a newer major version: send `out` (major 7 only,
+    /// first `len` bytes) and wait for a second INIT.
+    RetryMajor { out: fuse_init_out, len: usize },
+    /// Refuse with this errno (EPROTO: the kernel is too old).
+    Refuse(i32),
+}
+
+/// Negotiates INIT (kernel doc: `fuse.h` "Version negotiation").
+///
+/// Answers protocol `7.min(kernel minor, 45)` with `fuse_init_out` sized for
+/// that minor, and requests ASYNC_READ, BIG_WRITES, ATOMIC_O_TRUNC,
+/// EXPORT_SUPPORT, PARALLEL_DIROPS, MAX_PAGES (`max_pages` 256),
+/// CACHE_SYMLINKS, INIT_EXT, DO_READDIRPLUS + READDIRPLUS_AUTO (if
+/// `opts.readdirplus`) and PASSTHROUGH with `max_stack_depth` 1 (if
+/// `opts.passthrough`), each only if the kernel offers it. Never
+/// WRITEBACK_CACHE, POSIX_LOCKS or FLOCK_LOCKS (locks stay kernel-local), nor
+/// HANDLE_KILLPRIV(_V2) (the kernel keeps clearing suid/sgid itself, because
+/// the `Filesystem` trait does not carry FUSE_OPEN_KILL_SUIDGID).
+pub fn negotiate(init: &fuse_init_in, opts: &MountOptions) -> InitDecision {
+    if init.major > FUSE_KERNEL_VERSION {
+        let out = fuse_init_out { major: FUSE_KERNEL_VERSION, minor: FUSE_KERNEL_MINOR_VERSION, ..Default::default() };
+        return InitDecision::RetryMajor { out, len: FUSE_COMPAT_INIT_OUT_SIZE };
+    }
+    if init.major < FUSE_KERNEL_VERSION || init.minor < FUSE_MIN_KERNEL_MINOR_VERSION {
+        return InitDecision::Refuse(libc::EPROTO);
+    }
+    let minor = init.minor.min(FUSE_KERNEL_MINOR_VERSION);
+    let mut kernel_flags = init.flags as u64;
+    if kernel_flags & FUSE_INIT_EXT != 0 {
+        kernel_flags |= (init.flags2 as u64) << 32;
+    }
+    let mut want = FUSE_ASYNC_READ
+        | FUSE_BIG_WRITES
+        | FUSE_ATOMIC_O_TRUNC
+        | FUSE_EXPORT_SUPPORT
+        | FUSE_PARALLEL_DIROPS
+        | FUSE_MAX_PAGES
+        | FUSE_CACHE_SYMLINKS
+        | FUSE_INIT_EXT;
+    if opts.readdirplus {
+        want |= FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO;
+    }
+    if opts.passthrough {
+        want |= FUSE_PASSTHROUGH;
+    }
+    let flags = want & kernel_flags;
+    let max_write = opts.max_write.max(4096);
+    let max_pages = if flags & FUSE_MAX_PAGES != 0 { max_write.div_ceil(4096).min(u16::MAX as u32) as u16 } else { 0 };
+    let passthrough = flags & FUSE_PASSTHROUGH != 0;
+    let out = fuse_init_out {
+        major: FUSE_KERNEL_VERSION,
+        minor,
+        max_readahead: init.max_readahead,
+        flags: flags as u32,
+        max_background: opts.max_background,
+        congestion_threshold: opts.max_background.saturating_mul(3) / 4,
+        max_write,
+        time_gran: 1,
+        max_pages,
+        map_alignment: 0,
+        flags2: if flags & FUSE_INIT_EXT != 0 { (flags >> 32) as u32 } else { 0 },
+        max_stack_depth: if passthrough { 1 } else { 0 },
+        request_timeout: 0,
+        unused: [0; 11],
+    };
+    let info = ConnInfo {
+        proto_minor: minor,
+        kernel_flags,
+        flags,
+        max_write,
+        max_readahead: init.max_readahead,
+        passthrough,
+    };
+    InitDecision::Accept { out, len: fuse_init_out::wire_size(minor), info }
+}
+
+/// Decodes requests, calls the [`Filesystem`], encodes replies. Shared by all
+/// workers of a session (`Arc<Dispatcher<F>>`); holds no per-request state.
+pub struct Dispatcher<F: Filesystem> {
+    fs: Arc<F>,
+    info: ConnInfo,
+    parse: ParseOptions,
+    stats: Arc<OpStats>,
+    destroyed: AtomicBool,
+}
+
+impl<F: Filesystem> Dispatcher<F> {
+    /// A dispatcher for a connection negotiated as `info` (from [`negotiate`]),
+    /// counting requests into `stats`. Does not call `fs.init`.
+    pub fn new(fs: Arc<F>, info: ConnInfo, stats: Arc<OpStats>) -> Self {
+        let parse = ParseOptions { setxattr_ext: info.flags & FUSE_SETXATTR_EXT != 0 };
+        Dispatcher { fs, info, parse, stats, destroyed: AtomicBool::new(false) }
+    }
+
+    /// The negotiated connection parameters.
+    pub fn conn_info(&self) -> &ConnInfo {
+        &self.info
+    }
+
+    /// The filesystem requests go to.
+    pub fn filesystem(&self) -> &Arc<F> {
+        &self.fs
+    }
+
+    /// Calls `fs.destroy()` unless a DESTROY request already did. Idempotent.
+    pub fn destroy(&self) {
+        if !self.destroyed.swap(true, Ordering::AcqRel) {
+            self.fs.destroy();
+        }
+    }
+
+    /// Handles one contiguous request (`fuse_in_header` + arguments, exactly
+    /// `len` bytes, as read from `/dev/fuse`). Leaves the reply in `reply`
+    /// and returns true if it must be sent; false for FORGET, BATCH_FORGET,
+    /// INTERRUPT, NOTIFY_REPLY, and requests whose header is unusable.
+    pub fn dispatch(&self, request: &[u8], reply: &mut ReplyBuf) -> bool {
+        let header = match parse_header(request) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!(len = request.len(), "dropping request: {e}");
+                return false;
+            }
+        };
+        self.stats.record(header.opcode);
+        reply.reset(header.unique);
+        match Request::parse(request, self.parse) {
+            Ok(req) => self.handle(&req.header, req.op, reply),
+            Err(e) => self.malformed(&header, e, reply),
+        }
+    }
+
+    /// Handles one request given as a FUSE-over-io_uring entry holds it: the
+    /// in-header bytes (`in_out`), the first argument struct (`op_in`) and the
+    /// payload (`payload_sz` bytes). Same reply contract as [`Self::dispatch`];
+    /// the header's `len` is not checked against the pieces.
+    pub fn dispatch_parts(&self, in_header: &[u8], op_in: &[u8], payload: &[u8], reply: &mut ReplyBuf) -> bool {
+        let Some(header) = fuse_in_header::read_from(in_header) else {
+            tracing::warn!("dropping ring request: short in-header");
+            return false;
+        };
+        self.stats.record(header.opcode);
+        reply.reset(header.unique);
+        match Operation::parse(header.opcode, Args::split(op_in, payload), self.parse) {
+            Ok(op) => self.handle(&header, op, reply),
+            Err(e) => self.malformed(&header, e, reply),
+        }
+    }
+
+    fn malformed(&self, header: &InHeader, e: ParseError, reply: &mut ReplyBuf) -> bool {
+        tracing::warn!(opcode = header.opcode, unique = header.unique, "malformed request: {e}");
+        reply.set_error(libc::EIO);
+        opcode_needs_reply(header.opcode)
+    }
+
+    fn handle(&self, h: &InHeader, op: Operation<'_>, reply: &mut ReplyBuf) -> bool {
+        let ctx = RequestCtx { unique: h.unique, uid: h.uid, gid: h.gid, pid: h.pid };
+        let fs = &*self.fs;
+        let ino = h.nodeid;
+        let res: Result<(), Errno> = match op {
+            Operation::Lookup { name } => fs.lookup(&ctx, ino, name).map(|e| reply.push(&encode_entry(&e))),
+            Operation::Forget { nlookup } => {
+                fs.forget(ino, nlookup);
+                return false;
+            }
+            Operation::BatchForget { items } => {
+                for (nodeid, nlookup) in items {
+                    fs.forget(nodeid, nlookup);
+                }
+                return false;
+            }
+            Operation::Interrupt { .. } | Operation::NotifyReply => return false,
+            Operation::GetAttr { arg } => {
+                let fh = (arg.getattr_flags & FUSE_GETATTR_FH != 0).then_some(arg.fh);
+                fs.getattr(&ctx, ino, fh).map(|a| reply.push(&encode_attr_out(&a)))
+            }
+            Operation::SetAttr { arg } => {
+                fs.setattr(&ctx, ino, &decode_setattr(&arg)).map(|a| reply.push(&encode_attr_out(&a)))
+            }
+            Operation::ReadLink => fs.readlink(&ctx, ino).and_then(|t| {
+                // The kernel's buffer is one page minus the NUL.
+                if t.len() >= 4096 {
+                    return Err(Errno(libc::ENAMETOOLONG));
+                }
+                reply.push_bytes(&t);
+                Ok(())
+            }),
+            Operation::Symlink { name, target } => {
+                fs.symlink(&ctx, ino, name, target).map(|e| reply.push(&encode_entry(&e)))
+            }
+            Operation::MkNod { arg, name } => {
+                fs.mknod(&ctx, ino, name, arg.mode, arg.rdev, arg.umask).map(|e| reply.push(&encode_entry(&e)))
+            }
+            Operation::MkDir { arg, name } => {
+                fs.mkdir(&ctx, ino, name, arg.mode, arg.umask).map(|e| reply.push(&encode_entry(&e)))
+            }
+            Operation::Unlink { name } => fs.unlink(&ctx, ino, name),
+            Operation::RmDir { name } => fs.rmdir(&ctx, ino, name),
+            Operation::Rename { newdir, flags, name, newname } => fs.rename(&ctx, ino, name, newdir, newname, flags),
+            Operation::Link { oldnodeid, newname } => {
+                fs.link(&ctx, oldnodeid, ino, newname).map(|e| reply.push(&encode_entry(&e)))
+            }
+            Operation::Open { arg } => fs.open(&ctx, ino, arg.flags).map(|o| reply.push(&open_out(&o))),
+            Operation::Read { arg } => fs.read(&ctx, ino, arg.fh, arg.offset, arg.size).map(|data| {
+                let n = data.len().min(arg.size as usize);
+                reply.push_bytes(&data[..n]);
+            }),
+            Operation::Write { arg, data } => fs
+                .write(&ctx, ino, arg.fh, arg.offset, data, arg.write_flags)
+                .map(|n| reply.push(&fuse_write_out { size: n, padding: 0 })),
+            Operation::StatFs => fs.statfs(&ctx, ino).map(|s| {
+                reply.push(&fuse_statfs_out {
+                    st: fuse_kstatfs {
+                        blocks: s.blocks,
+                        bfree: s.bfree,
+                        bavail: s.bavail,
+                        files: s.files,
+                        ffree: s.ffree,
+                        bsize: s.bsize,
+                        namelen: s.namelen,
+                        frsize: s.frsize,
+                        padding: 0,
+                        spare: [0; 6],
+                    },
+                })
+            }),
+            Operation::Release { arg } => fs.release(&ctx, ino, arg.fh, arg.flags),
+            Operation::Fsync { arg } => fs.fsync(&ctx, ino, arg.fh, arg.fsync_flags & FUSE_FSYNC_FDATASYNC != 0),
+            Operation::SetXattr { flags, name, value, .. } => fs.setxattr(&ctx, ino, name, value, flags),
+            Operation::GetXattr { size, name } => {
+                fs.getxattr(&ctx, ino, name, size).and_then(|x| xattr_reply(reply, size, x))
+            }
+            Operation::ListXattr { size } => fs.listxattr(&ctx, ino, size).and_then(|x| xattr_reply(reply, size, x)),
+            Operation::RemoveXattr { name } => fs.removexattr(&ctx, ino, name),
+            Operation::Flush { arg } => fs.flush(&ctx, ino, arg.fh, arg.lock_owner),
+            Operation::Init { .. } => Err(Errno(libc::EPROTO)),
+            Operation::OpenDir { arg } => fs.opendir(&ctx, ino, arg.flags).map(|o| reply.push(&open_out(&o))),
+            Operation::ReadDir { arg } => {
+                let mut sink = DirentWriter::new(reply, arg.size as usize);
+                fs.readdir(&ctx, ino, arg.fh, arg.offset, &mut sink)
+            }
+            Operation::ReadDirPlus { arg } => {
+                let mut sink = DirentPlusWriter::new(reply, arg.size as usize);
+                fs.readdirplus(&ctx, ino, arg.fh, arg.offset, &mut sink)
+            }
+            Operation::ReleaseDir { arg } => fs.releasedir(&ctx, ino, arg.fh, arg.flags),
+            Operation::FsyncDir { arg } => {
+                fs.fsyncdir(&ctx, ino, arg.fh, arg.fsync_flags & FUSE_FSYNC_FDATASYNC != 0)
+            }
+            Operation::Access { mask } => fs.access(&ctx, ino, mask),
+            Operation::Create { arg, name } => fs.create(&ctx, ino, name, arg.mode, arg.umask, arg.flags).map(|(e, o)| {
+                reply.push(&encode_entry(&e));
+                reply.push(&open_out(&o));
+            }),
+            Operation::Destroy => {
+                self.destroy();
+                Ok(())
+            }
+            Operation::Fallocate { arg } => fs.fallocate(&ctx, ino, arg.fh, arg.offset, arg.length, arg.mode),
+            Operation::Lseek { arg } => fs
+                .lseek(&ctx, ino, arg.fh, arg.offset, arg.whence)
+                .map(|off| reply.push(&fuse_lseek_out { offset: off })),
+            Operation::CopyFileRange { arg } => {
+                // The legacy reply is a u32; the kernel clamps `len` accordingly.
+                let len = arg.len.min(u32::MAX as u64 & !0xfff);
+                fs.copy_file_range(&ctx, ino, arg.fh_in, arg.off_in, arg.nodeid_out, arg.fh_out, arg.off_out, len, arg.flags)
+                    .map(|n| reply.push(&fuse_write_out { size: n.min(u32::MAX as u64) as u32, padding: 0 }))
+            }
+            Operation::CopyFileRange64 { arg } => fs
+                .copy_file_range(&ctx, ino, arg.fh_in, arg.off_in, arg.nodeid_out, arg.fh_out, arg.off_out, arg.len, arg.flags)
+                .map(|n| reply.push(&fuse_copy_file_range_out { bytes_copied: n })),
+            Operation::Unsupported { opcode } => {
+                tracing::trace!(opcode, "unsupported opcode: ENOSYS");
+                Err(Errno::ENOSYS)
+            }
+        };
+        if let Err(Errno(e)) = res {
+            reply.set_error(e);
+        }
+        true
+    }
+}
+
+fn open_out(o: &crate::fs::Opened) -> fuse_open_out {
+    fuse_open_out { fh: o.fh, open_flags: o.open_flags, backing_id: o.backing_id }
+}
+
+/// GETXATTR/LISTXATTR: with `size == 0` the kernel wants `fuse_getxattr_out`,
+/// else the data itself, at most `size` bytes (ERANGE if larger).
+fn xattr_reply(reply: &mut ReplyBuf, size: u32, x: XattrReply) -> Result<(), Errno> {
+    match (size, x) {
+        (0, XattrReply::Size(n)) => reply.push(&fuse_getxattr_out { size: n, padding: 0 }),
+        (0, XattrReply::Data(d)) => reply.push(&fuse_getxattr_out { size: d.len() as u32, padding: 0 }),
+        (_, XattrReply::Data(d)) if d.len() <= size as usize => reply.push_bytes(&d),
+        (_, XattrReply::Data(_)) => return Err(Errno(libc::ERANGE)),
+        (_, XattrReply::Size(n)) if n > size => return Err(Errno(libc::ERANGE)),
+        (_, XattrReply::Size(_)) => return Err(Errno::EIO),
+    }
+    Ok(())
+}
+
+/// `fuse_setattr_in` → [`SetAttrIn`], from its `valid` mask (FATTR_*).
+/// FATTR_ATIME_NOW/MTIME_NOW win over an explicit time; FATTR_LOCKOWNER is ignored.
+pub fn decode_setattr(a: &fuse_setattr_in) -> SetAttrIn {
+    let v = a.valid;
+    let has = |bit: u32| v & bit != 0;
+    let time = |now: u32, at: u32, secs: u64, nsecs: u32| {
+        if has(now) {
+            Some(SetTime::Now)
+        } else if has(at) {
+            Some(SetTime::At(secs as i64, nsecs))
+        } else {
+            None
+        }
+    };
+    SetAttrIn {
+        mode: has(FATTR_MODE).then_some(a.mode),
+        uid: has(FATTR_UID).then_some(a.uid),
+        gid: has(FATTR_GID).then_some(a.gid),
+        size: has(FATTR_SIZE).then_some(a.size),
+        atime: time(FATTR_ATIME_NOW, FATTR_ATIME, a.atime, a.atimensec),
+        mtime: time(FATTR_MTIME_NOW, FATTR_MTIME, a.mtime, a.mtimensec),
+        ctime: has(FATTR_CTIME).then_some((a.ctime as i64, a.ctimensec)),
+        fh: has(FATTR_FH).then_some(a.fh),
+        kill_suidgid: has(FATTR_KILL_SUIDGID),
+    }
+}

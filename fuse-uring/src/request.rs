@@ -1,0 +1,332 @@
+//! The request decoder: raw FUSE request bytes → [`Request`] (header + [`Operation`]).
+//!
+//! Transport-neutral. A request arrives either as one contiguous message
+//! (`/dev/fuse`: `fuse_in_header`, then the arguments) or, on a
+//! FUSE-over-io_uring ring entry, split in three places: the in-header in the
+//! entry's `in_out` area, the first (per-op) argument struct in `op_in`, and
+//! every further argument (names, WRITE data) in the payload buffer. An
+//! [`Args`] hides the difference: [`Args::contiguous`] for `/dev/fuse`,
+//! [`Args::split`] for a ring entry. The decoder only ever asks for "the fixed
+//! struct of this op" and "the rest", so both give the same [`Operation`].
+//!
+//! Every read is bounds-checked; a short or malformed request gives a
+//! [`ParseError`] (the dispatcher answers it with EIO), never a panic.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+
+use crate::abi::{self, *};
+
+/// Why a request could not be decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParseError {
+    /// Fewer bytes than a `fuse_in_header`, or `len` disagrees with the bytes read.
+    /// The request cannot be answered (its `unique` is unknown or untrustworthy).
+    BadHeader,
+    /// The arguments are shorter than the opcode's struct, a name lacks its
+    /// NUL terminator, or a length field points past the end. Answer EIO.
+    Malformed,
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ParseError::BadHeader => f.write_str("malformed fuse_in_header"),
+            ParseError::Malformed => f.write_str("malformed request arguments"),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// The argument bytes of one request, wherever the transport put them.
+#[derive(Clone, Copy, Debug)]
+pub struct Args<'a> {
+    /// Holds the op's fixed struct (and, when contiguous, everything after it).
+    first: &'a [u8],
+    /// `None` for a contiguous message; the ring payload otherwise.
+    rest: Option<&'a [u8]>,
+}
+
+impl<'a> Args<'a> {
+    /// Arguments as one slice, everything after the `fuse_in_header` (`/dev/fuse`).
+    pub fn contiguous(args: &'a [u8]) -> Self {
+        Args { first: args, rest: None }
+    }
+
+    /// Arguments of a FUSE-over-io_uring entry: `op_in` holds the first
+    /// argument struct (possibly zero-sized, e.g. LOOKUP), `payload` the
+    /// rest (`payload_sz` bytes).
+    pub fn split(op_in: &'a [u8], payload: &'a [u8]) -> Self {
+        Args { first: op_in, rest: Some(payload) }
+    }
+
+    /// Splits off the opcode's fixed struct of `n` bytes; returns it and the rest.
+    fn fixed(&self, n: usize) -> Result<(&'a [u8], &'a [u8]), ParseError> {
+        match self.rest {
+            None => {
+                if self.first.len() < n {
+                    return Err(ParseError::Malformed);
+                }
+                Ok(self.first.split_at(n))
+            }
+            Some(rest) => {
+                if self.first.len() < n {
+                    return Err(ParseError::Malformed);
+                }
+                Ok((&self.first[..n], rest))
+            }
+        }
+    }
+
+    fn pod<T: Pod>(&self) -> Result<(T, &'a [u8]), ParseError> {
+        let (head, rest) = self.fixed(std::mem::size_of::<T>())?;
+        Ok((T::read_from(head).ok_or(ParseError::Malformed)?, rest))
+    }
+}
+
+/// Splits a NUL-terminated name off the front of `bytes`.
+fn take_name(bytes: &[u8]) -> Result<(&OsStr, &[u8]), ParseError> {
+    let nul = bytes.iter().position(|&b| b == 0).ok_or(ParseError::Malformed)?;
+    Ok((OsStr::from_bytes(&bytes[..nul]), &bytes[nul + 1..]))
+}
+
+/// The fixed header of a request, with the fields the filesystem sees.
+pub type InHeader = fuse_in_header;
+
+/// One decoded FUSE request.
+#[derive(Debug)]
+pub struct Request<'a> {
+    /// The request's `fuse_in_header` (`nodeid` is the inode the op acts on).
+    pub header: InHeader,
+    /// The decoded operation and its arguments, borrowing from the request bytes.
+    pub op: Operation<'a>,
+}
+
+/// The items of a BATCH_FORGET, decoded lazily from the request bytes.
+#[derive(Clone, Debug)]
+pub struct ForgetIter<'a> {
+    bytes: &'a [u8],
+}
+
+impl Iterator for ForgetIter<'_> {
+    /// `(nodeid, nlookup)`.
+    type Item = (u64, u64);
+    fn next(&mut self) -> Option<(u64, u64)> {
+        let one = fuse_forget_one::read_from(self.bytes)?;
+        self.bytes = &self.bytes[std::mem::size_of::<fuse_forget_one>()..];
+        Some((one.nodeid, one.nlookup))
+    }
+}
+
+/// A decoded request's operation and arguments. The inode it acts on is
+/// `header.nodeid`. Names are the raw bytes the kernel sent (no NUL).
+#[derive(Debug)]
+#[allow(missing_docs)]
+pub enum Operation<'a> {
+    Lookup { name: &'a OsStr },
+    Forget { nlookup: u64 },
+    BatchForget { items: ForgetIter<'a> },
+    GetAttr { arg: fuse_getattr_in },
+    SetAttr { arg: fuse_setattr_in },
+    ReadLink,
+    Symlink { name: &'a OsStr, target: &'a OsStr },
+    MkNod { arg: fuse_mknod_in, name: &'a OsStr },
+    MkDir { arg: fuse_mkdir_in, name: &'a OsStr },
+    Unlink { name: &'a OsStr },
+    RmDir { name: &'a OsStr },
+    /// RENAME (flags 0) and RENAME2.
+    Rename { newdir: u64, flags: u32, name: &'a OsStr, newname: &'a OsStr },
+    Link { oldnodeid: u64, newname: &'a OsStr },
+    Open { arg: fuse_open_in },
+    Read { arg: fuse_read_in },
+    /// `data` is exactly `arg.size` bytes.
+    Write { arg: fuse_write_in, data: &'a [u8] },
+    StatFs,
+    Release { arg: fuse_release_in },
+    Fsync { arg: fuse_fsync_in },
+    /// `value` is exactly `size` bytes; `setxattr_flags` is 0 unless
+    /// FUSE_SETXATTR_EXT was negotiated.
+    SetXattr { size: u32, flags: u32, setxattr_flags: u32, name: &'a OsStr, value: &'a [u8] },
+    GetXattr { size: u32, name: &'a OsStr },
+    ListXattr { size: u32 },
+    RemoveXattr { name: &'a OsStr },
+    Flush { arg: fuse_flush_in },
+    /// INIT; the session negotiates it (see [`crate::negotiate`]).
+    Init { arg: fuse_init_in },
+    OpenDir { arg: fuse_open_in },
+    ReadDir { arg: fuse_read_in },
+    ReleaseDir { arg: fuse_release_in },
+    FsyncDir { arg: fuse_fsync_in },
+    Access { mask: u32 },
+    Create { arg: fuse_create_in, name: &'a OsStr },
+    Interrupt { unique: u64 },
+    Destroy,
+    Fallocate { arg: fuse_fallocate_in },
+    ReadDirPlus { arg: fuse_read_in },
+    Lseek { arg: fuse_lseek_in },
+    CopyFileRange { arg: fuse_copy_file_range_in },
+    CopyFileRange64 { arg: fuse_copy_file_range_in },
+    /// NOTIFY_REPLY (answer to a retrieve notification): never answered.
+    NotifyReply,
+    /// Known but not served here (GETLK, SETLK, BMAP, IOCTL, POLL, TMPFILE,
+    /// STATX, ...) or unknown: answered with ENOSYS.
+    Unsupported { opcode: u32 },
+}
+
+/// Decoder settings that depend on the INIT negotiation.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ParseOptions {
+    /// FUSE_SETXATTR_EXT was negotiated: SETXATTR carries the 16-byte
+    /// `fuse_setxattr_in` instead of the 8-byte compat one.
+    pub setxattr_ext: bool,
+}
+
+/// Decodes the `fuse_in_header` at the start of `bytes`, checking `len`
+/// against `bytes.len()` (`/dev/fuse` delivers exactly one request per read).
+pub fn parse_header(bytes: &[u8]) -> Result<InHeader, ParseError> {
+    let h = fuse_in_header::read_from(bytes).ok_or(ParseError::BadHeader)?;
+    if (h.len as usize) != bytes.len() || (h.len as usize) < std::mem::size_of::<fuse_in_header>() {
+        return Err(ParseError::BadHeader);
+    }
+    Ok(h)
+}
+
+impl<'a> Request<'a> {
+    /// Decodes a contiguous request (`/dev/fuse`): header, then arguments.
+    pub fn parse(bytes: &'a [u8], opts: ParseOptions) -> Result<Request<'a>, ParseError> {
+        let header = parse_header(bytes)?;
+        let args = &bytes[std::mem::size_of::<fuse_in_header>()..];
+        // Extensions (security context, supplementary groups) follow the
+        // arguments; strip them so trailing-name parsing is not confused.
+        let ext = header.total_extlen as usize * 8;
+        if ext > args.len() {
+            return Err(ParseError::Malformed);
+        }
+        let args = &args[..args.len() - ext];
+        let op = Operation::parse(header.opcode, Args::contiguous(args), opts)?;
+        Ok(Request { header, op })
+    }
+}
+
+impl<'a> Operation<'a> {
+    /// Decodes the arguments of a request with opcode `opcode`.
+    pub fn parse(opcode: u32, args: Args<'a>, opts: ParseOptions) -> Result<Operation<'a>, ParseError> {
+        use Operation as O;
+        let op = match opcode {
+            FUSE_LOOKUP => O::Lookup { name: take_name(args.fixed(0)?.1)?.0 },
+            FUSE_FORGET => O::Forget { nlookup: args.pod::<fuse_forget_in>()?.0.nlookup },
+            FUSE_BATCH_FORGET => {
+                let (arg, rest) = args.pod::<fuse_batch_forget_in>()?;
+                let n = (arg.count as usize)
+                    .checked_mul(std::mem::size_of::<fuse_forget_one>())
+                    .ok_or(ParseError::Malformed)?;
+                if rest.len() < n {
+                    return Err(ParseError::Malformed);
+                }
+                O::BatchForget { items: ForgetIter { bytes: &rest[..n] } }
+            }
+            FUSE_GETATTR => O::GetAttr { arg: args.pod()?.0 },
+            FUSE_SETATTR => O::SetAttr { arg: args.pod()?.0 },
+            FUSE_READLINK => O::ReadLink,
+            FUSE_SYMLINK => {
+                let (name, rest) = take_name(args.fixed(0)?.1)?;
+                let (target, _) = take_name(rest)?;
+                O::Symlink { name, target }
+            }
+            FUSE_MKNOD => {
+                let (arg, rest) = args.pod::<fuse_mknod_in>()?;
+                O::MkNod { arg, name: take_name(rest)?.0 }
+            }
+            FUSE_MKDIR => {
+                let (arg, rest) = args.pod::<fuse_mkdir_in>()?;
+                O::MkDir { arg, name: take_name(rest)?.0 }
+            }
+            FUSE_UNLINK => O::Unlink { name: take_name(args.fixed(0)?.1)?.0 },
+            FUSE_RMDIR => O::RmDir { name: take_name(args.fixed(0)?.1)?.0 },
+            FUSE_RENAME => {
+                let (arg, rest) = args.pod::<fuse_rename_in>()?;
+                let (name, rest) = take_name(rest)?;
+                let (newname, _) = take_name(rest)?;
+                O::Rename { newdir: arg.newdir, flags: 0, name, newname }
+            }
+            FUSE_RENAME2 => {
+                let (arg, rest) = args.pod::<fuse_rename2_in>()?;
+                let (name, rest) = take_name(rest)?;
+                let (newname, _) = take_name(rest)?;
+                O::Rename { newdir: arg.newdir, flags: arg.flags, name, newname }
+            }
+            FUSE_LINK => {
+                let (arg, rest) = args.pod::<fuse_link_in>()?;
+                O::Link { oldnodeid: arg.oldnodeid, newname: take_name(rest)?.0 }
+            }
+            FUSE_OPEN => O::Open { arg: args.pod()?.0 },
+            FUSE_READ => O::Read { arg: args.pod()?.0 },
+            FUSE_WRITE => {
+                let (arg, rest) = args.pod::<fuse_write_in>()?;
+                let data = rest.get(..arg.size as usize).ok_or(ParseError::Malformed)?;
+                O::Write { arg, data }
+            }
+            FUSE_STATFS => O::StatFs,
+            FUSE_RELEASE => O::Release { arg: args.pod()?.0 },
+            FUSE_FSYNC => O::Fsync { arg: args.pod()?.0 },
+            FUSE_SETXATTR => {
+                let n = if opts.setxattr_ext {
+                    std::mem::size_of::<fuse_setxattr_in>()
+                } else {
+                    FUSE_COMPAT_SETXATTR_IN_SIZE
+                };
+                let (head, rest) = args.fixed(n)?;
+                let mut buf = [0u8; std::mem::size_of::<fuse_setxattr_in>()];
+                buf[..n].copy_from_slice(head);
+                let arg = fuse_setxattr_in::read_from(&buf).ok_or(ParseError::Malformed)?;
+                let (name, rest) = take_name(rest)?;
+                let value = rest.get(..arg.size as usize).ok_or(ParseError::Malformed)?;
+                O::SetXattr { size: arg.size, flags: arg.flags, setxattr_flags: arg.setxattr_flags, name, value }
+            }
+            FUSE_GETXATTR => {
+                let (arg, rest) = args.pod::<fuse_getxattr_in>()?;
+                O::GetXattr { size: arg.size, name: take_name(rest)?.0 }
+            }
+            FUSE_LISTXATTR => O::ListXattr { size: args.pod::<fuse_getxattr_in>()?.0.size },
+            FUSE_REMOVEXATTR => O::RemoveXattr { name: take_name(args.fixed(0)?.1)?.0 },
+            FUSE_FLUSH => O::Flush { arg: args.pod()?.0 },
+            // fuse_init_in has grown over time (16 bytes before 7.36, 64 since).
+            FUSE_INIT => O::Init { arg: fuse_init_in::parse(args.first).ok_or(ParseError::Malformed)? },
+            FUSE_OPENDIR => O::OpenDir { arg: args.pod()?.0 },
+            FUSE_READDIR => O::ReadDir { arg: args.pod()?.0 },
+            FUSE_RELEASEDIR => O::ReleaseDir { arg: args.pod()?.0 },
+            FUSE_FSYNCDIR => O::FsyncDir { arg: args.pod()?.0 },
+            FUSE_ACCESS => O::Access { mask: args.pod::<fuse_access_in>()?.0.mask },
+            FUSE_CREATE => {
+                let (arg, rest) = args.pod::<fuse_create_in>()?;
+                O::Create { arg, name: take_name(rest)?.0 }
+            }
+            FUSE_INTERRUPT => O::Interrupt { unique: args.pod::<fuse_interrupt_in>()?.0.unique },
+            FUSE_DESTROY => O::Destroy,
+            FUSE_FALLOCATE => O::Fallocate { arg: args.pod()?.0 },
+            FUSE_READDIRPLUS => O::ReadDirPlus { arg: args.pod()?.0 },
+            FUSE_LSEEK => O::Lseek { arg: args.pod()?.0 },
+            FUSE_COPY_FILE_RANGE => O::CopyFileRange { arg: args.pod()?.0 },
+            FUSE_COPY_FILE_RANGE_64 => O::CopyFileRange64 { arg: args.pod()?.0 },
+            abi::FUSE_NOTIFY_REPLY => O::NotifyReply,
+            other => O::Unsupported { opcode: other },
+        };
+        Ok(op)
+    }
+
+    /// False for the requests the kernel expects no reply to
+    /// (FORGET, BATCH_FORGET, INTERRUPT, NOTIFY_REPLY).
+    pub fn needs_reply(&self) -> bool {
+        !matches!(
+            self,
+            Operation::Forget { .. } | Operation::BatchForget { .. } | Operation::Interrupt { .. } | Operation::NotifyReply
+        )
+    }
+}
+
+/// True for the opcodes the kernel expects no reply to, decided from the
+/// opcode alone (used when the arguments could not be decoded).
+pub fn opcode_needs_reply(opcode: u32) -> bool {
+    !matches!(opcode, FUSE_FORGET | FUSE_BATCH_FORGET | FUSE_INTERRUPT | abi::FUSE_NOTIFY_REPLY)
+}

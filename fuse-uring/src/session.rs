@@ -1,0 +1,515 @@
+//! Mounting, the INIT handshake, the `/dev/fuse` worker loop, unmounting,
+//! kernel notifications and passthrough backing ids.
+//!
+//! Lifecycle: [`mount`] opens `/dev/fuse`, calls `mount(2)` and answers INIT
+//! on that fd, returning a [`Session`] whose [`ConnInfo`] says what was
+//! negotiated. [`Session::run`] serves requests on worker threads until the
+//! filesystem is unmounted ([`unmount`] / [`Unmounter`]) or the connection is
+//! aborted, then calls `Filesystem::destroy`. [`Session::notifier`] and
+//! [`Session::stats`] give handles that outlive `run`'s borrow of the session.
+
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::abi::*;
+use crate::dispatch::{negotiate, Dispatcher, InitDecision};
+use crate::fs::{ConnInfo, Filesystem};
+use crate::reply::ReplyBuf;
+use crate::request::{Operation, ParseOptions, Request};
+use crate::stats::OpStats;
+
+/// Options for [`mount`]. `Default` gives the values documented per field.
+#[derive(Clone, Debug)]
+pub struct MountOptions {
+    /// The mount's source ("fsname", first column of /proc/mounts). Default `"ringfs"`.
+    pub fsname: String,
+    /// `allow_other`: users other than the mounter may access the mount. Default true.
+    pub allow_other: bool,
+    /// `default_permissions`: the kernel checks mode bits itself. Default true.
+    pub default_permissions: bool,
+    /// `MS_NOSUID`. Default true.
+    pub nosuid: bool,
+    /// `MS_NODEV`. Default true.
+    pub nodev: bool,
+    /// Ask for FUSE_PASSTHROUGH (kernel ≥ 6.9) with `max_stack_depth` 1.
+    /// [`ConnInfo::passthrough`] says whether the kernel agreed. Default false.
+    pub passthrough: bool,
+    /// Ask for READDIRPLUS (DO_READDIRPLUS + READDIRPLUS_AUTO). Default true.
+    pub readdirplus: bool,
+    /// Largest WRITE payload in bytes (sets `max_pages` = max_write / 4 KiB,
+    /// which the kernel caps at its `max_pages_limit`, 256 by default).
+    /// Default 1 MiB.
+    pub max_write: u32,
+    /// `fuse_init_out.max_background` (async requests in flight, e.g.
+    /// readahead); the congestion threshold is 3/4 of it. Default 64.
+    pub max_background: u16,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            fsname: "ringfs".into(),
+            allow_other: true,
+            default_permissions: true,
+            nosuid: true,
+            nodev: true,
+            passthrough: false,
+            readdirplus: true,
+            max_write: 1 << 20,
+            max_background: 64,
+        }
+    }
+}
+
+/// The filesystem type given to `mount(2)`: shows as `fuse.ringfs` in /proc/mounts.
+pub const FSTYPE: &str = "fuse.ringfs";
+
+/// A shared handle on the session's `/dev/fuse` fd (the one `mount(2)` was
+/// given). Needed for notifications and passthrough backing ids; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct FuseDev(Arc<OwnedFd>);
+
+impl AsFd for FuseDev {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn cpath(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+fn open_dev_fuse() -> io::Result<OwnedFd> {
+    // SAFETY: plain open(2) of a constant NUL-terminated path.
+    let fd = cvt(unsafe { libc::open(c"/dev/fuse".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) })?;
+    // SAFETY: `fd` was just returned by open(2) and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Opens a new `/dev/fuse` fd attached to `session`'s connection
+/// (`FUSE_DEV_IOC_CLONE`), so a worker gets its own request processing queue.
+pub fn clone_fd(session: impl AsFd) -> io::Result<OwnedFd> {
+    let fd = open_dev_fuse()?;
+    let mut src: u32 = session.as_fd().as_raw_fd() as u32;
+    // SAFETY: the ioctl reads one u32 (the session fd number) from `src`.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), FUSE_DEV_IOC_CLONE as _, &mut src as *mut u32) })?;
+    Ok(fd)
+}
+
+/// `FUSE_DEV_IOC_BACKING_OPEN`: registers `file` as a passthrough backing file
+/// on the connection of `dev` (the session fd) and returns its backing id, for
+/// `Opened::backing_id` with `FOPEN_PASSTHROUGH`. Each call makes a new id.
+/// Errors: EPERM without CAP_SYS_ADMIN in the initial user namespace,
+/// EOPNOTSUPP if passthrough was not negotiated, EISDIR/EINVAL for files that
+/// cannot back (kernel doc: Documentation/filesystems/fuse-passthrough.rst).
+pub fn backing_open(dev: impl AsFd, file: impl AsFd) -> io::Result<i32> {
+    let map = fuse_backing_map { fd: file.as_fd().as_raw_fd(), flags: 0, padding: 0 };
+    // SAFETY: the ioctl reads a `fuse_backing_map` from the pointer.
+    cvt(unsafe { libc::ioctl(dev.as_fd().as_raw_fd(), FUSE_DEV_IOC_BACKING_OPEN as _, &map as *const fuse_backing_map) })
+}
+
+/// `FUSE_DEV_IOC_BACKING_CLOSE`: drops backing id `id` (files already opened
+/// with it keep their backing file). Errors: ENOENT for an unknown id.
+pub fn backing_close(dev: impl AsFd, id: i32) -> io::Result<()> {
+    let id = id as u32;
+    // SAFETY: the ioctl reads one u32 from the pointer.
+    cvt(unsafe { libc::ioctl(dev.as_fd().as_raw_fd(), FUSE_DEV_IOC_BACKING_CLOSE as _, &id as *const u32) })?;
+    Ok(())
+}
+
+/// Unmounts `mountpoint`: `umount2(mountpoint, 0)`, falling back to a lazy
+/// `MNT_DETACH` unmount when it is busy (EBUSY). The session's workers then
+/// see ENODEV once the superblock goes away and [`Session::run`] returns.
+pub fn unmount(mountpoint: &Path) -> io::Result<()> {
+    let c = cpath(mountpoint)?;
+    // SAFETY: umount2 with a valid NUL-terminated path.
+    match cvt(unsafe { libc::umount2(c.as_ptr(), 0) }) {
+        Ok(_) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+            tracing::info!(mountpoint = %mountpoint.display(), "mount busy, detaching lazily");
+            // SAFETY: as above.
+            cvt(unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) }).map(drop)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A clonable handle that unmounts the session's mount point (see [`unmount`]).
+#[derive(Clone, Debug)]
+pub struct Unmounter {
+    mountpoint: PathBuf,
+}
+
+impl Unmounter {
+    /// Unmounts (see [`unmount`]).
+    pub fn unmount(&self) -> io::Result<()> {
+        unmount(&self.mountpoint)
+    }
+    /// The mount point this handle unmounts.
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+}
+
+/// Sends kernel cache invalidations (`FUSE_NOTIFY_*`, kernel doc: fuse.h
+/// "notify") on the session fd, with `unique` 0. Clonable; usable from any
+/// thread, also while `run` serves requests.
+///
+/// Do not invalidate a directory's entry from inside a request that holds
+/// that directory locked in the kernel (e.g. inval_entry(parent, ..) while
+/// answering a LOOKUP/CREATE in `parent`): the kernel would deadlock. Send
+/// such notifications from another thread.
+#[derive(Clone, Debug)]
+pub struct Notifier {
+    dev: FuseDev,
+}
+
+impl Notifier {
+    fn send(&self, code: i32, parts: &[&[u8]]) -> io::Result<()> {
+        let len: usize = std::mem::size_of::<fuse_out_header>() + parts.iter().map(|p| p.len()).sum::<usize>();
+        let h = fuse_out_header { len: len as u32, error: code, unique: 0 };
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(parts.len() + 1);
+        for p in std::iter::once(h.as_bytes()).chain(parts.iter().copied()) {
+            iov.push(libc::iovec { iov_base: p.as_ptr() as *mut _, iov_len: p.len() });
+        }
+        loop {
+            // SAFETY: every iovec points into a live slice borrowed for this call.
+            let r = unsafe { libc::writev(self.dev.as_fd().as_raw_fd(), iov.as_ptr(), iov.len() as i32) };
+            if r >= 0 {
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
+                // Nothing cached for that inode/entry: nothing to invalidate.
+                Some(libc::ENOENT) => return Ok(()),
+                _ => return Err(e),
+            }
+        }
+    }
+
+    fn check_name(name: &OsStr) -> io::Result<&[u8]> {
+        let b = name.as_bytes();
+        if b.len() > FUSE_NAME_MAX {
+            return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+        }
+        Ok(b)
+    }
+
+    /// FUSE_NOTIFY_INVAL_ENTRY: drop the kernel's cached dentry `name` in
+    /// directory `parent` (positive or negative). Ok if it was not cached.
+    pub fn inval_entry(&self, parent: u64, name: &OsStr) -> io::Result<()> {
+        let b = Self::check_name(name)?;
+        let arg = fuse_notify_inval_entry_out { parent, namelen: b.len() as u32, flags: 0 };
+        self.send(FUSE_NOTIFY_INVAL_ENTRY, &[arg.as_bytes(), b, &[0]])
+    }
+
+    /// FUSE_NOTIFY_INVAL_INODE: drop cached attributes of `nodeid` and its
+    /// page cache from byte `off` for `len` bytes (`len` 0 = to the end;
+    /// `off` < 0 = attributes only). Ok if the inode is not cached.
+    pub fn inval_inode(&self, nodeid: u64, off: i64, len: i64) -> io::Result<()> {
+        let arg = fuse_notify_inval_inode_out { ino: nodeid, off, len };
+        self.send(FUSE_NOTIFY_INVAL_INODE, &[arg.as_bytes()])
+    }
+
+    /// FUSE_NOTIFY_DELETE: `name` in `parent` (which was `child`) is gone;
+    /// the kernel drops the dentry and, if `child` is an unused directory,
+    /// marks it dead. Ok if nothing was cached.
+    pub fn delete(&self, parent: u64, child: u64, name: &OsStr) -> io::Result<()> {
+        let b = Self::check_name(name)?;
+        let arg = fuse_notify_delete_out { parent, child, namelen: b.len() as u32, padding: 0 };
+        self.send(FUSE_NOTIFY_DELETE, &[arg.as_bytes(), b, &[0]])
+    }
+}
+
+/// A mounted, initialised FUSE connection, ready to [`run`](Session::run).
+///
+/// Dropping a session without running it closes the fd, which aborts the
+/// connection: accesses then fail with ENOTCONN until [`unmount`].
+#[derive(Debug)]
+pub struct Session {
+    dev: FuseDev,
+    mountpoint: PathBuf,
+    info: ConnInfo,
+    stats: Arc<OpStats>,
+    bufsize: usize,
+}
+
+fn read_request(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: reads into a live, writable buffer of buf.len() bytes.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr() as *mut _, buf.len()) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            // ENOENT: the request was interrupted before we read it.
+            Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::ENOENT) => continue,
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Writes one reply. ENOENT (request interrupted and gone) is not an error.
+fn write_reply(fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<()> {
+    loop {
+        // SAFETY: writes from a live buffer of bytes.len() bytes.
+        let n = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr() as *const _, bytes.len()) };
+        if n >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
+            Some(libc::ENOENT) => return Ok(()),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Mounts a FUSE filesystem at `mountpoint` and answers the kernel's INIT.
+///
+/// Opens `/dev/fuse` (`O_RDWR | O_CLOEXEC`), calls `mount(2)` with source
+/// `opts.fsname`, type [`FSTYPE`] and data
+/// `fd=N,rootmode=40000,user_id=0,group_id=0[,default_permissions][,allow_other]`,
+/// then reads INIT on that fd and answers it as [`negotiate`] decides. Needs
+/// CAP_SYS_ADMIN. On an INIT failure the mount is detached again.
+///
+/// Errors: those of open/mount(2) (ENOENT, EPERM, ...), ENODEV if the
+/// connection died, EPROTO if the kernel's protocol is too old.
+pub fn mount(mountpoint: &Path, opts: &MountOptions) -> io::Result<Session> {
+    let fd = open_dev_fuse()?;
+    let mut data = format!("fd={},rootmode=40000,user_id=0,group_id=0", fd.as_raw_fd());
+    if opts.default_permissions {
+        data.push_str(",default_permissions");
+    }
+    if opts.allow_other {
+        data.push_str(",allow_other");
+    }
+    let mut flags: libc::c_ulong = 0;
+    if opts.nosuid {
+        flags |= libc::MS_NOSUID;
+    }
+    if opts.nodev {
+        flags |= libc::MS_NODEV;
+    }
+    let src = CString::new(opts.fsname.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let target = cpath(mountpoint)?;
+    let fstype = CString::new(FSTYPE).expect("no NUL");
+    let cdata = CString::new(data).expect("no NUL");
+    // SAFETY: all pointers are valid NUL-terminated strings for the call.
+    cvt(unsafe { libc::mount(src.as_ptr(), target.as_ptr(), fstype.as_ptr(), flags, cdata.as_ptr() as *const _) })?;
+
+    let bufsize = FUSE_MIN_READ_BUFFER.max(opts.max_write.max(4096) as usize + 4096);
+    let dev = FuseDev(Arc::new(fd));
+    match init_handshake(dev.as_fd(), opts, bufsize) {
+        Ok(info) => {
+            tracing::info!(
+                mountpoint = %mountpoint.display(),
+                minor = info.proto_minor,
+                flags = format_args!("{:#x}", info.flags),
+                passthrough = info.passthrough,
+                "FUSE session initialised"
+            );
+            if opts.passthrough && !info.passthrough {
+                tracing::warn!("kernel did not offer FUSE_PASSTHROUGH; file data goes through the daemon");
+            }
+            Ok(Session { dev, mountpoint: mountpoint.to_path_buf(), info, stats: Arc::default(), bufsize })
+        }
+        Err(e) => {
+            // SAFETY: umount2 with a valid path; best effort.
+            unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+            Err(e)
+        }
+    }
+}
+
+fn init_handshake(fd: BorrowedFd<'_>, opts: &MountOptions, bufsize: usize) -> io::Result<ConnInfo> {
+    let mut buf = vec![0u8; bufsize];
+    loop {
+        let n = read_request(fd, &mut buf)?;
+        let req = Request::parse(&buf[..n], ParseOptions::default())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("first request: {e}")))?;
+        let Operation::Init { arg } = req.op else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("expected INIT, got opcode {}", req.header.opcode),
+            ));
+        };
+        let mut reply = ReplyBuf::with_capacity(64);
+        reply.reset(req.header.unique);
+        match negotiate(&arg, opts) {
+            InitDecision::Accept { out, len, info } => {
+                reply.push_bytes(&out.as_bytes()[..len]);
+                write_reply(fd, reply.as_bytes())?;
+                return Ok(info);
+            }
+            InitDecision::RetryMajor { out, len } => {
+                reply.push_bytes(&out.as_bytes()[..len]);
+                write_reply(fd, reply.as_bytes())?;
+            }
+            InitDecision::Refuse(errno) => {
+                reply.set_error(errno);
+                let _ = write_reply(fd, reply.as_bytes());
+                return Err(io::Error::from_raw_os_error(errno));
+            }
+        }
+    }
+}
+
+impl Session {
+    /// What INIT negotiated (protocol minor, flags, passthrough, max_write).
+    pub fn conn_info(&self) -> ConnInfo {
+        self.info
+    }
+
+    /// The mount point.
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// The per-opcode request counters of this session (live; never reset).
+    pub fn stats(&self) -> Arc<OpStats> {
+        self.stats.clone()
+    }
+
+    /// A handle sending cache invalidations on this session's fd.
+    pub fn notifier(&self) -> Notifier {
+        Notifier { dev: self.dev.clone() }
+    }
+
+    /// The session's `/dev/fuse` fd, for [`backing_open`] / [`backing_close`].
+    pub fn device(&self) -> FuseDev {
+        self.dev.clone()
+    }
+
+    /// A handle that unmounts this session's mount point.
+    pub fn unmounter(&self) -> Unmounter {
+        Unmounter { mountpoint: self.mountpoint.clone() }
+    }
+
+    /// Serves requests until the filesystem is unmounted or the connection aborted.
+    ///
+    /// Calls `fs.init(&conn_info)` first, then starts `workers` threads (at
+    /// least one), each reading requests on its own cloned `/dev/fuse` fd into
+    /// a buffer of max(8 KiB, max_write + 4 KiB) bytes, dispatching them and
+    /// writing replies with write(2). EINTR/EAGAIN are retried; ENOENT on a
+    /// reply (the request was interrupted) is ignored; ENODEV (unmounted or
+    /// aborted) ends a worker cleanly. A panic in the filesystem is caught
+    /// and answered with EIO. Returns after every worker has ended, having
+    /// called `fs.destroy()` (once, unless DESTROY already did). The first
+    /// unexpected I/O error of any worker is returned.
+    pub fn run<F: Filesystem>(self, fs: Arc<F>, workers: usize) -> io::Result<()> {
+        fs.init(&self.info);
+        let dispatcher = Arc::new(Dispatcher::new(fs, self.info, self.stats.clone()));
+        let mut handles = Vec::new();
+        let mut spawn_err = None;
+        for i in 0..workers.max(1) {
+            let fd = match clone_fd(&self.dev) {
+                Ok(fd) => fd,
+                Err(e) => {
+                    tracing::warn!("FUSE_DEV_IOC_CLONE failed ({e}); worker {i} shares the session fd");
+                    match self.dev.as_fd().try_clone_to_owned() {
+                        Ok(fd) => fd,
+                        Err(e) => {
+                            spawn_err = Some(e);
+                            break;
+                        }
+                    }
+                }
+            };
+            let d = dispatcher.clone();
+            let bufsize = self.bufsize;
+            let h = std::thread::Builder::new()
+                .name(format!("fuse-worker-{i}"))
+                .spawn(move || worker_loop(fd, &d, bufsize));
+            match h {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    spawn_err = Some(e);
+                    break;
+                }
+            }
+        }
+        if handles.is_empty() {
+            // No reader: serve on this thread so the mount cannot hang.
+            let fd = self.dev.as_fd().try_clone_to_owned()?;
+            let r = worker_loop(fd, &dispatcher, self.bufsize);
+            dispatcher.destroy();
+            return r;
+        }
+        if let Some(e) = spawn_err {
+            tracing::warn!("started only {} FUSE workers: {e}", handles.len());
+        }
+        let mut result = Ok(());
+        for h in handles {
+            let r = h.join().unwrap_or_else(|_| Err(io::Error::other("FUSE worker panicked")));
+            if result.is_ok() {
+                result = r;
+            }
+        }
+        dispatcher.destroy();
+        tracing::info!(mountpoint = %self.mountpoint.display(), "FUSE session ended");
+        result
+    }
+}
+
+fn worker_loop<F: Filesystem>(fd: OwnedFd, d: &Dispatcher<F>, bufsize: usize) -> io::Result<()> {
+    let mut buf = vec![0u8; bufsize];
+    let mut reply = ReplyBuf::with_capacity(64 * 1024);
+    loop {
+        let n = match read_request(fd.as_fd(), &mut buf) {
+            Ok(n) => n,
+            Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let req = &buf[..n];
+        let send = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| d.dispatch(req, &mut reply))) {
+            Ok(send) => send,
+            Err(_) => {
+                // The filesystem panicked; answer EIO so the caller does not hang.
+                match crate::request::parse_header(req) {
+                    Ok(h) if crate::request::opcode_needs_reply(h.opcode) => {
+                        tracing::error!(opcode = h.opcode, "filesystem panicked; replying EIO");
+                        reply.reset(h.unique);
+                        reply.set_error(libc::EIO);
+                        true
+                    }
+                    _ => false,
+                }
+            }
+        };
+        if send {
+            match write_reply(fd.as_fd(), reply.as_bytes()) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return Ok(()),
+                Err(e) => tracing::warn!("writing FUSE reply failed: {e}"),
+            }
+        }
+        // Do not let one huge reply pin memory forever.
+        if reply.body_len() > 4 << 20 {
+            reply = ReplyBuf::with_capacity(64 * 1024);
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn is<T: Send + Sync>() {}
+    is::<Notifier>();
+    is::<FuseDev>();
+    is::<Unmounter>();
+}
