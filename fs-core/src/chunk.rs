@@ -1,0 +1,236 @@
+//! Content-defined chunking (gear hash, FastCDC-style normalized chunking).
+//!
+//! A cut point depends only on the 64 bytes before it, so an insertion or a
+//! prepend moves the boundaries after it along with the data: only the
+//! chunk(s) around the edit change. Sizes: [`MIN_CHUNK`] 128 KiB,
+//! [`AVG_CHUNK`] ~512 KiB, [`MAX_CHUNK`] 2 MiB.
+
+/// Smallest chunk, except the last one of a file.
+pub const MIN_CHUNK: usize = 128 * 1024;
+/// Target average chunk size.
+pub const AVG_CHUNK: usize = 512 * 1024;
+/// Largest chunk.
+pub const MAX_CHUNK: usize = 2 * 1024 * 1024;
+
+/// Before the average size a cut needs 21 zero bits (rarer), after it 17
+/// (likelier): normalized chunking keeps sizes close to the average.
+const MASK_S: u64 = ((1u64 << 21) - 1) << (64 - 21);
+const MASK_L: u64 = ((1u64 << 17) - 1) << (64 - 17);
+
+const fn gear_table() -> [u64; 256] {
+    // splitmix64 from a fixed seed: the table is part of the on-disk format.
+    let mut t = [0u64; 256];
+    let mut x: u64 = 0x7269_6e67_6673_2d31; // "ringfs-1"
+    let mut i = 0;
+    while i < 256 {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        t[i] = z ^ (z >> 31);
+        i += 1;
+    }
+    t
+}
+
+static GEAR: [u64; 256] = gear_table();
+
+/// Length of the first chunk of `data`. `eof` says whether `data` ends the
+/// file; when it does not, `data` must hold at least [`MAX_CHUNK`] bytes (or
+/// the answer may be a premature cut at the buffer end).
+pub fn cut_point(data: &[u8], eof: bool) -> usize {
+    let n = data.len();
+    if n <= MIN_CHUNK {
+        debug_assert!(eof || n == 0 || n >= MAX_CHUNK);
+        return n;
+    }
+    let end = n.min(MAX_CHUNK);
+    let mid = end.min(AVG_CHUNK);
+    let mut h: u64 = 0;
+    // Warm the hash over the 64 bytes before MIN_CHUNK so the first
+    // candidate already sees a full window.
+    for &b in &data[MIN_CHUNK - 64..MIN_CHUNK] {
+        h = (h << 1).wrapping_add(GEAR[b as usize]);
+    }
+    let mut i = MIN_CHUNK;
+    while i < mid {
+        h = (h << 1).wrapping_add(GEAR[data[i] as usize]);
+        i += 1;
+        if h & MASK_S == 0 {
+            return i;
+        }
+    }
+    while i < end {
+        h = (h << 1).wrapping_add(GEAR[data[i] as usize]);
+        i += 1;
+        if h & MASK_L == 0 {
+            return i;
+        }
+    }
+    let _ = eof;
+    end
+}
+
+/// Splits a whole in-memory buffer into chunk lengths (used by tests and
+/// small files). The lengths sum to `data.len()`.
+pub fn chunk_lengths(data: &[u8]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut off = 0;
+    while off < data.len() {
+        let c = cut_point(&data[off..], true);
+        out.push(c);
+        off += c;
+    }
+    out
+}
+
+/// Streams chunks out of a reader, keeping at most ~2 × [`MAX_CHUNK`] in
+/// memory. Calls `f(offset, bytes)` for each chunk in order.
+pub fn chunk_stream<R: std::io::Read>(
+    mut r: R,
+    mut f: impl FnMut(u64, &[u8]) -> std::io::Result<()>,
+) -> std::io::Result<u64> {
+    let mut buf: Vec<u8> = Vec::with_capacity(2 * MAX_CHUNK);
+    let mut start = 0usize; // consumed bytes at the front of buf
+    let mut off: u64 = 0;
+    let mut eof = false;
+    loop {
+        if !eof && buf.len() - start < MAX_CHUNK {
+            buf.drain(..start);
+            start = 0;
+            let want = 2 * MAX_CHUNK;
+            while buf.len() < want {
+                let old = buf.len();
+                buf.resize(want, 0);
+                let n = loop {
+                    match r.read(&mut buf[old..]) {
+                        Ok(n) => break n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Err(e) => {
+                            buf.truncate(old);
+                            return Err(e);
+                        }
+                    }
+                };
+                buf.truncate(old + n);
+                if n == 0 {
+                    eof = true;
+                    break;
+                }
+            }
+        }
+        let avail = &buf[start..];
+        if avail.is_empty() {
+            return Ok(off);
+        }
+        let c = cut_point(avail, eof);
+        f(off, &avail[..c])?;
+        off += c as u64;
+        start += c;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    fn rand_bytes(n: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed;
+        let mut v = Vec::with_capacity(n);
+        while v.len() < n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v.truncate(n);
+        v
+    }
+
+    #[test]
+    fn deterministic_and_bounded() {
+        let d = rand_bytes(16 << 20, 42);
+        let a = chunk_lengths(&d);
+        let b = chunk_lengths(&d);
+        assert_eq!(a, b);
+        assert_eq!(a.iter().sum::<usize>(), d.len());
+        for (i, &l) in a.iter().enumerate() {
+            assert!(l <= MAX_CHUNK);
+            if i + 1 < a.len() {
+                assert!(l >= MIN_CHUNK, "chunk {i} len {l}");
+            }
+        }
+        let avg = d.len() / a.len();
+        assert!(avg > 256 * 1024 && avg < 1024 * 1024, "avg {avg}");
+    }
+
+    #[test]
+    fn stream_matches_in_memory() {
+        let d = rand_bytes(9 << 20 | 12345, 7);
+        let mut got = Vec::new();
+        chunk_stream(&d[..], |off, b| {
+            got.push((off, b.len()));
+            Ok(())
+        })
+        .unwrap();
+        let mut off = 0u64;
+        let want: Vec<_> = chunk_lengths(&d)
+            .into_iter()
+            .map(|l| {
+                let o = off;
+                off += l as u64;
+                (o, l)
+            })
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    fn new_bytes(old: &[u8], new: &[u8]) -> usize {
+        let mut seen = HashSet::new();
+        let mut off = 0;
+        for l in chunk_lengths(old) {
+            seen.insert(blake3::hash(&old[off..off + l]));
+            off += l;
+        }
+        let mut fresh = 0;
+        let mut off = 0;
+        for l in chunk_lengths(new) {
+            if !seen.contains(&blake3::hash(&new[off..off + l])) {
+                fresh += l;
+            }
+            off += l;
+        }
+        fresh
+    }
+
+    #[test]
+    fn prepend_10_bytes_to_32mib_stores_under_1mib() {
+        for seed in [1u64, 2, 3] {
+            let d = rand_bytes(32 << 20, seed);
+            let mut p = b"0123456789".to_vec();
+            p.extend_from_slice(&d);
+            let fresh = new_bytes(&d, &p);
+            assert!(fresh < 1 << 20, "seed {seed}: {fresh} new bytes");
+        }
+    }
+
+    #[test]
+    fn middle_edit_is_local() {
+        let d = rand_bytes(32 << 20, 9);
+        let mut e = d.clone();
+        e[17 << 20] ^= 0xff;
+        e.splice(20 << 20..20 << 20, b"inserted".iter().copied());
+        let fresh = new_bytes(&d, &e);
+        assert!(fresh < 5 * MAX_CHUNK, "{fresh}");
+    }
+
+    #[test]
+    fn zeros_and_small() {
+        assert_eq!(chunk_lengths(&[]), Vec::<usize>::new());
+        assert_eq!(chunk_lengths(&[1, 2, 3]), vec![3]);
+        let z = vec![0u8; 5 << 20];
+        let l = chunk_lengths(&z);
+        assert_eq!(l.iter().sum::<usize>(), z.len());
+    }
+}

@@ -1,0 +1,2058 @@
+//! [`Fs`]: the live filesystem. The inode table, directory tree and open
+//! handles live in memory behind one mutex; file bytes live in working copies
+//! read and written outside that mutex; redb receives group commits from a
+//! background thread and content manifests from the hash workers.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::OsStr;
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable};
+
+use crate::chunk;
+use crate::store::*;
+use crate::types::*;
+
+pub(crate) const ROOT: u64 = 1;
+const NAME_MAX: usize = 255;
+const SYMLINK_MAX: usize = 4095;
+const LINK_MAX: u32 = 65000;
+const XATTR_NAME_MAX: usize = 255;
+const XATTR_SIZE_MAX: usize = 65536;
+const BLKSIZE: u32 = 4096;
+
+const S_IFMT: u32 = libc::S_IFMT;
+const S_IFDIR: u32 = libc::S_IFDIR;
+const S_IFREG: u32 = libc::S_IFREG;
+const S_IFLNK: u32 = libc::S_IFLNK;
+
+fn now() -> (i64, u32) {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    (d.as_secs() as i64, d.subsec_nanos())
+}
+
+fn err<T>(e: i32) -> Result<T> {
+    Err(Errno(e))
+}
+
+fn is_dir(mode: u32) -> bool {
+    mode & S_IFMT == S_IFDIR
+}
+fn is_reg(mode: u32) -> bool {
+    mode & S_IFMT == S_IFREG
+}
+
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() {
+        return err(libc::ENOENT);
+    }
+    if name.len() > NAME_MAX {
+        return err(libc::ENAMETOOLONG);
+    }
+    if name.contains(&b'/') || name.contains(&0) {
+        return err(libc::EINVAL);
+    }
+    Ok(())
+}
+
+fn is_dot(name: &[u8]) -> bool {
+    name == b"." || name == b".."
+}
+
+/// Directory contents: name → (child, cookie) and cookie → name.
+#[derive(Default)]
+struct DirData {
+    by_name: HashMap<Vec<u8>, (u64, u64)>,
+    by_cookie: BTreeMap<u64, Vec<u8>>,
+}
+
+/// The working-copy fd of an open inode, shared by its handles.
+pub(crate) struct OpenFile {
+    file: File,
+    append: Mutex<()>,
+}
+
+struct Node {
+    rec: InodeRec,
+    lookups: u64,
+    opens: u32,
+    file: Option<Arc<OpenFile>>,
+    dir: Option<Box<DirData>>,
+    symlink: Option<Vec<u8>>,
+    xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+    content_gen: u64,
+    hashed_gen: u64,
+    hash_lock: Arc<Mutex<()>>,
+}
+
+impl Node {
+    fn new(rec: InodeRec) -> Node {
+        let dir = if is_dir(rec.mode) { Some(Box::default()) } else { None };
+        Node {
+            rec,
+            lookups: 0,
+            opens: 0,
+            file: None,
+            dir,
+            symlink: None,
+            xattrs: BTreeMap::new(),
+            content_gen: 0,
+            hashed_gen: 0,
+            hash_lock: Arc::new(Mutex::new(())),
+        }
+    }
+}
+
+struct Handle {
+    ino: u64,
+    flags: u32,
+    file: Option<Arc<OpenFile>>,
+}
+
+#[derive(Default)]
+struct State {
+    nodes: HashMap<u64, Node>,
+    next_ino: u64,
+    handles: HashMap<u64, Handle>,
+    dirty_inodes: HashSet<u64>,
+    dirty_dirents: HashMap<(u64, Vec<u8>), Option<(u64, u64)>>,
+    dirty_xattrs: HashMap<(u64, Vec<u8>), Option<Vec<u8>>>,
+    freed: HashSet<u64>,
+    hash_queued: HashSet<u64>,
+}
+
+impl State {
+    fn node(&self, ino: u64) -> Result<&Node> {
+        self.nodes.get(&ino).ok_or(Errno(libc::ENOENT))
+    }
+    fn node_mut(&mut self, ino: u64) -> Result<&mut Node> {
+        self.nodes.get_mut(&ino).ok_or(Errno(libc::ENOENT))
+    }
+    /// A directory that can receive new entries.
+    fn live_dir(&self, ino: u64) -> Result<&Node> {
+        let n = self.node(ino)?;
+        if !is_dir(n.rec.mode) {
+            return err(libc::ENOTDIR);
+        }
+        if n.rec.nlink == 0 {
+            return err(libc::ENOENT);
+        }
+        Ok(n)
+    }
+    fn child(&self, parent: u64, name: &[u8]) -> Option<(u64, u64)> {
+        self.nodes.get(&parent)?.dir.as_ref()?.by_name.get(name).copied()
+    }
+    fn touch_inode(&mut self, ino: u64) {
+        self.dirty_inodes.insert(ino);
+    }
+    fn set_ctime(&mut self, ino: u64, t: (i64, u32)) {
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.rec.ctime = t;
+            self.dirty_inodes.insert(ino);
+        }
+    }
+    fn set_mctime(&mut self, ino: u64, t: (i64, u32)) {
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.rec.mtime = t;
+            n.rec.ctime = t;
+            self.dirty_inodes.insert(ino);
+        }
+    }
+    /// Links `name` in `parent` to `child` with a fresh cookie.
+    fn add_entry(&mut self, parent: u64, name: &[u8], child: u64) -> u64 {
+        let p = self.nodes.get_mut(&parent).expect("parent");
+        let cookie = p.rec.next_cookie.max(3);
+        p.rec.next_cookie = cookie + 1;
+        let d = p.dir.as_mut().expect("dir");
+        d.by_name.insert(name.to_vec(), (child, cookie));
+        d.by_cookie.insert(cookie, name.to_vec());
+        self.dirty_inodes.insert(parent);
+        self.dirty_dirents.insert((parent, name.to_vec()), Some((child, cookie)));
+        cookie
+    }
+    /// Points an existing entry at another child, keeping its cookie.
+    fn repoint_entry(&mut self, parent: u64, name: &[u8], child: u64) {
+        let d = self.nodes.get_mut(&parent).and_then(|p| p.dir.as_mut()).expect("dir");
+        let e = d.by_name.get_mut(name).expect("entry");
+        e.0 = child;
+        let cookie = e.1;
+        self.dirty_dirents.insert((parent, name.to_vec()), Some((child, cookie)));
+    }
+    fn remove_entry(&mut self, parent: u64, name: &[u8]) -> Option<(u64, u64)> {
+        let d = self.nodes.get_mut(&parent)?.dir.as_mut()?;
+        let (child, cookie) = d.by_name.remove(name)?;
+        d.by_cookie.remove(&cookie);
+        self.dirty_dirents.insert((parent, name.to_vec()), None);
+        Some((child, cookie))
+    }
+    /// Frees `ino` if nothing references it any more; returns its working
+    /// copy path's inode number to delete outside the lock.
+    fn maybe_free(&mut self, ino: u64) -> Option<Freed> {
+        let n = self.nodes.get(&ino)?;
+        if ino == ROOT || n.rec.nlink > 0 || n.lookups > 0 || n.opens > 0 {
+            return None;
+        }
+        let n = self.nodes.remove(&ino).unwrap();
+        for name in n.xattrs.keys() {
+            self.dirty_xattrs.insert((ino, name.clone()), None);
+        }
+        self.dirty_inodes.remove(&ino);
+        self.hash_queued.remove(&ino);
+        self.freed.insert(ino);
+        Some(Freed { ino, regular: is_reg(n.rec.mode) })
+    }
+    fn alloc_ino(&mut self) -> u64 {
+        let i = self.next_ino;
+        self.next_ino += 1;
+        i
+    }
+    fn dirty_count(&self) -> u64 {
+        (self.dirty_inodes.len()
+            + self.dirty_dirents.len()
+            + self.dirty_xattrs.len()
+            + self.freed.len()
+            + self.hash_queued.len()) as u64
+    }
+}
+
+#[must_use]
+struct Freed {
+    ino: u64,
+    regular: bool,
+}
+
+pub(crate) struct Inner {
+    db: Database,
+    wc_dir: PathBuf,
+    store_desc: String,
+    store_dir: Option<PathBuf>,
+    state: Mutex<State>,
+    next_fh: AtomicU64,
+    sync_pos: AtomicU64,
+    chunk_count: AtomicU64,
+    chunk_bytes: AtomicU64,
+    hash_tx: Mutex<Option<mpsc::Sender<u64>>>,
+    stop: Mutex<bool>,
+    stop_cv: Condvar,
+    abandon: AtomicBool,
+    shut: AtomicBool,
+    commit_interval: std::time::Duration,
+    /// Held for the life of the Fs: the flock on DIR/ringfs.lock.
+    lock_file: Mutex<Option<File>>,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+/// The filesystem. `Send + Sync`; every method takes `&self`. Inode numbers
+/// are FUSE nodeids; the root is inode 1.
+pub struct Fs {
+    inner: Arc<Inner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+fn io_err(path: &Path, e: std::io::Error) -> StoreError {
+    StoreError::Io { path: path.to_path_buf(), source: e }
+}
+
+fn corrupt(path: &Path, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt { path: path.to_path_buf(), reason: e.to_string() }
+}
+
+/// Takes the exclusive flock on `dir/ringfs.lock` and writes our pid into it.
+pub(crate) fn take_lock(dir: &Path) -> std::result::Result<File, StoreError> {
+    let p = dir.join("ringfs.lock");
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .open(&p)
+        .map_err(|e| io_err(&p, e))?;
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            let mut s = String::new();
+            let _ = f.read_to_string(&mut s);
+            return Err(StoreError::Locked { pid: s.trim().parse().ok(), path: dir.to_path_buf() });
+        }
+        return Err(io_err(&p, e));
+    }
+    let _ = f.set_len(0);
+    let _ = f.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0);
+    Ok(f)
+}
+
+pub(crate) fn open_db(dir: &Path) -> std::result::Result<Database, StoreError> {
+    let p = dir.join("store.redb");
+    Database::create(&p).map_err(|e| match e {
+        redb::DatabaseError::DatabaseAlreadyOpen => {
+            StoreError::Locked { pid: None, path: dir.to_path_buf() }
+        }
+        redb::DatabaseError::Storage(redb::StorageError::Io(io)) => io_err(&p, io),
+        e => corrupt(&p, e),
+    })
+}
+
+struct Loaded {
+    clean: bool,
+    state: State,
+    sync_pos: u64,
+    chunk_count: u64,
+    chunk_bytes: u64,
+    rehash: Vec<u64>,
+}
+
+fn root_rec() -> InodeRec {
+    let t = now();
+    InodeRec {
+        mode: S_IFDIR | 0o755,
+        nlink: 2,
+        size: 4096,
+        blocks: 8,
+        atime: t,
+        mtime: t,
+        ctime: t,
+        parent: ROOT,
+        next_cookie: 3,
+        ..Default::default()
+    }
+}
+
+/// Creates or loads the tables, checks the schema, and after an unclean
+/// shutdown repairs what a crash can leave behind. Marks the store in use
+/// (clean = 0) durably.
+fn load(db: &Database, dbpath: &Path, wc_dir: &Path) -> std::result::Result<Loaded, StoreError> {
+    let c = |e: redb::Error| corrupt(dbpath, e);
+    let mut txn = db.begin_write().map_err(|e| c(e.into()))?;
+    txn.set_durability(Durability::Immediate).map_err(|e| c(e.into()))?;
+    create_tables(&txn).map_err(c)?;
+    let schema = meta_get(&txn, "schema").map_err(c)?;
+    match schema {
+        None => {
+            let mut m = txn.open_table(META).map_err(|e| c(e.into()))?;
+            let id = u64::from_le_bytes(
+                blake3::hash(format!("{:?}{}", SystemTime::now(), std::process::id()).as_bytes()).as_bytes()[..8]
+                    .try_into()
+                    .unwrap(),
+            );
+            for (k, v) in [("schema", SCHEMA_VERSION), ("store_id", id), ("next_ino", 2), ("clean", 1), ("chunk_count", 0), ("chunk_bytes", 0)] {
+                m.insert(k, v).map_err(|e| c(e.into()))?;
+            }
+            drop(m);
+            let mut t = txn.open_table(INODES).map_err(|e| c(e.into()))?;
+            t.insert(ROOT, &enc(&root_rec())[..]).map_err(|e| c(e.into()))?;
+        }
+        Some(v) if v > SCHEMA_VERSION => {
+            return Err(StoreError::NewerSchema { found: v, supported: SCHEMA_VERSION, path: dbpath.to_path_buf() });
+        }
+        Some(_) => {}
+    }
+    let clean = meta_get(&txn, "clean").map_err(c)? == Some(1);
+    let mut st = State { next_ino: meta_get(&txn, "next_ino").map_err(c)?.unwrap_or(2).max(2), ..Default::default() };
+    let chunk_count = meta_get(&txn, "chunk_count").map_err(c)?.unwrap_or(0);
+    let chunk_bytes = meta_get(&txn, "chunk_bytes").map_err(c)?.unwrap_or(0);
+    let mut has_manifest = HashSet::new();
+    let sync_pos;
+    {
+        let t = txn.open_table(INODES).map_err(|e| c(e.into()))?;
+        for r in t.iter().map_err(|e| c(e.into()))? {
+            let (k, v) = r.map_err(|e| c(e.into()))?;
+            let rec: InodeRec = dec(v.value()).map_err(|e| corrupt(dbpath, format!("inode {}: {e}", k.value())))?;
+            st.next_ino = st.next_ino.max(k.value() + 1);
+            st.nodes.insert(k.value(), Node::new(rec));
+        }
+        let t = txn.open_table(SYMLINKS).map_err(|e| c(e.into()))?;
+        for r in t.iter().map_err(|e| c(e.into()))? {
+            let (k, v) = r.map_err(|e| c(e.into()))?;
+            if let Some(n) = st.nodes.get_mut(&k.value()) {
+                n.symlink = Some(v.value().to_vec());
+            }
+        }
+        let t = txn.open_table(XATTRS).map_err(|e| c(e.into()))?;
+        for r in t.iter().map_err(|e| c(e.into()))? {
+            let (k, v) = r.map_err(|e| c(e.into()))?;
+            let (ino, name) = k.value();
+            if let Some(n) = st.nodes.get_mut(&ino) {
+                n.xattrs.insert(name.to_vec(), v.value().to_vec());
+            }
+        }
+        let t = txn.open_table(MANIFESTS).map_err(|e| c(e.into()))?;
+        for r in t.iter().map_err(|e| c(e.into()))? {
+            let (k, _) = r.map_err(|e| c(e.into()))?;
+            has_manifest.insert(k.value());
+        }
+        let t = txn.open_table(JOURNAL).map_err(|e| c(e.into()))?;
+        sync_pos = t.last().map_err(|e| c(e.into()))?.map(|(k, _)| k.value()).unwrap_or(0);
+        let t = txn.open_table(DIRENTS).map_err(|e| c(e.into()))?;
+        let mut bad = Vec::new();
+        for r in t.iter().map_err(|e| c(e.into()))? {
+            let (k, v) = r.map_err(|e| c(e.into()))?;
+            let (parent, name) = k.value();
+            let (child, cookie) = v.value();
+            let ok = st.nodes.contains_key(&child)
+                && st.nodes.get(&parent).map(|p| p.dir.is_some()).unwrap_or(false);
+            if !ok {
+                bad.push((parent, name.to_vec()));
+                continue;
+            }
+            let p = st.nodes.get_mut(&parent).unwrap();
+            p.rec.next_cookie = p.rec.next_cookie.max(cookie + 1);
+            let d = p.dir.as_mut().unwrap();
+            d.by_name.insert(name.to_vec(), (child, cookie));
+            d.by_cookie.insert(cookie, name.to_vec());
+        }
+        drop(t);
+        if !bad.is_empty() {
+            tracing::warn!("store recovery: removing {} dangling directory entries", bad.len());
+            let mut t = txn.open_table(DIRENTS).map_err(|e| c(e.into()))?;
+            for (p, n) in bad {
+                t.remove((p, &n[..])).map_err(|e| c(e.into()))?;
+            }
+        }
+    }
+    let mut rehash = Vec::new();
+    let (mut dcount, mut dbytes) = (0i64, 0i64);
+    if !clean {
+        // Inodes with no links (unlinked while open, or freed after the
+        // last commit): nothing can reach them after a restart.
+        let orphans: Vec<u64> = st.nodes.iter().filter(|(&i, n)| i != ROOT && n.rec.nlink == 0).map(|(&i, _)| i).collect();
+        for ino in &orphans {
+            let n = st.nodes.remove(ino).unwrap();
+            txn.open_table(INODES).map_err(|e| c(e.into()))?.remove(*ino).map_err(|e| c(e.into()))?;
+            txn.open_table(SYMLINKS).map_err(|e| c(e.into()))?.remove(*ino).map_err(|e| c(e.into()))?;
+            let mut xt = txn.open_table(XATTRS).map_err(|e| c(e.into()))?;
+            for name in n.xattrs.keys() {
+                xt.remove((*ino, &name[..])).map_err(|e| c(e.into()))?;
+            }
+        }
+        // Manifests whose inode is gone.
+        for ino in has_manifest.iter().copied().collect::<Vec<_>>() {
+            if !st.nodes.get(&ino).map(|n| is_reg(n.rec.mode)).unwrap_or(false) {
+                let (cn, cb) = remove_manifest(&txn, ino).map_err(c)?;
+                dcount -= cn as i64;
+                dbytes -= cb as i64;
+                has_manifest.remove(&ino);
+            }
+        }
+        // Working copies: delete those with no inode, re-hash the rest.
+        if let Ok(rd) = std::fs::read_dir(wc_dir) {
+            for e in rd.flatten() {
+                let keep = e
+                    .file_name()
+                    .to_str()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .map(|i| st.nodes.get(&i).map(|n| is_reg(n.rec.mode)).unwrap_or(false))
+                    .unwrap_or(false);
+                if !keep {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        for (&ino, n) in st.nodes.iter_mut() {
+            if is_reg(n.rec.mode) && wc_dir.join(ino.to_string()).exists() {
+                n.content_gen = 1;
+                rehash.push(ino);
+            }
+        }
+        tracing::info!("store recovery after unclean shutdown: {} orphan inodes freed, {} working copies to re-hash", orphans.len(), rehash.len());
+    }
+    for (&ino, n) in st.nodes.iter_mut() {
+        if is_reg(n.rec.mode) && !has_manifest.contains(&ino) && n.content_gen == 0 && n.rec.size > 0 {
+            // No stored content and no working copy to re-hash: the data is lost.
+            if !wc_dir.join(ino.to_string()).exists() {
+                n.rec.size = 0;
+                n.rec.blocks = 0;
+            }
+        }
+    }
+    bump_chunk_counters(&txn, dcount, dbytes).map_err(c)?;
+    {
+        let mut m = txn.open_table(META).map_err(|e| c(e.into()))?;
+        m.insert("clean", 0).map_err(|e| c(e.into()))?;
+        m.insert("next_ino", st.next_ino).map_err(|e| c(e.into()))?;
+    }
+    txn.commit().map_err(|e| c(e.into()))?;
+    Ok(Loaded {
+        clean,
+        state: st,
+        sync_pos,
+        chunk_count: (chunk_count as i64 + dcount).max(0) as u64,
+        chunk_bytes: (chunk_bytes as i64 + dbytes).max(0) as u64,
+        rehash,
+    })
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wc_path(&self, ino: u64) -> PathBuf {
+        self.wc_dir.join(ino.to_string())
+    }
+
+    fn queue_hash(&self, st: &mut State, ino: u64) {
+        if st.hash_queued.insert(ino) {
+            let tx = self.hash_tx.lock().unwrap_or_else(|p| p.into_inner());
+            match tx.as_ref() {
+                Some(tx) if tx.send(ino).is_ok() => {}
+                _ => {
+                    st.hash_queued.remove(&ino);
+                }
+            }
+        }
+    }
+
+    /// One group commit: everything dirty in one redb transaction.
+    /// `force` commits even when nothing is dirty (to make earlier
+    /// non-durable content transactions durable); `clean` sets the flag.
+    fn commit(&self, durability: Durability, force: bool, clean: Option<bool>) -> std::result::Result<(), redb::Error> {
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(durability)?;
+        // Drain after taking the writer: a content transaction that
+        // committed before us saw only inodes we now include.
+        let (inodes, dirents, xattrs, freed, next_ino) = {
+            let mut st = self.lock();
+            let inodes: Vec<(u64, Option<(InodeRec, Option<Vec<u8>>)>)> = std::mem::take(&mut st.dirty_inodes)
+                .into_iter()
+                .map(|i| (i, st.nodes.get(&i).map(|n| (n.rec.clone(), n.symlink.clone()))))
+                .collect();
+            (
+                inodes,
+                std::mem::take(&mut st.dirty_dirents),
+                std::mem::take(&mut st.dirty_xattrs),
+                std::mem::take(&mut st.freed),
+                st.next_ino,
+            )
+        };
+        let empty = inodes.is_empty() && dirents.is_empty() && xattrs.is_empty() && freed.is_empty();
+        if empty && !force && clean.is_none() {
+            txn.abort()?;
+            return Ok(());
+        }
+        let r = self.write_commit(&txn, &inodes, &dirents, &xattrs, &freed, next_ino, clean);
+        let r = match r {
+            Ok(v) => txn.commit().map_err(redb::Error::from).map(|_| v),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok((seq, dc, db)) => {
+                self.sync_pos.fetch_max(seq, Ordering::SeqCst);
+                self.bump_counters(dc, db);
+                Ok(())
+            }
+            Err(e) => {
+                // Put the changes back so the next commit retries them.
+                let mut st = self.lock();
+                for (i, _) in inodes {
+                    if st.nodes.contains_key(&i) {
+                        st.dirty_inodes.insert(i);
+                    }
+                }
+                for (k, v) in dirents {
+                    st.dirty_dirents.entry(k).or_insert(v);
+                }
+                for (k, v) in xattrs {
+                    st.dirty_xattrs.entry(k).or_insert(v);
+                }
+                st.freed.extend(freed);
+                Err(e)
+            }
+        }
+    }
+
+    fn bump_counters(&self, dc: i64, db: i64) {
+        let f = |a: &AtomicU64, d: i64| {
+            let _ = a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some((v as i64 + d).max(0) as u64));
+        };
+        f(&self.chunk_count, dc);
+        f(&self.chunk_bytes, db);
+    }
+
+    #[allow(clippy::type_complexity, clippy::too_many_arguments)]
+    fn write_commit(
+        &self,
+        txn: &redb::WriteTransaction,
+        inodes: &[(u64, Option<(InodeRec, Option<Vec<u8>>)>)],
+        dirents: &HashMap<(u64, Vec<u8>), Option<(u64, u64)>>,
+        xattrs: &HashMap<(u64, Vec<u8>), Option<Vec<u8>>>,
+        freed: &HashSet<u64>,
+        next_ino: u64,
+        clean: Option<bool>,
+    ) -> std::result::Result<(u64, i64, i64), redb::Error> {
+        let mut seq = self.sync_pos.load(Ordering::SeqCst);
+        let mut journal: Vec<JournalRecord> = Vec::new();
+        {
+            let mut t = txn.open_table(DIRENTS)?;
+            for ((p, name), v) in dirents {
+                match v {
+                    Some((child, cookie)) => {
+                        t.insert((*p, &name[..]), (*child, *cookie))?;
+                        journal.push(JournalRecord::Linked { parent: *p, name: name.clone(), child: *child });
+                    }
+                    None => {
+                        t.remove((*p, &name[..]))?;
+                        journal.push(JournalRecord::Unlinked { parent: *p, name: name.clone() });
+                    }
+                }
+            }
+            let mut t = txn.open_table(INODES)?;
+            let mut s = txn.open_table(SYMLINKS)?;
+            for (ino, v) in inodes {
+                if let Some((rec, link)) = v {
+                    t.insert(*ino, &enc(rec)[..])?;
+                    if let Some(l) = link {
+                        s.insert(*ino, &l[..])?;
+                    }
+                    journal.push(JournalRecord::Attrs { ino: *ino });
+                }
+            }
+            let mut x = txn.open_table(XATTRS)?;
+            for ((ino, name), v) in xattrs {
+                match v {
+                    Some(val) => x.insert((*ino, &name[..]), &val[..])?,
+                    None => x.remove((*ino, &name[..]))?,
+                };
+                if !freed.contains(ino) {
+                    journal.push(JournalRecord::Attrs { ino: *ino });
+                }
+            }
+            for ino in freed {
+                t.remove(*ino)?;
+                s.remove(*ino)?;
+            }
+        }
+        let (mut dc, mut db) = (0i64, 0i64);
+        for ino in freed {
+            let (c, b) = remove_manifest(txn, *ino)?;
+            dc -= c as i64;
+            db -= b as i64;
+            journal.push(JournalRecord::Removed { ino: *ino });
+        }
+        journal.dedup();
+        {
+            let mut j = txn.open_table(JOURNAL)?;
+            for r in &journal {
+                seq += 1;
+                j.insert(seq, &enc(r)[..])?;
+            }
+        }
+        bump_chunk_counters(txn, dc, db)?;
+        let mut m = txn.open_table(META)?;
+        m.insert("next_ino", next_ino)?;
+        if let Some(c) = clean {
+            m.insert("clean", c as u64)?;
+        }
+        Ok((seq, dc, db))
+    }
+
+    /// Cuts, hashes and stores the working copy of `ino` if its content
+    /// changed since the last time. Returns once the manifest is committed
+    /// (non-durably; the next group commit makes it durable).
+    fn hash_file(&self, ino: u64) -> Result<()> {
+        let hl = {
+            let mut st = self.lock();
+            st.hash_queued.remove(&ino);
+            match st.nodes.get(&ino) {
+                Some(n) if is_reg(n.rec.mode) && n.content_gen != n.hashed_gen => n.hash_lock.clone(),
+                _ => return Ok(()),
+            }
+        };
+        let _g = hl.lock().unwrap_or_else(|p| p.into_inner());
+        let gen = {
+            let st = self.lock();
+            match st.nodes.get(&ino) {
+                Some(n) if n.content_gen != n.hashed_gen => n.content_gen,
+                _ => return Ok(()),
+            }
+        };
+        let f = match File::open(self.wc_path(ino)) {
+            Ok(f) => f,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        let mut manifest = Vec::new();
+        let size = chunk::chunk_stream(std::io::BufReader::with_capacity(1 << 20, &f), |off, b| {
+            manifest.push(ChunkRef { offset: off, len: b.len() as u32, hash: *blake3::hash(b).as_bytes() });
+            Ok(())
+        })?;
+        let blocks = f.metadata().map(|m| std::os::unix::fs::MetadataExt::blocks(&m)).unwrap_or(0);
+        let mut txn = self.db.begin_write().map_err(db_errno)?;
+        txn.set_durability(Durability::None).map_err(db_errno)?;
+        {
+            let st = self.lock();
+            match st.nodes.get(&ino) {
+                Some(n) if n.content_gen == gen => {}
+                _ => {
+                    let _ = txn.abort();
+                    return Ok(()); // freed, or changed again: a later release re-hashes
+                }
+            }
+        }
+        let stored = (|| -> std::result::Result<Option<(u64, i64, i64)>, redb::Error> {
+            let (mut dc, mut db) = (0i64, 0i64);
+            {
+                let mut refs = txn.open_table(CHUNK_REFS)?;
+                let mut chunks = txn.open_table(CHUNKS)?;
+                let mut buf = Vec::new();
+                for c in &manifest {
+                    let cur = refs.get(&c.hash[..])?.map(|g| g.value());
+                    match cur {
+                        Some(n) => {
+                            refs.insert(&c.hash[..], n + 1)?;
+                        }
+                        None => {
+                            buf.resize(c.len as usize, 0);
+                            if f.read_exact_at(&mut buf, c.offset).is_err() || blake3::hash(&buf).as_bytes() != &c.hash {
+                                return Ok(None); // changed under us
+                            }
+                            chunks.insert(&c.hash[..], &buf[..])?;
+                            refs.insert(&c.hash[..], 1)?;
+                            dc += 1;
+                            db += c.len as i64;
+                        }
+                    }
+                }
+            }
+            let (c, b) = remove_manifest(&txn, ino)?;
+            dc -= c as i64;
+            db -= b as i64;
+            txn.open_table(MANIFESTS)?.insert(ino, &enc(&manifest)[..])?;
+            let seq = self.sync_pos.fetch_add(1, Ordering::SeqCst) + 1;
+            let rec = JournalRecord::Content {
+                ino,
+                size,
+                chunks: manifest.len() as u32,
+                manifest_hash: *blake3::hash(&enc(&manifest)).as_bytes(),
+            };
+            txn.open_table(JOURNAL)?.insert(seq, &enc(&rec)[..])?;
+            bump_chunk_counters(&txn, dc, db)?;
+            Ok(Some((seq, dc, db)))
+        })();
+        match stored {
+            Ok(Some((_, dc, db))) => {
+                txn.commit().map_err(db_errno)?;
+                self.bump_counters(dc, db);
+                let mut st = self.lock();
+                if let Some(n) = st.nodes.get_mut(&ino) {
+                    if n.hashed_gen < gen {
+                        n.hashed_gen = gen;
+                    }
+                    if n.rec.size != size || n.rec.blocks != blocks {
+                        n.rec.size = size;
+                        n.rec.blocks = blocks;
+                        st.dirty_inodes.insert(ino);
+                    }
+                }
+                Ok(())
+            }
+            Ok(None) => {
+                let _ = txn.abort();
+                Ok(())
+            }
+            Err(e) => {
+                let _ = txn.abort();
+                tracing::error!("storing content of inode {ino}: {e}");
+                Err(Errno::EIO)
+            }
+        }
+    }
+
+    /// Opens (and if needed restores) the working copy of a regular file.
+    fn open_wc(&self, ino: u64) -> Result<File> {
+        let p = self.wc_path(ino);
+        match OpenOptions::new().read(true).write(true).open(&p) {
+            Ok(f) => return Ok(f),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(e.into()),
+        }
+        // Missing: rebuild from the manifest, or start empty.
+        let tmp = self.wc_dir.join(format!(".restore-{ino}"));
+        let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+        let size = self.lock().node(ino)?.rec.size;
+        let rtx = self.db.begin_read().map_err(db_errno)?;
+        let mt = rtx.open_table(MANIFESTS).map_err(db_errno)?;
+        let manifest: Vec<ChunkRef> = match mt.get(ino).map_err(db_errno)? {
+            Some(g) => dec(g.value()).map_err(|_| Errno::EIO)?,
+            None => Vec::new(),
+        };
+        let ct = rtx.open_table(CHUNKS).map_err(db_errno)?;
+        for c in &manifest {
+            let g = ct.get(&c.hash[..]).map_err(db_errno)?.ok_or_else(|| {
+                tracing::error!("restore of inode {ino}: chunk {} missing", hex(&c.hash));
+                Errno::EIO
+            })?;
+            f.write_all_at(g.value(), c.offset)?;
+        }
+        f.set_len(size)?;
+        std::fs::rename(&tmp, &p)?;
+        Ok(f)
+    }
+
+    fn commit_loop(self: &Arc<Self>) {
+        let mut stop = self.stop.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            let (g, _) = self.stop_cv.wait_timeout(stop, self.commit_interval).unwrap_or_else(|p| p.into_inner());
+            stop = g;
+            if *stop {
+                return;
+            }
+            drop(stop);
+            if let Err(e) = self.commit(Durability::Immediate, false, None) {
+                tracing::error!("group commit failed: {e}");
+            }
+            stop = self.stop.lock().unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+fn db_errno<E: std::fmt::Display>(e: E) -> Errno {
+    tracing::error!("store: {e}");
+    Errno::EIO
+}
+
+pub(crate) fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn kind_of(mode: u32) -> u32 {
+    (mode & S_IFMT) >> 12
+}
+
+fn attr_of(ino: u64, n: &Node) -> Attr {
+    let r = &n.rec;
+    Attr {
+        ino,
+        size: r.size,
+        blocks: r.blocks,
+        atime: r.atime.0,
+        atime_nsec: r.atime.1,
+        mtime: r.mtime.0,
+        mtime_nsec: r.mtime.1,
+        ctime: r.ctime.0,
+        ctime_nsec: r.ctime.1,
+        mode: r.mode,
+        nlink: r.nlink,
+        uid: r.uid,
+        gid: r.gid,
+        rdev: r.rdev,
+        blksize: BLKSIZE,
+    }
+}
+
+fn fstat_into(f: &File, a: &mut Attr) {
+    if let Ok(m) = f.metadata() {
+        use std::os::unix::fs::MetadataExt;
+        a.size = m.size();
+        a.blocks = m.blocks();
+    }
+}
+
+impl Fs {
+    /// Opens (creating if missing) the store. For a `Dir` store takes an
+    /// exclusive flock on `DIR/ringfs.lock` (holding our pid), opens
+    /// `DIR/store.redb`, checks the schema version and, after an unclean
+    /// shutdown, frees unlinked inodes, deletes working copies that have no
+    /// inode and re-hashes the others in the background.
+    ///
+    /// Errors: [`StoreError::Locked`] (another process holds it),
+    /// [`StoreError::NewerSchema`], [`StoreError::Corrupt`] (redb cannot
+    /// open it), [`StoreError::Io`].
+    pub fn open_store(cfg: Config) -> std::result::Result<Fs, StoreError> {
+        let (db, wc_dir, desc, dir, lock, tmp, dbpath) = match &cfg.store {
+            StoreLocation::Dir(d) => {
+                std::fs::create_dir_all(d).map_err(|e| io_err(d, e))?;
+                let lock = take_lock(d)?;
+                let wc = d.join("wc");
+                std::fs::create_dir_all(&wc).map_err(|e| io_err(&wc, e))?;
+                let db = open_db(d)?;
+                (db, wc, d.display().to_string(), Some(d.clone()), Some(lock), None, d.join("store.redb"))
+            }
+            StoreLocation::Memory => {
+                let tmp = tempfile::Builder::new().prefix("ringfs-wc-").tempdir().map_err(|e| io_err(&std::env::temp_dir(), e))?;
+                let db = Database::builder()
+                    .create_with_backend(redb::backends::InMemoryBackend::new())
+                    .map_err(|e| corrupt(Path::new("memory"), e))?;
+                (db, tmp.path().to_path_buf(), "memory".to_string(), None, None, Some(tmp), PathBuf::from("memory"))
+            }
+        };
+        let loaded = load(&db, &dbpath, &wc_dir)?;
+        if !loaded.clean {
+            tracing::warn!("store {desc} was not shut down cleanly; recovered");
+        }
+        let inner = Arc::new(Inner {
+            db,
+            wc_dir,
+            store_desc: desc,
+            store_dir: dir,
+            state: Mutex::new(loaded.state),
+            next_fh: AtomicU64::new(1),
+            sync_pos: AtomicU64::new(loaded.sync_pos),
+            chunk_count: AtomicU64::new(loaded.chunk_count),
+            chunk_bytes: AtomicU64::new(loaded.chunk_bytes),
+            hash_tx: Mutex::new(None),
+            stop: Mutex::new(false),
+            stop_cv: Condvar::new(),
+            abandon: AtomicBool::new(false),
+            shut: AtomicBool::new(false),
+            commit_interval: cfg.commit_interval,
+            lock_file: Mutex::new(lock),
+            _tmp: tmp,
+        });
+        let mut threads = Vec::new();
+        let (tx, rx) = mpsc::channel::<u64>();
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..cfg.hash_threads.max(1) {
+            let inner = inner.clone();
+            let rx = rx.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("ringfs-hash-{i}"))
+                    .spawn(move || loop {
+                        let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                        let Ok(ino) = job else { return };
+                        if inner.abandon.load(Ordering::SeqCst) {
+                            continue;
+                        }
+                        if let Err(e) = inner.hash_file(ino) {
+                            tracing::warn!("hashing inode {ino}: {e}");
+                        }
+                    })
+                    .map_err(|e| io_err(Path::new("thread"), e))?,
+            );
+        }
+        *inner.hash_tx.lock().unwrap() = Some(tx);
+        {
+            let inner2 = inner.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("ringfs-commit".into())
+                    .spawn(move || inner2.commit_loop())
+                    .map_err(|e| io_err(Path::new("thread"), e))?,
+            );
+        }
+        {
+            let mut st = inner.lock();
+            for ino in loaded.rehash {
+                inner.queue_hash(&mut st, ino);
+            }
+        }
+        Ok(Fs { inner, threads: Mutex::new(threads) })
+    }
+
+    fn attr_now(&self, ino: u64) -> Result<Attr> {
+        let (mut a, f) = {
+            let st = self.inner.lock();
+            let n = st.node(ino)?;
+            (attr_of(ino, n), n.file.clone())
+        };
+        if let Some(f) = f {
+            fstat_into(&f.file, &mut a);
+        }
+        Ok(a)
+    }
+
+    /// lookup: the attributes of `name` in directory `parent`; adds one to
+    /// its lookup count. ENOENT, ENOTDIR, ENAMETOOLONG.
+    pub fn lookup(&self, _c: &Caller, parent: u64, name: &OsStr) -> Result<Attr> {
+        let name = name.as_bytes();
+        if name.len() > NAME_MAX {
+            return err(libc::ENAMETOOLONG);
+        }
+        let ino = {
+            let mut st = self.inner.lock();
+            let p = st.node(parent)?;
+            if !is_dir(p.rec.mode) {
+                return err(libc::ENOTDIR);
+            }
+            let ino = match name {
+                b"." => parent,
+                b".." => p.rec.parent,
+                _ => st.child(parent, name).ok_or(Errno(libc::ENOENT))?.0,
+            };
+            st.node_mut(ino)?.lookups += 1;
+            ino
+        };
+        self.attr_now(ino)
+    }
+
+    /// FORGET: drops `n` from the lookup count; frees the inode when it
+    /// also has no links and no open handles.
+    pub fn forget(&self, ino: u64, n: u64) {
+        let freed = {
+            let mut st = self.inner.lock();
+            match st.nodes.get_mut(&ino) {
+                Some(node) => node.lookups = node.lookups.saturating_sub(n),
+                None => return,
+            }
+            st.maybe_free(ino)
+        };
+        self.finish_free(freed);
+    }
+
+    fn finish_free(&self, f: Option<Freed>) {
+        if let Some(f) = f {
+            if f.regular {
+                let _ = std::fs::remove_file(self.inner.wc_path(f.ino));
+            }
+        }
+    }
+
+    /// stat(2) of an inode. Regular files that are open report the size
+    /// and allocated blocks of their working copy.
+    pub fn getattr(&self, ino: u64, _fh: Option<u64>) -> Result<Attr> {
+        self.attr_now(ino)
+    }
+
+    /// chmod(2), chown(2), truncate(2)/ftruncate(2), utimensat(2). With
+    /// `s.fh` a size change acts on that handle's working copy. Size on a
+    /// directory: EISDIR; on other non-regular files: EINVAL.
+    pub fn setattr(&self, _c: &Caller, ino: u64, s: &SetAttr) -> Result<Attr> {
+        let t = now();
+        if let Some(size) = s.size {
+            let (file, mode) = {
+                let st = self.inner.lock();
+                let n = st.node(ino)?;
+                let f = match s.fh.and_then(|fh| st.handles.get(&fh)) {
+                    Some(h) if h.ino == ino => h.file.clone(),
+                    _ => n.file.clone(),
+                };
+                (f, n.rec.mode)
+            };
+            if is_dir(mode) {
+                return err(libc::EISDIR);
+            }
+            if !is_reg(mode) {
+                return err(libc::EINVAL);
+            }
+            if size > i64::MAX as u64 {
+                return err(libc::EFBIG);
+            }
+            let blocks = match &file {
+                Some(f) => {
+                    f.file.set_len(size)?;
+                    f.file.metadata().map(|m| std::os::unix::fs::MetadataExt::blocks(&m)).unwrap_or(0)
+                }
+                None => {
+                    let f = self.inner.open_wc(ino)?;
+                    f.set_len(size)?;
+                    f.metadata().map(|m| std::os::unix::fs::MetadataExt::blocks(&m)).unwrap_or(0)
+                }
+            };
+            let mut st = self.inner.lock();
+            let n = st.node_mut(ino)?;
+            n.rec.size = size;
+            n.rec.blocks = blocks;
+            n.rec.mtime = t;
+            n.rec.ctime = t;
+            n.content_gen += 1;
+            let opens = n.opens;
+            st.touch_inode(ino);
+            if opens == 0 {
+                self.inner.queue_hash(&mut st, ino);
+            }
+        }
+        let mut st = self.inner.lock();
+        let n = st.node_mut(ino)?;
+        let mut changed = s.size.is_some();
+        if let Some(m) = s.mode {
+            n.rec.mode = (n.rec.mode & S_IFMT) | (m & 0o7777);
+            changed = true;
+        }
+        if let Some(u) = s.uid {
+            n.rec.uid = u;
+            changed = true;
+        }
+        if let Some(g) = s.gid {
+            n.rec.gid = g;
+            changed = true;
+        }
+        if s.kill_suidgid {
+            n.rec.mode &= !libc::S_ISUID;
+            if n.rec.mode & libc::S_IXGRP != 0 {
+                n.rec.mode &= !libc::S_ISGID;
+            }
+            changed = true;
+        }
+        let pick = |x: SetTime| match x {
+            SetTime::Now => t,
+            SetTime::At(s, ns) => (s, ns),
+        };
+        if let Some(a) = s.atime {
+            n.rec.atime = pick(a);
+            changed = true;
+        }
+        if let Some(m) = s.mtime {
+            n.rec.mtime = pick(m);
+            changed = true;
+        }
+        if let Some(c) = s.ctime {
+            n.rec.ctime = c;
+        } else if changed {
+            n.rec.ctime = t;
+        }
+        st.touch_inode(ino);
+        drop(st);
+        self.attr_now(ino)
+    }
+
+    /// readlink(2): the target bytes. EINVAL if not a symlink.
+    pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
+        let st = self.inner.lock();
+        st.node(ino)?.symlink.clone().ok_or(Errno(libc::EINVAL))
+    }
+
+    /// Creates an inode of `mode` (type bits included) named `name` in
+    /// `parent`, owned by the caller (group from a setgid parent).
+    fn make(&self, c: &Caller, parent: u64, name: &OsStr, mode: u32, rdev: u32, link: Option<Vec<u8>>) -> Result<Attr> {
+        let name = name.as_bytes();
+        check_name(name)?;
+        let t = now();
+        let mut st = self.inner.lock();
+        st.live_dir(parent)?;
+        if is_dot(name) || st.child(parent, name).is_some() {
+            return err(libc::EEXIST);
+        }
+        let p = st.node(parent)?;
+        let (pgid, psgid) = (p.rec.gid, p.rec.mode & libc::S_ISGID != 0);
+        let dir = is_dir(mode);
+        let mut mode = mode;
+        if dir && psgid {
+            mode |= libc::S_ISGID;
+        }
+        let ino = st.alloc_ino();
+        let rec = InodeRec {
+            mode,
+            uid: c.uid,
+            gid: if psgid { pgid } else { c.gid },
+            size: if dir { 4096 } else { link.as_ref().map(|l| l.len() as u64).unwrap_or(0) },
+            blocks: if dir { 8 } else { 0 },
+            nlink: if dir { 2 } else { 1 },
+            rdev,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            parent: if dir { parent } else { 0 },
+            next_cookie: 3,
+        };
+        let mut node = Node::new(rec);
+        node.symlink = link;
+        node.lookups = 1;
+        st.nodes.insert(ino, node);
+        st.touch_inode(ino);
+        st.add_entry(parent, name, ino);
+        if dir {
+            st.node_mut(parent)?.rec.nlink += 1;
+        }
+        st.set_mctime(parent, t);
+        Ok(attr_of(ino, st.node(ino)?))
+    }
+
+    /// symlink(2): `name` in `parent` pointing at `target`. +1 lookup.
+    /// EEXIST, ENOENT, ENOTDIR, ENAMETOOLONG (name > 255 or target > 4095 bytes).
+    pub fn symlink(&self, c: &Caller, parent: u64, name: &OsStr, target: &OsStr) -> Result<Attr> {
+        let t = target.as_bytes();
+        if t.len() > SYMLINK_MAX {
+            return err(libc::ENAMETOOLONG);
+        }
+        if t.is_empty() {
+            return err(libc::ENOENT);
+        }
+        self.make(c, parent, name, S_IFLNK | 0o777, 0, Some(t.to_vec()))
+    }
+
+    /// mknod(2): regular files (type 0 or S_IFREG), fifos, sockets, and
+    /// character/block devices (uid 0 only, else EPERM). +1 lookup.
+    /// Directories or unknown types: EINVAL (use mkdir).
+    pub fn mknod(&self, c: &Caller, parent: u64, name: &OsStr, mode: u32, rdev: u32) -> Result<Attr> {
+        let ty = mode & S_IFMT;
+        let ty = match ty {
+            0 => S_IFREG,
+            libc::S_IFREG | libc::S_IFIFO | libc::S_IFSOCK => ty,
+            libc::S_IFCHR | libc::S_IFBLK => {
+                if c.uid != 0 {
+                    return err(libc::EPERM);
+                }
+                ty
+            }
+            _ => return err(libc::EINVAL),
+        };
+        let rdev = if ty == libc::S_IFCHR || ty == libc::S_IFBLK { rdev } else { 0 };
+        self.make(c, parent, name, ty | (mode & 0o7777), rdev, None)
+    }
+
+    /// mkdir(2): +1 lookup; the parent's nlink grows by one.
+    pub fn mkdir(&self, c: &Caller, parent: u64, name: &OsStr, mode: u32) -> Result<Attr> {
+        self.make(c, parent, name, S_IFDIR | (mode & 0o7777), 0, None)
+    }
+
+    /// unlink(2): EISDIR for directories, ENOENT, ENOTDIR. The inode lives
+    /// on while looked up or open.
+    pub fn unlink(&self, _c: &Caller, parent: u64, name: &OsStr) -> Result<()> {
+        let name = name.as_bytes();
+        check_name(name)?;
+        let t = now();
+        let freed = {
+            let mut st = self.inner.lock();
+            if !is_dir(st.node(parent)?.rec.mode) {
+                return err(libc::ENOTDIR);
+            }
+            if is_dot(name) {
+                return err(libc::EISDIR);
+            }
+            let (child, _) = st.child(parent, name).ok_or(Errno(libc::ENOENT))?;
+            if is_dir(st.node(child)?.rec.mode) {
+                return err(libc::EISDIR);
+            }
+            st.remove_entry(parent, name);
+            let n = st.node_mut(child)?;
+            n.rec.nlink = n.rec.nlink.saturating_sub(1);
+            n.rec.ctime = t;
+            st.touch_inode(child);
+            st.set_mctime(parent, t);
+            st.maybe_free(child)
+        };
+        self.finish_free(freed);
+        Ok(())
+    }
+
+    /// rmdir(2): ENOTDIR, ENOTEMPTY, EINVAL for ".", ENOENT.
+    pub fn rmdir(&self, _c: &Caller, parent: u64, name: &OsStr) -> Result<()> {
+        let name = name.as_bytes();
+        check_name(name)?;
+        let t = now();
+        let freed = {
+            let mut st = self.inner.lock();
+            if !is_dir(st.node(parent)?.rec.mode) {
+                return err(libc::ENOTDIR);
+            }
+            if name == b"." {
+                return err(libc::EINVAL);
+            }
+            if name == b".." {
+                return err(libc::ENOTEMPTY);
+            }
+            let (child, _) = st.child(parent, name).ok_or(Errno(libc::ENOENT))?;
+            let n = st.node(child)?;
+            if !is_dir(n.rec.mode) {
+                return err(libc::ENOTDIR);
+            }
+            if !n.dir.as_ref().map(|d| d.by_name.is_empty()).unwrap_or(true) {
+                return err(libc::ENOTEMPTY);
+            }
+            st.remove_entry(parent, name);
+            let n = st.node_mut(child)?;
+            n.rec.nlink = 0;
+            n.rec.ctime = t;
+            st.touch_inode(child);
+            let p = st.node_mut(parent)?;
+            p.rec.nlink = p.rec.nlink.saturating_sub(1);
+            st.set_mctime(parent, t);
+            st.maybe_free(child)
+        };
+        self.finish_free(freed);
+        Ok(())
+    }
+
+    /// Is `anc` an ancestor of (or equal to) directory `d`?
+    fn is_ancestor(st: &State, anc: u64, mut d: u64) -> bool {
+        loop {
+            if d == anc {
+                return true;
+            }
+            if d == ROOT {
+                return false;
+            }
+            match st.nodes.get(&d) {
+                Some(n) if n.rec.parent != d => d = n.rec.parent,
+                _ => return false,
+            }
+        }
+    }
+
+    /// rename(2)/renameat2(2). `flags`: RENAME_NOREPLACE (EEXIST if the
+    /// target exists), RENAME_EXCHANGE (swap; ENOENT if either is missing);
+    /// RENAME_WHITEOUT or unknown bits: EINVAL. Moving a directory into its
+    /// own subtree: EINVAL. Replacing: ENOTDIR / EISDIR on a type
+    /// mismatch, ENOTEMPTY for a non-empty directory. Renaming onto another
+    /// link of the same inode succeeds and changes nothing.
+    pub fn rename(&self, _c: &Caller, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32) -> Result<()> {
+        const NOREPLACE: u32 = libc::RENAME_NOREPLACE;
+        const EXCHANGE: u32 = libc::RENAME_EXCHANGE;
+        if flags & !(NOREPLACE | EXCHANGE) != 0 || flags == NOREPLACE | EXCHANGE {
+            return err(libc::EINVAL);
+        }
+        let (name, newname) = (name.as_bytes(), newname.as_bytes());
+        check_name(name)?;
+        check_name(newname)?;
+        if is_dot(name) || is_dot(newname) {
+            return err(libc::EBUSY);
+        }
+        let t = now();
+        let freed = {
+            let mut st = self.inner.lock();
+            if !is_dir(st.node(parent)?.rec.mode) || !is_dir(st.node(newparent)?.rec.mode) {
+                return err(libc::ENOTDIR);
+            }
+            let (src, _) = st.child(parent, name).ok_or(Errno(libc::ENOENT))?;
+            let src_dir = is_dir(st.node(src)?.rec.mode);
+            let dst = st.child(newparent, newname).map(|x| x.0);
+            if flags & EXCHANGE != 0 {
+                let dst = dst.ok_or(Errno(libc::ENOENT))?;
+                if src == dst {
+                    return Ok(());
+                }
+                let dst_dir = is_dir(st.node(dst)?.rec.mode);
+                if parent != newparent {
+                    if src_dir && Self::is_ancestor(&st, src, newparent) {
+                        return err(libc::EINVAL);
+                    }
+                    if dst_dir && Self::is_ancestor(&st, dst, parent) {
+                        return err(libc::EINVAL);
+                    }
+                }
+                st.repoint_entry(parent, name, dst);
+                st.repoint_entry(newparent, newname, src);
+                if parent != newparent {
+                    if src_dir {
+                        st.node_mut(src)?.rec.parent = newparent;
+                        st.node_mut(parent)?.rec.nlink -= 1;
+                        st.node_mut(newparent)?.rec.nlink += 1;
+                    }
+                    if dst_dir {
+                        st.node_mut(dst)?.rec.parent = parent;
+                        st.node_mut(newparent)?.rec.nlink -= 1;
+                        st.node_mut(parent)?.rec.nlink += 1;
+                    }
+                }
+                st.set_ctime(src, t);
+                st.set_ctime(dst, t);
+                st.set_mctime(parent, t);
+                st.set_mctime(newparent, t);
+                return Ok(());
+            }
+            if src_dir && Self::is_ancestor(&st, src, newparent) {
+                return err(libc::EINVAL);
+            }
+            let mut freed = None;
+            if let Some(dst) = dst {
+                if dst == src {
+                    return Ok(()); // same inode: POSIX says do nothing
+                }
+                if flags & NOREPLACE != 0 {
+                    return err(libc::EEXIST);
+                }
+                let dn = st.node(dst)?;
+                let dst_dir = is_dir(dn.rec.mode);
+                if src_dir && !dst_dir {
+                    return err(libc::ENOTDIR);
+                }
+                if !src_dir && dst_dir {
+                    return err(libc::EISDIR);
+                }
+                if dst_dir && !dn.dir.as_ref().map(|d| d.by_name.is_empty()).unwrap_or(true) {
+                    return err(libc::ENOTEMPTY);
+                }
+                st.remove_entry(newparent, newname);
+                let dn = st.node_mut(dst)?;
+                if dst_dir {
+                    dn.rec.nlink = 0;
+                } else {
+                    dn.rec.nlink = dn.rec.nlink.saturating_sub(1);
+                }
+                dn.rec.ctime = t;
+                st.touch_inode(dst);
+                if dst_dir {
+                    st.node_mut(newparent)?.rec.nlink -= 1;
+                }
+                freed = Some(dst);
+            }
+            st.remove_entry(parent, name);
+            st.add_entry(newparent, newname, src);
+            if src_dir && parent != newparent {
+                st.node_mut(src)?.rec.parent = newparent;
+                st.node_mut(parent)?.rec.nlink -= 1;
+                st.node_mut(newparent)?.rec.nlink += 1;
+            }
+            st.set_ctime(src, t);
+            st.set_mctime(parent, t);
+            st.set_mctime(newparent, t);
+            freed.and_then(|d| st.maybe_free(d))
+        };
+        self.finish_free(freed);
+        Ok(())
+    }
+
+    /// link(2): a new name for `ino`. EPERM for directories, EEXIST,
+    /// EMLINK beyond 65000 links. +1 lookup.
+    pub fn link(&self, _c: &Caller, ino: u64, newparent: u64, newname: &OsStr) -> Result<Attr> {
+        let name = newname.as_bytes();
+        check_name(name)?;
+        let t = now();
+        {
+            let mut st = self.inner.lock();
+            let n = st.node(ino)?;
+            if is_dir(n.rec.mode) {
+                return err(libc::EPERM);
+            }
+            if n.rec.nlink >= LINK_MAX {
+                return err(libc::EMLINK);
+            }
+            st.live_dir(newparent)?;
+            if is_dot(name) || st.child(newparent, name).is_some() {
+                return err(libc::EEXIST);
+            }
+            st.add_entry(newparent, name, ino);
+            let n = st.node_mut(ino)?;
+            n.rec.nlink += 1;
+            n.rec.ctime = t;
+            n.lookups += 1;
+            st.touch_inode(ino);
+            st.set_mctime(newparent, t);
+        }
+        self.attr_now(ino)
+    }
+}
+
+fn can_write(flags: u32) -> bool {
+    let acc = flags as i32 & libc::O_ACCMODE;
+    acc == libc::O_WRONLY || acc == libc::O_RDWR
+}
+fn can_read(flags: u32) -> bool {
+    let acc = flags as i32 & libc::O_ACCMODE;
+    acc == libc::O_RDONLY || acc == libc::O_RDWR
+}
+
+impl Fs {
+    /// Attaches a new handle to `ino`, opening its working copy if this is
+    /// the first handle. Returns the handle.
+    fn attach(&self, ino: u64, flags: u32) -> Result<(u64, Option<Arc<OpenFile>>)> {
+        let (mode, existing) = {
+            let st = self.inner.lock();
+            let n = st.node(ino)?;
+            (n.rec.mode, n.file.clone())
+        };
+        let file = if is_reg(mode) {
+            Some(match existing {
+                Some(f) => f,
+                None => {
+                    let f = self.inner.open_wc(ino)?;
+                    Arc::new(OpenFile { file: f, append: Mutex::new(()) })
+                }
+            })
+        } else {
+            None
+        };
+        let fh = self.inner.next_fh.fetch_add(1, Ordering::Relaxed);
+        let mut st = self.inner.lock();
+        let n = st.node_mut(ino)?;
+        let file = match (&n.file, file) {
+            (Some(f), Some(_)) => Some(f.clone()),
+            (None, Some(f)) => {
+                n.file = Some(f.clone());
+                Some(f)
+            }
+            (_, None) => None,
+        };
+        n.opens += 1;
+        st.handles.insert(fh, Handle { ino, flags, file: file.clone() });
+        Ok((fh, file))
+    }
+
+    fn truncate_on_open(&self, ino: u64, file: &Option<Arc<OpenFile>>) -> Result<()> {
+        if let Some(f) = file {
+            f.file.set_len(0)?;
+            let t = now();
+            let mut st = self.inner.lock();
+            let n = st.node_mut(ino)?;
+            n.rec.size = 0;
+            n.rec.blocks = 0;
+            n.rec.mtime = t;
+            n.rec.ctime = t;
+            n.content_gen += 1;
+            st.touch_inode(ino);
+        }
+        Ok(())
+    }
+
+    /// open(2) of an existing inode: returns a file handle. Honours
+    /// O_TRUNC (even with O_RDONLY, as ext4) and remembers O_APPEND and the
+    /// access mode. EISDIR when asking to write a directory.
+    pub fn open(&self, _c: &Caller, ino: u64, flags: u32) -> Result<u64> {
+        {
+            let st = self.inner.lock();
+            if is_dir(st.node(ino)?.rec.mode) && can_write(flags) {
+                return err(libc::EISDIR);
+            }
+        }
+        let (fh, file) = self.attach(ino, flags)?;
+        if flags as i32 & libc::O_TRUNC != 0 {
+            if let Err(e) = self.truncate_on_open(ino, &file) {
+                let _ = self.release(fh);
+                return Err(e);
+            }
+        }
+        Ok(fh)
+    }
+
+    /// open(2) with O_CREAT: creates a regular file `name` (+1 lookup) and
+    /// opens it. If it exists: EEXIST with O_EXCL, EISDIR for a directory,
+    /// else opens it (honouring O_TRUNC).
+    pub fn create(&self, c: &Caller, parent: u64, name: &OsStr, mode: u32, flags: u32) -> Result<(Attr, u64)> {
+        let existing = {
+            let mut st = self.inner.lock();
+            st.live_dir(parent)?;
+            match st.child(parent, name.as_bytes()) {
+                Some((ino, _)) => {
+                    if flags as i32 & libc::O_EXCL != 0 {
+                        return err(libc::EEXIST);
+                    }
+                    if is_dir(st.node(ino)?.rec.mode) {
+                        return err(libc::EISDIR);
+                    }
+                    st.node_mut(ino)?.lookups += 1;
+                    Some(ino)
+                }
+                None => None,
+            }
+        };
+        let ino = match existing {
+            Some(ino) => ino,
+            None => self.make(c, parent, name, S_IFREG | (mode & 0o7777), 0, None)?.ino,
+        };
+        let r = (|| {
+            let (fh, file) = self.attach(ino, flags)?;
+            if existing.is_none() {
+                // A new file: its working copy may be left from nothing; make it empty.
+                if let Some(f) = &file {
+                    f.file.set_len(0)?;
+                }
+            } else if flags as i32 & libc::O_TRUNC != 0 {
+                self.truncate_on_open(ino, &file)?;
+            }
+            Ok((self.attr_now(ino)?, fh))
+        })();
+        if r.is_err() {
+            self.forget(ino, 1);
+        }
+        r
+    }
+
+    fn handle(&self, fh: u64) -> Result<(u64, u32, Arc<OpenFile>)> {
+        let st = self.inner.lock();
+        let h = st.handles.get(&fh).ok_or(Errno(libc::EBADF))?;
+        match &h.file {
+            Some(f) => Ok((h.ino, h.flags, f.clone())),
+            None => err(libc::EINVAL),
+        }
+    }
+
+    /// pread(2) through a handle: at most `size` bytes, fewer only at end of file.
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        let (_, flags, f) = self.handle(fh)?;
+        if !can_read(flags) {
+            return err(libc::EBADF);
+        }
+        let mut buf = vec![0u8; size as usize];
+        let mut got = 0;
+        while got < buf.len() {
+            match f.file.read_at(&mut buf[got..], offset + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        buf.truncate(got);
+        Ok(buf)
+    }
+
+    /// pwrite(2) through a handle (at end of file for O_APPEND handles).
+    /// Returns the bytes written; updates mtime/ctime. EBADF on a
+    /// read-only handle.
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32> {
+        let (ino, flags, f) = self.handle(fh)?;
+        if !can_write(flags) {
+            return err(libc::EBADF);
+        }
+        let append = flags as i32 & libc::O_APPEND != 0;
+        let guard = if append { Some(f.append.lock().unwrap_or_else(|p| p.into_inner())) } else { None };
+        let offset = if append { f.file.metadata()?.len() } else { offset };
+        f.file.write_all_at(data, offset)?;
+        drop(guard);
+        let t = now();
+        let mut st = self.inner.lock();
+        if let Some(n) = st.nodes.get_mut(&ino) {
+            n.rec.size = n.rec.size.max(offset + data.len() as u64);
+            n.rec.mtime = t;
+            n.rec.ctime = t;
+            n.content_gen += 1;
+            st.dirty_inodes.insert(ino);
+        }
+        Ok(data.len() as u32)
+    }
+
+    /// close(2) of one descriptor: nothing to do (data is hashed at release).
+    pub fn flush(&self, fh: u64) -> Result<()> {
+        let st = self.inner.lock();
+        st.handles.get(&fh).map(|_| ()).ok_or(Errno(libc::EBADF))
+    }
+
+    /// The last close of an open file description. Returns at once; a
+    /// changed file is queued for hashing. Frees an unlinked inode whose
+    /// last handle this was.
+    pub fn release(&self, fh: u64) -> Result<()> {
+        let (freed, last) = {
+            let mut st = self.inner.lock();
+            let h = st.handles.remove(&fh).ok_or(Errno(libc::EBADF))?;
+            let ino = h.ino;
+            let Some(n) = st.nodes.get_mut(&ino) else { return Ok(()) };
+            n.opens = n.opens.saturating_sub(1);
+            let last = if n.opens == 0 { n.file.take() } else { None };
+            let dirty = n.content_gen != n.hashed_gen && n.rec.nlink > 0;
+            if let Some(f) = &last {
+                if let Ok(m) = f.file.metadata() {
+                    use std::os::unix::fs::MetadataExt;
+                    if n.rec.size != m.size() || n.rec.blocks != m.blocks() {
+                        n.rec.size = m.size();
+                        n.rec.blocks = m.blocks();
+                        st.dirty_inodes.insert(ino);
+                    }
+                }
+            }
+            if dirty {
+                self.inner.queue_hash(&mut st, ino);
+            }
+            (st.maybe_free(ino), last)
+        };
+        drop(last);
+        self.finish_free(freed);
+        Ok(())
+    }
+
+    /// fsync(2)/fdatasync(2): hashes the file if it changed and returns
+    /// after a durable commit of it and of all pending metadata.
+    pub fn fsync(&self, fh: u64, _datasync: bool) -> Result<()> {
+        let ino = {
+            let st = self.inner.lock();
+            st.handles.get(&fh).ok_or(Errno(libc::EBADF))?.ino
+        };
+        self.inner.hash_file(ino)?;
+        self.inner.commit(Durability::Immediate, true, None).map_err(db_errno)
+    }
+
+    /// opendir(3): a handle for readdir. ENOTDIR.
+    pub fn opendir(&self, _c: &Caller, ino: u64) -> Result<u64> {
+        let mut st = self.inner.lock();
+        let n = st.node_mut(ino)?;
+        if !is_dir(n.rec.mode) {
+            return err(libc::ENOTDIR);
+        }
+        n.opens += 1;
+        let fh = self.inner.next_fh.fetch_add(1, Ordering::Relaxed);
+        st.handles.insert(fh, Handle { ino, flags: 0, file: None });
+        Ok(fh)
+    }
+
+    /// closedir(3).
+    pub fn releasedir(&self, fh: u64) {
+        let freed = {
+            let mut st = self.inner.lock();
+            let Some(h) = st.handles.remove(&fh) else { return };
+            if let Some(n) = st.nodes.get_mut(&h.ino) {
+                n.opens = n.opens.saturating_sub(1);
+            }
+            st.maybe_free(h.ino)
+        };
+        self.finish_free(freed);
+    }
+
+    /// fsync(2) on a directory: a durable commit of all pending metadata.
+    pub fn fsyncdir(&self, _fh: u64) -> Result<()> {
+        self.inner.commit(Durability::Immediate, true, None).map_err(db_errno)
+    }
+
+    /// Collects up to `max` entries of `ino` with cookie > `offset`, each
+    /// with its attributes when `plus` (and one lookup taken for it).
+    #[allow(clippy::type_complexity)]
+    fn dir_batch(&self, ino: u64, offset: u64, max: usize, plus: bool) -> Result<Vec<(u64, u64, u32, Vec<u8>, Option<Attr>)>> {
+        let mut st = self.inner.lock();
+        let n = st.node(ino)?;
+        let d = n.dir.as_ref().ok_or(Errno(libc::ENOTDIR))?;
+        let mut out = Vec::new();
+        if offset < 1 {
+            out.push((ino, 1, libc::DT_DIR as u32, b".".to_vec(), None));
+        }
+        if offset < 2 {
+            out.push((n.rec.parent, 2, libc::DT_DIR as u32, b"..".to_vec(), None));
+        }
+        let from = offset.max(2) + 1;
+        for (&cookie, name) in d.by_cookie.range(from..) {
+            if out.len() >= max {
+                break;
+            }
+            let child = d.by_name[name].0;
+            out.push((child, cookie, 0, name.clone(), None));
+        }
+        for e in out.iter_mut().filter(|e| e.1 > 2) {
+            if let Some(c) = st.nodes.get_mut(&e.0) {
+                e.2 = kind_of(c.rec.mode);
+                if plus {
+                    c.lookups += 1;
+                    e.4 = Some(attr_of(e.0, c));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// readdir(3) from `offset` (0 = start; otherwise the `offset` of the
+    /// last entry taken): "." (cookie 1), ".." (2), then children in cookie
+    /// order. Cookies stay valid while entries are added or removed.
+    /// `sink` returns false when full: the entry was not taken and reading stops.
+    pub fn readdir(&self, ino: u64, _fh: u64, offset: u64, sink: &mut dyn FnMut(&DirEntry) -> bool) -> Result<()> {
+        let mut off = offset;
+        loop {
+            let batch = self.dir_batch(ino, off, 256, false)?;
+            if batch.is_empty() {
+                return Ok(());
+            }
+            for (child, cookie, kind, name, _) in &batch {
+                if !sink(&DirEntry { ino: *child, offset: *cookie, kind: *kind, name }) {
+                    return Ok(());
+                }
+                off = *cookie;
+            }
+        }
+    }
+
+    /// readdirplus: as [`Fs::readdir`] with each child's attributes (and
+    /// +1 lookup for each child the sink took); `None` for "." and "..".
+    pub fn readdirplus(&self, ino: u64, _fh: u64, offset: u64, sink: &mut dyn FnMut(&DirEntry, Option<&Attr>) -> bool) -> Result<()> {
+        let mut off = offset;
+        loop {
+            let batch = self.dir_batch(ino, off, 256, true)?;
+            if batch.is_empty() {
+                return Ok(());
+            }
+            let mut it = batch.into_iter();
+            while let Some((child, cookie, kind, name, attr)) = it.next() {
+                let attr = match attr {
+                    Some(mut a) if is_reg(a.mode) => {
+                        let f = self.inner.lock().nodes.get(&child).and_then(|n| n.file.clone());
+                        if let Some(f) = f {
+                            fstat_into(&f.file, &mut a);
+                        }
+                        Some(a)
+                    }
+                    a => a,
+                };
+                if !sink(&DirEntry { ino: child, offset: cookie, kind, name: &name }, attr.as_ref()) {
+                    if attr.is_some() {
+                        self.forget(child, 1);
+                    }
+                    for (c, _, _, _, a) in it {
+                        if a.is_some() {
+                            self.forget(c, 1);
+                        }
+                    }
+                    return Ok(());
+                }
+                off = cookie;
+            }
+        }
+    }
+
+    /// statfs(2): space from the host filesystem holding the store, inode
+    /// counts from ours.
+    pub fn statfs(&self) -> StatFs {
+        let inodes = self.inner.lock().nodes.len() as u64;
+        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+        let p = std::ffi::CString::new(self.inner.wc_dir.as_os_str().as_bytes()).unwrap_or_default();
+        let ok = unsafe { libc::statvfs(p.as_ptr(), &mut s) } == 0;
+        if !ok {
+            return StatFs { bsize: BLKSIZE, frsize: BLKSIZE, namelen: NAME_MAX as u32, files: inodes, ..Default::default() };
+        }
+        StatFs {
+            blocks: s.f_blocks as u64,
+            bfree: s.f_bfree as u64,
+            bavail: s.f_bavail as u64,
+            files: inodes + s.f_ffree as u64,
+            ffree: s.f_ffree as u64,
+            bsize: s.f_bsize as u32,
+            namelen: NAME_MAX as u32,
+            frsize: s.f_frsize as u32,
+        }
+    }
+
+    /// setxattr(2). `flags`: XATTR_CREATE (EEXIST if present), XATTR_REPLACE
+    /// (ENODATA if absent). Names over 255 bytes or empty: ERANGE; values
+    /// over 64 KiB: E2BIG.
+    pub fn setxattr(&self, _c: &Caller, ino: u64, name: &OsStr, value: &[u8], flags: u32) -> Result<()> {
+        let name = name.as_bytes();
+        if name.is_empty() || name.len() > XATTR_NAME_MAX {
+            return err(libc::ERANGE);
+        }
+        if value.len() > XATTR_SIZE_MAX {
+            return err(libc::E2BIG);
+        }
+        let mut st = self.inner.lock();
+        let n = st.node_mut(ino)?;
+        let exists = n.xattrs.contains_key(name);
+        if flags as i32 & libc::XATTR_CREATE != 0 && exists {
+            return err(libc::EEXIST);
+        }
+        if flags as i32 & libc::XATTR_REPLACE != 0 && !exists {
+            return err(libc::ENODATA);
+        }
+        n.xattrs.insert(name.to_vec(), value.to_vec());
+        n.rec.ctime = now();
+        st.touch_inode(ino);
+        st.dirty_xattrs.insert((ino, name.to_vec()), Some(value.to_vec()));
+        Ok(())
+    }
+
+    /// getxattr(2): `size` 0 asks for the length; ENODATA if absent,
+    /// ERANGE if `size` is too small.
+    pub fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> Result<XattrValue> {
+        let st = self.inner.lock();
+        let v = st.node(ino)?.xattrs.get(name.as_bytes()).ok_or(Errno(libc::ENODATA))?;
+        sized(v.clone(), size)
+    }
+
+    /// listxattr(2): NUL-terminated names; `size` 0 asks for the length;
+    /// ERANGE if too small. No attributes: an empty list.
+    pub fn listxattr(&self, ino: u64, size: u32) -> Result<XattrValue> {
+        let st = self.inner.lock();
+        let mut out = Vec::new();
+        for k in st.node(ino)?.xattrs.keys() {
+            out.extend_from_slice(k);
+            out.push(0);
+        }
+        sized(out, size)
+    }
+
+    /// removexattr(2): ENODATA if absent.
+    pub fn removexattr(&self, _c: &Caller, ino: u64, name: &OsStr) -> Result<()> {
+        let mut st = self.inner.lock();
+        let n = st.node_mut(ino)?;
+        if n.xattrs.remove(name.as_bytes()).is_none() {
+            return err(libc::ENODATA);
+        }
+        n.rec.ctime = now();
+        st.touch_inode(ino);
+        st.dirty_xattrs.insert((ino, name.as_bytes().to_vec()), None);
+        Ok(())
+    }
+
+    /// fallocate(2) through a handle: mode 0, FALLOC_FL_KEEP_SIZE, and
+    /// FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE; anything else EOPNOTSUPP.
+    pub fn fallocate(&self, fh: u64, offset: u64, length: u64, mode: u32) -> Result<()> {
+        let keep = libc::FALLOC_FL_KEEP_SIZE as u32;
+        let punch = libc::FALLOC_FL_PUNCH_HOLE as u32;
+        if mode != 0 && mode != keep && mode != (punch | keep) {
+            return err(libc::EOPNOTSUPP);
+        }
+        if length == 0 {
+            return err(libc::EINVAL);
+        }
+        let (ino, flags, f) = self.handle(fh)?;
+        if !can_write(flags) {
+            return err(libc::EBADF);
+        }
+        let r = unsafe { libc::fallocate(f.file.as_raw_fd(), mode as i32, offset as i64, length as i64) };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        let m = f.file.metadata()?;
+        let t = now();
+        let mut st = self.inner.lock();
+        if let Some(n) = st.nodes.get_mut(&ino) {
+            use std::os::unix::fs::MetadataExt;
+            n.rec.size = m.size();
+            n.rec.blocks = m.blocks();
+            n.rec.ctime = t;
+            if mode & punch != 0 || mode == 0 {
+                n.rec.mtime = t;
+            }
+            n.content_gen += 1;
+            st.dirty_inodes.insert(ino);
+        }
+        Ok(())
+    }
+
+    /// lseek(2) through a handle: SEEK_DATA / SEEK_HOLE answered from the
+    /// working copy (ENXIO past the end); SEEK_SET/SEEK_END computed;
+    /// others EINVAL.
+    pub fn lseek(&self, fh: u64, offset: u64, whence: u32) -> Result<u64> {
+        let (_, _, f) = self.handle(fh)?;
+        match whence as i32 {
+            libc::SEEK_SET => Ok(offset),
+            libc::SEEK_END => Ok(f.file.metadata()?.len().saturating_add(offset)),
+            libc::SEEK_DATA | libc::SEEK_HOLE => {
+                // pread-based I/O never uses the fd's position, so seeking the
+                // shared fd is harmless.
+                let r = unsafe { libc::lseek(f.file.as_raw_fd(), offset as i64, whence as i32) };
+                if r < 0 {
+                    Err(std::io::Error::last_os_error().into())
+                } else {
+                    Ok(r as u64)
+                }
+            }
+            _ => err(libc::EINVAL),
+        }
+    }
+
+    /// copy_file_range(2) between two open handles; returns bytes copied
+    /// (0 at end of input). EBADF for a wrong access mode.
+    pub fn copy_file_range(&self, fh_in: u64, off_in: u64, fh_out: u64, off_out: u64, len: u64) -> Result<u64> {
+        let (_, fin, src) = self.handle(fh_in)?;
+        let (ino_out, fout, dst) = self.handle(fh_out)?;
+        if !can_read(fin) || !can_write(fout) {
+            return err(libc::EBADF);
+        }
+        let mut oi = off_in as i64;
+        let mut oo = off_out as i64;
+        let len = len.min(1 << 30) as usize;
+        let r = unsafe { libc::copy_file_range(src.file.as_raw_fd(), &mut oi, dst.file.as_raw_fd(), &mut oo, len, 0) };
+        let n = if r >= 0 {
+            r as u64
+        } else {
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EXDEV) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => {
+                    let mut buf = vec![0u8; len.min(1 << 20)];
+                    let got = src.file.read_at(&mut buf, off_in)?;
+                    dst.file.write_all_at(&buf[..got], off_out)?;
+                    got as u64
+                }
+                _ => return Err(e.into()),
+            }
+        };
+        if n > 0 {
+            let t = now();
+            let mut st = self.inner.lock();
+            if let Some(nd) = st.nodes.get_mut(&ino_out) {
+                nd.rec.size = nd.rec.size.max(off_out + n);
+                nd.rec.mtime = t;
+                nd.rec.ctime = t;
+                nd.content_gen += 1;
+                st.dirty_inodes.insert(ino_out);
+            }
+        }
+        Ok(n)
+    }
+
+    /// The working-copy file behind an open regular-file handle, for FUSE
+    /// passthrough (register it as the backing file). The fd stays valid
+    /// until the handle's inode has no open handles left.
+    pub fn backing_fd(&self, fh: u64) -> Option<std::os::unix::io::RawFd> {
+        self.handle(fh).ok().map(|(_, _, f)| f.file.as_raw_fd())
+    }
+
+    /// A description of the store (`ringfs stats`).
+    pub fn stats(&self) -> Stats {
+        let st = self.inner.lock();
+        Stats {
+            store: self.inner.store_desc.clone(),
+            inodes: st.nodes.len() as u64,
+            chunks: self.inner.chunk_count.load(Ordering::SeqCst),
+            chunk_bytes: self.inner.chunk_bytes.load(Ordering::SeqCst),
+            sync_position: self.inner.sync_pos.load(Ordering::SeqCst),
+            dirty: st.dirty_count(),
+        }
+    }
+
+    fn stop_threads(&self, abandon: bool) {
+        if abandon {
+            self.inner.abandon.store(true, Ordering::SeqCst);
+        }
+        *self.inner.stop.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.inner.stop_cv.notify_all();
+        self.inner.hash_tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
+    /// Clean shutdown: frees unlinked inodes, hashes every changed working
+    /// copy, commits durably, marks the store clean and releases the lock.
+    /// Idempotent. The `Fs` must not be used afterwards.
+    pub fn shutdown(&self) -> std::result::Result<(), StoreError> {
+        if self.inner.shut.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let dbpath = self.inner.store_dir.as_ref().map(|d| d.join("store.redb")).unwrap_or_else(|| PathBuf::from("memory"));
+        // Let the workers drain what is queued, then hash the rest here.
+        self.stop_threads(false);
+        let (freed, dirty): (Vec<Freed>, Vec<u64>) = {
+            let mut st = self.inner.lock();
+            st.handles.clear();
+            let all: Vec<u64> = st.nodes.keys().copied().collect();
+            let mut freed = Vec::new();
+            for ino in &all {
+                let n = st.nodes.get_mut(ino).unwrap();
+                n.opens = 0;
+                n.lookups = 0;
+                n.file = None;
+                if let Some(f) = st.maybe_free(*ino) {
+                    freed.push(f);
+                }
+            }
+            let dirty = st.nodes.iter().filter(|(_, n)| is_reg(n.rec.mode) && n.content_gen != n.hashed_gen).map(|(&i, _)| i).collect();
+            (freed, dirty)
+        };
+        for f in freed {
+            self.finish_free(Some(f));
+        }
+        for ino in dirty {
+            if let Err(e) = self.inner.hash_file(ino) {
+                tracing::error!("shutdown: hashing inode {ino}: {e}");
+            }
+        }
+        self.inner.commit(Durability::Immediate, true, Some(true)).map_err(|e| corrupt(&dbpath, e))?;
+        self.inner.lock_file.lock().unwrap_or_else(|p| p.into_inner()).take();
+        Ok(())
+    }
+
+    /// Test hook: stops like a killed process would — no final commit, the
+    /// store stays marked unclean — and releases the store.
+    #[doc(hidden)]
+    pub fn simulate_crash(self) {
+        self.inner.shut.store(true, Ordering::SeqCst);
+        self.stop_threads(true);
+    }
+}
+
+impl Drop for Fs {
+    /// Dropping without [`Fs::shutdown`] behaves like a crash: the last
+    /// group commit stands, and the next open recovers.
+    fn drop(&mut self) {
+        if !self.inner.shut.load(Ordering::SeqCst) {
+            tracing::warn!("ringfs store {} dropped without shutdown", self.inner.store_desc);
+        }
+        self.stop_threads(true);
+    }
+}
+
+fn sized(v: Vec<u8>, size: u32) -> Result<XattrValue> {
+    if size == 0 {
+        Ok(XattrValue::Size(v.len() as u32))
+    } else if (size as usize) < v.len() {
+        err(libc::ERANGE)
+    } else {
+        Ok(XattrValue::Data(v))
+    }
+}

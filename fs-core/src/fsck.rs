@@ -1,0 +1,270 @@
+//! Offline consistency check of a store directory.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use redb::{ReadableDatabase, ReadableTable};
+
+use crate::fs::{hex, open_db, take_lock, ROOT};
+use crate::store::*;
+use crate::types::StoreError;
+
+/// One inconsistency: what is wrong and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// Where: a table and key, e.g. "chunks/ab12…" or "inode 42".
+    pub place: String,
+    /// What is wrong.
+    pub what: String,
+}
+
+/// The result of [`fsck`]: counts of what was checked and the problems found.
+#[derive(Clone, Debug, Default)]
+pub struct FsckReport {
+    pub store: PathBuf,
+    pub inodes: u64,
+    pub dirents: u64,
+    pub manifests: u64,
+    pub chunks: u64,
+    pub chunk_bytes: u64,
+    /// The store was shut down cleanly (a daemon that crashed leaves it
+    /// false; the next open recovers).
+    pub clean_shutdown: bool,
+    pub problems: Vec<Problem>,
+}
+
+impl FsckReport {
+    /// No problems found.
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
+    fn bad(&mut self, place: impl Into<String>, what: impl Into<String>) {
+        self.problems.push(Problem { place: place.into(), what: what.into() });
+    }
+}
+
+impl fmt::Display for FsckReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "store {}: {} inodes, {} directory entries, {} manifests, {} chunks ({} bytes){}",
+            self.store.display(),
+            self.inodes,
+            self.dirents,
+            self.manifests,
+            self.chunks,
+            self.chunk_bytes,
+            if self.clean_shutdown { "" } else { ", not shut down cleanly" }
+        )?;
+        if self.problems.is_empty() {
+            writeln!(f, "clean: no problems found")
+        } else {
+            writeln!(f, "{} problem(s):", self.problems.len())?;
+            for p in &self.problems {
+                writeln!(f, "  {}: {}", p.place, p.what)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Checks a store directory: every chunk's BLAKE3 hash, that every
+/// manifest's chunks exist and are contiguous, chunk reference counts,
+/// that directory entries join live directories to live inodes, link
+/// counts (files: number of names; directories: 2 + subdirectories), and
+/// the meta counters. Takes the store's lock for the duration:
+/// [`StoreError::Locked`] while a daemon holds it.
+pub fn fsck(store_dir: &Path) -> Result<FsckReport, StoreError> {
+    let _lock = take_lock(store_dir)?;
+    let dbpath = store_dir.join("store.redb");
+    if !dbpath.exists() {
+        return Err(StoreError::Corrupt { path: dbpath, reason: "no store database".into() });
+    }
+    let db = open_db(store_dir)?;
+    let c = |e: redb::Error| StoreError::Corrupt { path: dbpath.clone(), reason: e.to_string() };
+    let rtx = db.begin_read().map_err(|e| c(e.into()))?;
+    let mut rep = FsckReport { store: store_dir.to_path_buf(), ..Default::default() };
+
+    let meta = rtx.open_table(META).map_err(|e| c(e.into()))?;
+    let mget = |k: &str| meta.get(k).ok().flatten().map(|g| g.value());
+    match mget("schema") {
+        Some(v) if v <= SCHEMA_VERSION => {}
+        Some(v) => return Err(StoreError::NewerSchema { found: v, supported: SCHEMA_VERSION, path: dbpath }),
+        None => rep.bad("meta", "no schema version"),
+    }
+    rep.clean_shutdown = mget("clean") == Some(1);
+    let next_ino = mget("next_ino").unwrap_or(0);
+
+    // Inodes.
+    let mut inodes: HashMap<u64, InodeRec> = HashMap::new();
+    for r in rtx.open_table(INODES).map_err(|e| c(e.into()))?.iter().map_err(|e| c(e.into()))? {
+        let (k, v) = r.map_err(|e| c(e.into()))?;
+        match dec::<InodeRec>(v.value()) {
+            Ok(rec) => {
+                inodes.insert(k.value(), rec);
+            }
+            Err(e) => rep.bad(format!("inode {}", k.value()), format!("undecodable record: {e}")),
+        }
+    }
+    rep.inodes = inodes.len() as u64;
+    if !inodes.get(&ROOT).map(|r| r.mode & libc::S_IFMT == libc::S_IFDIR).unwrap_or(false) {
+        rep.bad("inode 1", "root directory missing");
+    }
+    for &ino in inodes.keys() {
+        if ino >= next_ino && ino != ROOT {
+            rep.bad(format!("inode {ino}"), format!("number not below next_ino {next_ino}"));
+        }
+    }
+
+    // Directory entries.
+    let mut names: HashMap<u64, u32> = HashMap::new();
+    let mut subdirs: HashMap<u64, u32> = HashMap::new();
+    let mut cookies: HashSet<(u64, u64)> = HashSet::new();
+    for r in rtx.open_table(DIRENTS).map_err(|e| c(e.into()))?.iter().map_err(|e| c(e.into()))? {
+        let (k, v) = r.map_err(|e| c(e.into()))?;
+        rep.dirents += 1;
+        let (parent, name) = k.value();
+        let (child, cookie) = v.value();
+        let place = format!("dirent {parent}/{}", String::from_utf8_lossy(name));
+        match inodes.get(&parent) {
+            Some(p) if p.mode & libc::S_IFMT == libc::S_IFDIR => {
+                if cookie < 3 || cookie >= p.next_cookie.max(3) {
+                    rep.bad(&place, format!("cookie {cookie} outside 3..{}", p.next_cookie));
+                }
+            }
+            Some(_) => rep.bad(&place, "parent is not a directory"),
+            None => rep.bad(&place, "parent inode missing"),
+        }
+        if !cookies.insert((parent, cookie)) {
+            rep.bad(&place, format!("cookie {cookie} used twice"));
+        }
+        match inodes.get(&child) {
+            Some(ch) => {
+                *names.entry(child).or_default() += 1;
+                if ch.mode & libc::S_IFMT == libc::S_IFDIR {
+                    *subdirs.entry(parent).or_default() += 1;
+                    if ch.parent != parent {
+                        rep.bad(&place, format!("directory {child} records parent {}", ch.parent));
+                    }
+                }
+            }
+            None => rep.bad(&place, format!("points at missing inode {child}")),
+        }
+    }
+    let mut ids: Vec<_> = inodes.keys().copied().collect();
+    ids.sort();
+    for ino in &ids {
+        let rec = &inodes[ino];
+        let place = format!("inode {ino}");
+        if rec.mode & libc::S_IFMT == libc::S_IFDIR {
+            let want = 2 + subdirs.get(ino).copied().unwrap_or(0);
+            if rec.nlink != want {
+                rep.bad(&place, format!("directory nlink {} but 2 + subdirectories = {want}", rec.nlink));
+            }
+            let n = names.get(ino).copied().unwrap_or(0);
+            if *ino != ROOT && n != 1 {
+                rep.bad(&place, format!("directory has {n} names"));
+            }
+        } else {
+            let n = names.get(ino).copied().unwrap_or(0);
+            if rec.nlink != n {
+                rep.bad(&place, format!("nlink {} but {n} directory entries", rec.nlink));
+            }
+        }
+    }
+
+    // Manifests and chunk references.
+    let chunks = rtx.open_table(CHUNKS).map_err(|e| c(e.into()))?;
+    let mut want_refs: HashMap<[u8; 32], u64> = HashMap::new();
+    for r in rtx.open_table(MANIFESTS).map_err(|e| c(e.into()))?.iter().map_err(|e| c(e.into()))? {
+        let (k, v) = r.map_err(|e| c(e.into()))?;
+        rep.manifests += 1;
+        let ino = k.value();
+        let place = format!("manifest {ino}");
+        match inodes.get(&ino) {
+            Some(rec) if rec.mode & libc::S_IFMT == libc::S_IFREG => {}
+            Some(_) => rep.bad(&place, "inode is not a regular file"),
+            None => rep.bad(&place, "inode missing"),
+        }
+        let m: Vec<ChunkRef> = match dec(v.value()) {
+            Ok(m) => m,
+            Err(e) => {
+                rep.bad(&place, format!("undecodable: {e}"));
+                continue;
+            }
+        };
+        let mut off = 0;
+        for cr in &m {
+            if cr.offset != off {
+                rep.bad(&place, format!("chunk at {} expected at {off}", cr.offset));
+            }
+            off = cr.offset + cr.len as u64;
+            *want_refs.entry(cr.hash).or_default() += 1;
+            match chunks.get(&cr.hash[..]).map_err(|e| c(e.into()))? {
+                Some(g) if g.value().len() == cr.len as usize => {}
+                Some(g) => rep.bad(&place, format!("chunk {} is {} bytes, manifest says {}", hex(&cr.hash), g.value().len(), cr.len)),
+                None => rep.bad(&place, format!("chunk {} at offset {} missing", hex(&cr.hash), cr.offset)),
+            }
+        }
+    }
+    for r in chunks.iter().map_err(|e| c(e.into()))? {
+        let (k, v) = r.map_err(|e| c(e.into()))?;
+        rep.chunks += 1;
+        rep.chunk_bytes += v.value().len() as u64;
+        if blake3::hash(v.value()).as_bytes()[..] != *k.value() {
+            rep.bad(format!("chunks/{}", hex(k.value())), "content does not match its BLAKE3 hash");
+        }
+        if k.value().len() != 32 || !want_refs.contains_key(<&[u8; 32]>::try_from(k.value()).unwrap_or(&[0; 32])) {
+            rep.bad(format!("chunks/{}", hex(k.value())), "stored but no manifest uses it");
+        }
+    }
+    let mut seen = HashSet::new();
+    for r in rtx.open_table(CHUNK_REFS).map_err(|e| c(e.into()))?.iter().map_err(|e| c(e.into()))? {
+        let (k, v) = r.map_err(|e| c(e.into()))?;
+        let h: [u8; 32] = match k.value().try_into() {
+            Ok(h) => h,
+            Err(_) => {
+                rep.bad(format!("chunk_refs/{}", hex(k.value())), "key is not a 32-byte hash");
+                continue;
+            }
+        };
+        seen.insert(h);
+        let want = want_refs.get(&h).copied().unwrap_or(0);
+        if v.value() != want {
+            rep.bad(format!("chunk_refs/{}", hex(&h)), format!("count {} but manifests use it {want} times", v.value()));
+        }
+    }
+    for (h, n) in &want_refs {
+        if !seen.contains(h) {
+            rep.bad(format!("chunk_refs/{}", hex(h)), format!("missing; manifests use it {n} times"));
+        }
+    }
+    if mget("chunk_count") != Some(rep.chunks) || mget("chunk_bytes") != Some(rep.chunk_bytes) {
+        rep.bad("meta", format!("chunk counters {:?}/{:?} but store holds {}/{}", mget("chunk_count"), mget("chunk_bytes"), rep.chunks, rep.chunk_bytes));
+    }
+
+    // Symlinks and xattrs belong to live inodes.
+    for r in rtx.open_table(SYMLINKS).map_err(|e| c(e.into()))?.iter().map_err(|e| c(e.into()))? {
+        let (k, _) = r.map_err(|e| c(e.into()))?;
+        if !inodes.get(&k.value()).map(|r| r.mode & libc::S_IFMT == libc::S_IFLNK).unwrap_or(false) {
+            rep.bad(format!("symlink {}", k.value()), "no such symlink inode");
+        }
+    }
+    for r in rtx.open_table(XATTRS).map_err(|e| c(e.into()))?.iter().map_err(|e| c(e.into()))? {
+        let (k, _) = r.map_err(|e| c(e.into()))?;
+        if !inodes.contains_key(&k.value().0) {
+            rep.bad(format!("xattr {}", k.value().0), "inode missing");
+        }
+    }
+    for (ino, rec) in &inodes {
+        if rec.mode & libc::S_IFMT == libc::S_IFLNK {
+            // checked above from the other side; a symlink without target:
+            let t = rtx.open_table(SYMLINKS).map_err(|e| c(e.into()))?;
+            if t.get(*ino).map_err(|e| c(e.into()))?.is_none() {
+                rep.bad(format!("inode {ino}"), "symlink without target");
+            }
+        }
+    }
+    Ok(rep)
+}

@@ -1,0 +1,153 @@
+//! The redb store: table layout, records, and the typed helpers shared by
+//! the live filesystem, recovery and fsck.
+
+use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
+use serde::{Deserialize, Serialize};
+
+/// Schema version this build writes and reads.
+pub const SCHEMA_VERSION: u64 = 1;
+
+/// meta: "schema", "store_id", "next_ino", "clean", "chunk_count", "chunk_bytes".
+pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// inodes: ino → bincode [`InodeRec`].
+pub const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
+/// dirents: (parent, name) → (child, cookie).
+pub const DIRENTS: TableDefinition<(u64, &[u8]), (u64, u64)> = TableDefinition::new("dirents");
+/// manifests: ino → bincode `Vec<ChunkRef>`.
+pub const MANIFESTS: TableDefinition<u64, &[u8]> = TableDefinition::new("manifests");
+/// chunks: BLAKE3 hash → bytes.
+pub const CHUNKS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("chunks");
+/// chunk_refs: BLAKE3 hash → number of manifest entries naming it.
+pub const CHUNK_REFS: TableDefinition<&[u8], u64> = TableDefinition::new("chunk_refs");
+/// xattrs: (ino, name) → value.
+pub const XATTRS: TableDefinition<(u64, &[u8]), &[u8]> = TableDefinition::new("xattrs");
+/// symlinks: ino → target.
+pub const SYMLINKS: TableDefinition<u64, &[u8]> = TableDefinition::new("symlinks");
+/// journal: sync position → bincode [`JournalRecord`].
+pub const JOURNAL: TableDefinition<u64, &[u8]> = TableDefinition::new("journal");
+
+/// Persistent attributes of an inode.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct InodeRec {
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    pub blocks: u64,
+    pub nlink: u32,
+    pub rdev: u32,
+    pub atime: (i64, u32),
+    pub mtime: (i64, u32),
+    pub ctime: (i64, u32),
+    /// Directories: the parent ("..").
+    pub parent: u64,
+    /// Directories: the next readdir cookie to hand out (starts at 3).
+    pub next_cookie: u64,
+}
+
+/// One piece of a file: its offset, length and BLAKE3 hash.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ChunkRef {
+    pub offset: u64,
+    pub len: u32,
+    pub hash: [u8; 32],
+}
+
+/// A journal entry: what changed at a sync position. Within one commit,
+/// changes to the same inode or name are coalesced into one record.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub enum JournalRecord {
+    /// A name now points at `child` (created, linked or renamed to).
+    Linked { parent: u64, name: Vec<u8>, child: u64 },
+    /// A name was removed (unlinked, or renamed away).
+    Unlinked { parent: u64, name: Vec<u8> },
+    /// Attributes (or xattrs) of an inode changed.
+    Attrs { ino: u64 },
+    /// An inode was freed.
+    Removed { ino: u64 },
+    /// A file's content was stored: its size, chunk count and a hash of
+    /// its manifest.
+    Content { ino: u64, size: u64, chunks: u32, manifest_hash: [u8; 32] },
+}
+
+pub fn enc<T: Serialize>(v: &T) -> Vec<u8> {
+    bincode::serialize(v).expect("bincode serialize")
+}
+
+pub fn dec<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Result<T, String> {
+    bincode::deserialize(b).map_err(|e| e.to_string())
+}
+
+pub type StoreResult<T> = std::result::Result<T, redb::Error>;
+
+/// Adds `delta` references to chunks (positive: new manifest entries;
+/// negative: dropped ones). Chunks whose count reaches zero are removed.
+/// Returns (chunks removed, bytes removed).
+pub fn drop_refs(
+    refs: &mut Table<&[u8], u64>,
+    chunks: &mut Table<&[u8], &[u8]>,
+    manifest: &[ChunkRef],
+) -> StoreResult<(u64, u64)> {
+    let mut removed = (0u64, 0u64);
+    for c in manifest {
+        let cur = refs.get(&c.hash[..])?.map(|g| g.value()).unwrap_or(0);
+        if cur <= 1 {
+            refs.remove(&c.hash[..])?;
+            if let Some(old) = chunks.remove(&c.hash[..])? {
+                removed.0 += 1;
+                removed.1 += old.value().len() as u64;
+            }
+        } else {
+            refs.insert(&c.hash[..], cur - 1)?;
+        }
+    }
+    Ok(removed)
+}
+
+/// Removes an inode's manifest and drops its chunk references.
+pub fn remove_manifest(txn: &WriteTransaction, ino: u64) -> StoreResult<(u64, u64)> {
+    let mut mt = txn.open_table(MANIFESTS)?;
+    let old = mt.remove(ino)?.map(|g| g.value().to_vec());
+    drop(mt);
+    if let Some(old) = old {
+        let m: Vec<ChunkRef> = dec(&old).unwrap_or_default();
+        let mut refs = txn.open_table(CHUNK_REFS)?;
+        let mut chunks = txn.open_table(CHUNKS)?;
+        return drop_refs(&mut refs, &mut chunks, &m);
+    }
+    Ok((0, 0))
+}
+
+/// Reads a meta value.
+pub fn meta_get(txn: &WriteTransaction, key: &str) -> StoreResult<Option<u64>> {
+    let t = txn.open_table(META)?;
+    let v = t.get(key)?.map(|g| g.value());
+    Ok(v)
+}
+
+/// Adds signed deltas to the chunk counters in meta.
+pub fn bump_chunk_counters(txn: &WriteTransaction, dcount: i64, dbytes: i64) -> StoreResult<()> {
+    if dcount == 0 && dbytes == 0 {
+        return Ok(());
+    }
+    let mut t = txn.open_table(META)?;
+    let c = t.get("chunk_count")?.map(|g| g.value()).unwrap_or(0);
+    let b = t.get("chunk_bytes")?.map(|g| g.value()).unwrap_or(0);
+    t.insert("chunk_count", (c as i64 + dcount).max(0) as u64)?;
+    t.insert("chunk_bytes", (b as i64 + dbytes).max(0) as u64)?;
+    Ok(())
+}
+
+/// Creates every table so read transactions find them.
+pub fn create_tables(txn: &WriteTransaction) -> StoreResult<()> {
+    txn.open_table(META)?;
+    txn.open_table(INODES)?;
+    txn.open_table(DIRENTS)?;
+    txn.open_table(MANIFESTS)?;
+    txn.open_table(CHUNKS)?;
+    txn.open_table(CHUNK_REFS)?;
+    txn.open_table(XATTRS)?;
+    txn.open_table(SYMLINKS)?;
+    txn.open_table(JOURNAL)?;
+    Ok(())
+}

@@ -1,0 +1,184 @@
+//! Plain values exchanged with the transport adapter.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A positive errno value (`libc::ENOENT`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    pub const EIO: Errno = Errno(libc::EIO);
+}
+
+impl From<std::io::Error> for Errno {
+    fn from(e: std::io::Error) -> Self {
+        Errno(e.raw_os_error().unwrap_or(libc::EIO))
+    }
+}
+
+impl std::fmt::Display for Errno {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", std::io::Error::from_raw_os_error(self.0))
+    }
+}
+
+/// Result of a filesystem operation: `Err` holds a positive errno.
+pub type Result<T> = std::result::Result<T, Errno>;
+
+/// Who makes a request: the caller's fsuid, fsgid and thread group id.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Caller {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: u32,
+}
+
+/// Attributes of an inode, as stat(2) reports them. Times are seconds and
+/// nanoseconds since the Unix epoch; `mode` includes the `S_IF*` type bits;
+/// `blocks` counts 512-byte units; `ino` is also the FUSE nodeid.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: u64,
+    pub size: u64,
+    pub blocks: u64,
+    pub atime: i64,
+    pub atime_nsec: u32,
+    pub mtime: i64,
+    pub mtime_nsec: u32,
+    pub ctime: i64,
+    pub ctime_nsec: u32,
+    pub mode: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u32,
+    pub blksize: u32,
+}
+
+/// A time to set (utimensat(2)): `Now` is `UTIME_NOW`; `UTIME_OMIT` is `None`
+/// in [`SetAttr`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetTime {
+    Now,
+    /// Seconds and nanoseconds since the epoch.
+    At(i64, u32),
+}
+
+/// What a setattr asks to change (chmod(2), chown(2), truncate(2),
+/// utimensat(2)); `None` leaves a field alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    /// Permission bits (07777); type bits are ignored.
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// New size in bytes (regular files only: EISDIR for directories,
+    /// EINVAL for other types).
+    pub size: Option<u64>,
+    pub atime: Option<SetTime>,
+    pub mtime: Option<SetTime>,
+    /// Explicit ctime (seconds, nanoseconds); otherwise ctime becomes now.
+    pub ctime: Option<(i64, u32)>,
+    /// The handle the change is made through (ftruncate, fchmod): acts on
+    /// that handle's working copy whatever the mode now says.
+    pub fh: Option<u64>,
+    /// Clear S_ISUID, and S_ISGID when group-exec is set.
+    pub kill_suidgid: bool,
+}
+
+/// One directory entry. `offset` is the cookie of the position *after*
+/// this entry (pass it back to continue); `kind` is a `DT_*` value.
+#[derive(Clone, Copy, Debug)]
+pub struct DirEntry<'a> {
+    pub ino: u64,
+    pub offset: u64,
+    pub kind: u32,
+    pub name: &'a [u8],
+}
+
+/// statfs(2) numbers: block counts in `frsize` units.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatFs {
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub bsize: u32,
+    pub namelen: u32,
+    pub frsize: u32,
+}
+
+/// Reply to getxattr(2)/listxattr(2): the size needed when the request's
+/// size was 0, else the data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum XattrValue {
+    Size(u32),
+    Data(Vec<u8>),
+}
+
+/// Where the store lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreLocation {
+    /// A directory: `DIR/store.redb`, working copies in `DIR/wc/<ino>`,
+    /// lock `DIR/ringfs.lock`. Created if missing.
+    Dir(PathBuf),
+    /// redb's in-memory backend; working copies in a temporary directory
+    /// removed when the `Fs` is dropped. Nothing survives the process.
+    Memory,
+}
+
+/// Configuration of [`crate::Fs::open_store`].
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub store: StoreLocation,
+    /// Interval of the background group commit of metadata (default 1 s).
+    pub commit_interval: Duration,
+    /// Threads cutting and hashing released files (default 2, at least 1).
+    pub hash_threads: usize,
+}
+
+impl Config {
+    /// Defaults for a store location.
+    pub fn new(store: StoreLocation) -> Config {
+        Config { store, commit_interval: Duration::from_secs(1), hash_threads: 2 }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::new(StoreLocation::Memory)
+    }
+}
+
+/// A description of the store for `ringfs stats`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// The store directory, or "memory".
+    pub store: String,
+    /// Live inodes (including unlinked-but-open ones).
+    pub inodes: u64,
+    /// Distinct chunks stored, and their total bytes.
+    pub chunks: u64,
+    pub chunk_bytes: u64,
+    /// Last journal sequence number committed (the sync position).
+    pub sync_position: u64,
+    /// Changed inodes/dirents/xattrs waiting for the next group commit,
+    /// plus files waiting to be hashed.
+    pub dirty: u64,
+}
+
+/// Errors opening, shutting down or checking a store. Each message is one
+/// line naming the file and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store {path} is in use by another ringfs process{} (lock file {path}/ringfs.lock); stop it first", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    Locked { pid: Option<u32>, path: PathBuf },
+    #[error("store {path} has schema version {found}, this ringfs supports up to {supported}; upgrade ringfs")]
+    NewerSchema { found: u64, supported: u64, path: PathBuf },
+    #[error("store {path} is damaged: {reason}; run `ringfs fsck --store {}`", path.parent().unwrap_or(path).display())]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("store I/O error on {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
