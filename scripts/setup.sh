@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Idempotent machine setup for ringfs tests (run as root).
+# Installs the tools the integration tests drive, enables FUSE-over-io_uring when the
+# kernel allows it, installs pjdfstest/fsx from crates.io and creates the dummy users
+# pjdfstest switches to. Safe to run repeatedly; does nothing that is already done.
+set -euo pipefail
+
+log() { printf 'setup: %s\n' "$*"; }
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: must run as root (mounts, users, apt)" >&2
+    exit 1
+fi
+
+# --- Debian packages -------------------------------------------------------------
+# command -> package. Only run apt-get when something is actually missing.
+declare -A want=(
+    [git]=git
+    [sqlite3]=sqlite3
+    [fio]=fio
+    [getfattr]=attr
+    [setfattr]=attr
+    [flock]=util-linux
+    [setpriv]=util-linux
+    [fuser]=psmisc
+    [mountpoint]=util-linux
+    [python3]=python3
+    [npm]=npm
+    [node]=nodejs
+    [fusermount3]=fuse3
+    [pkg-config]=pkg-config
+    [cc]=build-essential
+    [timeout]=coreutils
+)
+missing=()
+for cmd in "${!want[@]}"; do
+    command -v "$cmd" >/dev/null 2>&1 || missing+=("${want[$cmd]}")
+done
+# python3 -m venv needs ensurepip (Debian splits it into python3-venv).
+if command -v python3 >/dev/null 2>&1; then
+    tmpv=$(mktemp -d)
+    if ! python3 -m venv "$tmpv/v" >/dev/null 2>&1; then
+        missing+=(python3-venv)
+    fi
+    rm -rf "$tmpv"
+fi
+# pjdfstest links libacl.
+if ! dpkg -s libacl1-dev >/dev/null 2>&1; then
+    missing+=(libacl1-dev)
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
+    # de-duplicate
+    mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+    log "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+    log "all Debian packages present"
+fi
+
+# --- FUSE ------------------------------------------------------------------------
+if [ ! -e /dev/fuse ]; then
+    modprobe fuse 2>/dev/null || true
+fi
+[ -e /dev/fuse ] || { echo "setup: /dev/fuse missing" >&2; exit 1; }
+p=/sys/module/fuse/parameters/enable_uring
+if [ -e "$p" ]; then
+    if [ "$(cat "$p")" != Y ]; then
+        if ( echo Y >"$p" ) 2>/dev/null; then
+            log "enabled FUSE-over-io_uring ($p=$(cat "$p"))"
+        else
+            log "could not enable $p (read-only); io_uring transport tests will fall back"
+        fi
+    else
+        log "FUSE-over-io_uring already enabled"
+    fi
+else
+    log "kernel has no $p; io_uring transport unavailable"
+fi
+
+# --- crates.io tools (pinned) ----------------------------------------------------
+export PATH="$HOME/.cargo/bin:$PATH"
+cargo_tool() { # name version
+    local name=$1 ver=$2
+    if command -v "$name" >/dev/null 2>&1 && \
+       cargo install --list 2>/dev/null | grep -q "^$name v$ver:"; then
+        log "$name $ver present"
+    else
+        log "cargo install $name $ver"
+        cargo install --locked --version "$ver" "$name"
+    fi
+}
+cargo_tool pjdfstest 0.2.2
+cargo_tool fsx 0.3.2
+
+# --- dummy users for pjdfstest ---------------------------------------------------
+# pjdfstest switches to two unprivileged user/group pairs ([dummy_auth] in its TOML).
+# ringfs/tests/pjdfstest.rs writes a config naming nobody/<nobody's group> and tests/tests.
+getent passwd nobody >/dev/null || useradd -r -u 65534 -g 65534 -d /nonexistent -s /usr/sbin/nologin nobody
+getent group tests >/dev/null || groupadd tests
+getent passwd tests >/dev/null || useradd -M -g tests -d / -s /usr/sbin/nologin -c "Dummy user for pjdfstest" tests
+log "pjdfstest users: nobody($(id -u nobody):$(id -g nobody)) tests($(id -u tests):$(id -g tests))"
+
+# --- npm registry ----------------------------------------------------------------
+if timeout 60 npm view is-number@7.0.0 version >/dev/null 2>&1; then
+    log "npm registry reachable"
+else
+    log "WARNING: npm registry not reachable; the npm workload test will fail"
+fi
+
+log "done"
