@@ -24,10 +24,22 @@ use crate::stats::OpStats;
 #[derive(Clone, Copy, Debug)]
 pub enum InitDecision {
     /// Send `out` (the first `len` bytes) and use `info` from now on.
-    Accept { out: fuse_init_out, len: usize, info: ConnInfo },
+    Accept {
+        /// The reply struct.
+        out: fuse_init_out,
+        /// How many bytes of `out` to send (depends on the answered minor).
+        len: usize,
+        /// What was agreed.
+        info: ConnInfo,
+    },
     /// The kernel speaks a newer major version: send `out` (major 7 only,
     /// first `len` bytes) and wait for a second INIT.
-    RetryMajor { out: fuse_init_out, len: usize },
+    RetryMajor {
+        /// The reply struct (only `major`/`minor` set).
+        out: fuse_init_out,
+        /// How many bytes of `out` to send.
+        len: usize,
+    },
     /// Refuse with this errno (EPROTO: the kernel is too old).
     Refuse(i32),
 }
@@ -349,5 +361,142 @@ pub fn decode_setattr(a: &fuse_setattr_in) -> SetAttrIn {
         ctime: has(FATTR_CTIME).then_some((a.ctime as i64, a.ctimensec)),
         fh: has(FATTR_FH).then_some(a.fh),
         kill_suidgid: has(FATTR_KILL_SUIDGID),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{Attr, Entry};
+    use std::ffi::OsStr;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Fake {
+        forgets: Mutex<Vec<(u64, u64)>>,
+        setattr: Mutex<Option<SetAttrIn>>,
+    }
+    impl Filesystem for Fake {
+        fn lookup(&self, _: &RequestCtx, _: u64, name: &OsStr) -> crate::fs::Result<Entry> {
+            if name == "neg" {
+                return Ok(Entry { entry_timeout: std::time::Duration::from_millis(1500), ..Default::default() });
+            }
+            Ok(Entry { attr: Attr { ino: 7, ..Default::default() }, ..Default::default() })
+        }
+        fn forget(&self, nodeid: u64, nlookup: u64) {
+            self.forgets.lock().unwrap().push((nodeid, nlookup));
+        }
+        fn setattr(&self, _: &RequestCtx, _: u64, set: &SetAttrIn) -> crate::fs::Result<crate::fs::AttrReply> {
+            *self.setattr.lock().unwrap() = Some(*set);
+            Ok(Default::default())
+        }
+        fn getxattr(&self, _: &RequestCtx, _: u64, _: &OsStr, _: u32) -> crate::fs::Result<XattrReply> {
+            Ok(XattrReply::Data(b"12345".to_vec()))
+        }
+    }
+
+    fn setup() -> (Dispatcher<Fake>, Arc<OpStats>) {
+        let stats = Arc::new(OpStats::default());
+        (Dispatcher::new(Arc::new(Fake::default()), ConnInfo::default(), stats.clone()), stats)
+    }
+
+    fn run(d: &Dispatcher<Fake>, r: &[u8]) -> Option<(fuse_out_header, Vec<u8>)> {
+        let mut reply = ReplyBuf::default();
+        d.dispatch(r, &mut reply).then(|| (reply.header(), reply.body().to_vec()))
+    }
+
+    use crate::request::tests::req;
+
+    #[test]
+    fn unknown_and_unsupported_opcodes_get_enosys() {
+        let (d, stats) = setup();
+        for op in [9999, FUSE_GETLK, FUSE_SETLKW, FUSE_IOCTL, FUSE_POLL, FUSE_BMAP, FUSE_TMPFILE, FUSE_STATX, FUSE_READLINK] {
+            let (h, body) = run(&d, &req(op, &[0u8; 64])).expect("reply");
+            assert_eq!((h.error, h.unique, h.len, body.len()), (-libc::ENOSYS, 42, 16, 0), "opcode {op}");
+        }
+        assert_eq!(stats.get(9999), 1);
+        assert_eq!(stats.get(FUSE_IOCTL), 1);
+    }
+
+    #[test]
+    fn malformed_requests_get_eio_and_no_reply_ops_stay_silent() {
+        let (d, _) = setup();
+        let (h, _) = run(&d, &req(FUSE_LOOKUP, b"no-nul")).unwrap();
+        assert_eq!(h.error, -libc::EIO);
+        let (h, _) = run(&d, &req(FUSE_GETATTR, &[0u8; 3])).unwrap();
+        assert_eq!(h.error, -libc::EIO);
+        assert!(run(&d, &[1, 2, 3]).is_none(), "unusable header: nothing to answer");
+        assert!(run(&d, &req(FUSE_FORGET, &[0u8; 4])).is_none(), "malformed FORGET: no reply");
+        assert!(run(&d, &req(FUSE_FORGET, fuse_forget_in { nlookup: 3 }.as_bytes())).is_none());
+        assert!(run(&d, &req(FUSE_INTERRUPT, fuse_interrupt_in { unique: 1 }.as_bytes())).is_none());
+        assert_eq!(*d.filesystem().forgets.lock().unwrap(), [(1, 3)]);
+        let (h, _) = run(&d, &req(FUSE_INIT, &[0u8; 64])).unwrap();
+        assert_eq!(h.error, -libc::EPROTO, "second INIT");
+    }
+
+    #[test]
+    fn entries_negative_entries_and_xattr_sizes() {
+        let (d, _) = setup();
+        let (h, body) = run(&d, &req(FUSE_LOOKUP, b"x\0")).unwrap();
+        assert_eq!((h.error, h.len as usize, body.len()), (0, 16 + 128, 128));
+        assert_eq!(fuse_entry_out::read_from(&body).unwrap().nodeid, 7);
+        let (h, body) = run(&d, &req(FUSE_LOOKUP, b"neg\0")).unwrap();
+        let e = fuse_entry_out::read_from(&body).unwrap();
+        assert_eq!((h.error, e.nodeid, e.entry_valid, e.entry_valid_nsec), (0, 0, 1, 500_000_000));
+        let mut g = fuse_getxattr_in { size: 0, padding: 0 }.as_bytes().to_vec();
+        g.extend_from_slice(b"user.x\0");
+        let (_, body) = run(&d, &req(FUSE_GETXATTR, &g)).unwrap();
+        assert_eq!(fuse_getxattr_out::read_from(&body).unwrap().size, 5);
+        g[..4].copy_from_slice(&4u32.to_ne_bytes());
+        assert_eq!(run(&d, &req(FUSE_GETXATTR, &g)).unwrap().0.error, -libc::ERANGE);
+        g[..4].copy_from_slice(&5u32.to_ne_bytes());
+        assert_eq!(run(&d, &req(FUSE_GETXATTR, &g)).unwrap().1, b"12345");
+    }
+
+    #[test]
+    fn setattr_valid_mask_is_decoded() {
+        let (d, _) = setup();
+        let a = fuse_setattr_in {
+            valid: FATTR_SIZE | FATTR_FH | FATTR_ATIME | FATTR_ATIME_NOW | FATTR_MTIME | FATTR_KILL_SUIDGID,
+            fh: 9,
+            size: 100,
+            mtime: 5,
+            mtimensec: 6,
+            mode: 0o777,
+            ..Default::default()
+        };
+        let (h, body) = run(&d, &req(FUSE_SETATTR, a.as_bytes())).unwrap();
+        assert_eq!((h.error, body.len()), (0, 104));
+        let s = d.filesystem().setattr.lock().unwrap().unwrap();
+        assert_eq!((s.size, s.fh, s.mode, s.uid), (Some(100), Some(9), None, None));
+        assert_eq!((s.atime, s.mtime, s.ctime), (Some(SetTime::Now), Some(SetTime::At(5, 6)), None));
+        assert!(s.kill_suidgid);
+    }
+
+    #[test]
+    fn negotiation() {
+        let opts = MountOptions { passthrough: true, ..Default::default() };
+        let all = u32::MAX;
+        let init = fuse_init_in { major: 7, minor: 45, max_readahead: 131072, flags: all, flags2: all, unused: [0; 11] };
+        let InitDecision::Accept { out, len, info } = negotiate(&init, &opts) else { panic!() };
+        assert_eq!((out.major, out.minor, len), (7, 45, 64));
+        assert_eq!((out.max_write, out.max_pages, out.max_stack_depth), (1 << 20, 256, 1));
+        assert!(info.passthrough);
+        let f = info.flags;
+        for bad in [FUSE_WRITEBACK_CACHE, FUSE_POSIX_LOCKS, FUSE_FLOCK_LOCKS, FUSE_HANDLE_KILLPRIV_V2, FUSE_OVER_IO_URING] {
+            assert_eq!(f & bad, 0, "{bad:#x}");
+        }
+        for good in [FUSE_ASYNC_READ, FUSE_BIG_WRITES, FUSE_DO_READDIRPLUS, FUSE_READDIRPLUS_AUTO, FUSE_PARALLEL_DIROPS, FUSE_MAX_PAGES, FUSE_INIT_EXT, FUSE_PASSTHROUGH] {
+            assert_ne!(f & good, 0, "{good:#x}");
+        }
+        assert_eq!(out.flags2 as u64, f >> 32);
+        // A kernel without INIT_EXT: flags2 ignored, no passthrough.
+        let old = fuse_init_in { minor: 22, flags: (FUSE_ASYNC_READ | FUSE_BIG_WRITES) as u32, flags2: all, ..init };
+        let InitDecision::Accept { out, len, info } = negotiate(&old, &opts) else { panic!() };
+        assert_eq!((out.minor, len, info.passthrough, out.flags2), (22, 24, false, 0));
+        assert_eq!(info.flags, FUSE_ASYNC_READ | FUSE_BIG_WRITES);
+        // Too old, newer major.
+        assert!(matches!(negotiate(&fuse_init_in { minor: 5, ..init }, &opts), InitDecision::Refuse(libc::EPROTO)));
+        assert!(matches!(negotiate(&fuse_init_in { major: 8, ..init }, &opts), InitDecision::RetryMajor { len: 8, .. }));
     }
 }

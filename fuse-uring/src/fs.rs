@@ -19,7 +19,9 @@ use std::time::Duration;
 pub struct Errno(pub i32);
 
 impl Errno {
+    /// Function not implemented: the kernel remembers it for many ops and stops asking.
     pub const ENOSYS: Errno = Errno(libc::ENOSYS);
+    /// I/O error.
     pub const EIO: Errno = Errno(libc::EIO);
 }
 
@@ -50,20 +52,35 @@ pub struct RequestCtx {
 /// (`S_IFREG`, ...); `blocks` counts 512-byte units.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Attr {
+    /// Inode number (the nodeid); 0 only in negative entries.
     pub ino: u64,
+    /// Size in bytes.
     pub size: u64,
+    /// Allocated 512-byte blocks.
     pub blocks: u64,
+    /// Last access: seconds since the epoch.
     pub atime: i64,
+    /// Nanoseconds part of `atime` (0..1e9).
     pub atime_nsec: u32,
+    /// Last modification: seconds since the epoch.
     pub mtime: i64,
+    /// Nanoseconds part of `mtime`.
     pub mtime_nsec: u32,
+    /// Last status change: seconds since the epoch.
     pub ctime: i64,
+    /// Nanoseconds part of `ctime`.
     pub ctime_nsec: u32,
+    /// File type (`S_IF*`) and permission bits.
     pub mode: u32,
+    /// Number of hard links.
     pub nlink: u32,
+    /// Owner user id.
     pub uid: u32,
+    /// Owner group id.
     pub gid: u32,
+    /// Device number for device special files (kernel `new_encode_dev` format).
     pub rdev: u32,
+    /// Preferred I/O size in bytes (`st_blksize`; 0 lets the kernel choose).
     pub blksize: u32,
 }
 
@@ -74,16 +91,22 @@ pub struct Attr {
 /// kernel later returns with FORGET.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Entry {
+    /// Attributes; `attr.ino` is the nodeid (0: negative entry).
     pub attr: Attr,
+    /// Inode generation: (nodeid, generation) must be unique over the filesystem's life.
     pub generation: u64,
+    /// How long the kernel may cache the name → nodeid binding.
     pub entry_timeout: Duration,
+    /// How long the kernel may cache the attributes.
     pub attr_timeout: Duration,
 }
 
 /// A GETATTR/SETATTR reply (`struct fuse_attr_out`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AttrReply {
+    /// The inode's attributes.
     pub attr: Attr,
+    /// How long the kernel may cache them.
     pub timeout: Duration,
 }
 
@@ -91,8 +114,11 @@ pub struct AttrReply {
 /// `FOPEN_*` bits; `backing_id` is only meaningful with `FOPEN_PASSTHROUGH`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Opened {
+    /// File handle, passed back in later requests on this open file.
     pub fh: u64,
+    /// `FOPEN_*` bits (`abi::FOPEN_KEEP_CACHE`, ...).
     pub open_flags: u32,
+    /// Backing id from `backing_open`, with `FOPEN_PASSTHROUGH`; else 0.
     pub backing_id: i32,
 }
 
@@ -109,12 +135,19 @@ pub enum SetTime {
 /// decoded from its `valid` mask). `None` leaves a field alone.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SetAttrIn {
+    /// New permission bits (FATTR_MODE).
     pub mode: Option<u32>,
+    /// New owner (FATTR_UID).
     pub uid: Option<u32>,
+    /// New group (FATTR_GID).
     pub gid: Option<u32>,
+    /// New size in bytes: truncate or extend (FATTR_SIZE).
     pub size: Option<u64>,
+    /// New access time (FATTR_ATIME / FATTR_ATIME_NOW).
     pub atime: Option<SetTime>,
+    /// New modification time (FATTR_MTIME / FATTR_MTIME_NOW).
     pub mtime: Option<SetTime>,
+    /// New change time, seconds and nanoseconds (FATTR_CTIME).
     pub ctime: Option<(i64, u32)>,
     /// The file handle the change was made through (FATTR_FH), e.g. ftruncate.
     pub fh: Option<u64>,
@@ -125,13 +158,21 @@ pub struct SetAttrIn {
 /// A STATFS reply (`struct fuse_kstatfs`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StatFs {
+    /// Total blocks, in `frsize` units.
     pub blocks: u64,
+    /// Free blocks.
     pub bfree: u64,
+    /// Free blocks available to unprivileged users.
     pub bavail: u64,
+    /// Total inodes.
     pub files: u64,
+    /// Free inodes.
     pub ffree: u64,
+    /// Preferred block size in bytes.
     pub bsize: u32,
+    /// Longest file name in bytes.
     pub namelen: u32,
+    /// Fragment size in bytes (unit of `blocks`).
     pub frsize: u32,
 }
 
@@ -140,15 +181,20 @@ pub struct StatFs {
 /// `kind` is the `DT_*` type.
 #[derive(Clone, Copy, Debug)]
 pub struct DirEntry<'a> {
+    /// Inode number shown in `d_ino`.
     pub ino: u64,
+    /// Cookie of the position after this entry.
     pub offset: u64,
+    /// `DT_*` type (`libc::DT_REG`, ...).
     pub kind: u32,
+    /// The name: non-empty, no `/` or NUL, at most 1024 bytes (else the kernel fails the READDIR with EIO).
     pub name: &'a [u8],
 }
 
 /// Where READDIR entries go. `push` returns false, without adding the
 /// entry, when the reply buffer is full; the filesystem then stops.
 pub trait DirSink {
+    /// Adds `entry`; false (nothing added) when the reply is full.
     fn push(&mut self, entry: &DirEntry<'_>) -> bool;
 }
 
@@ -157,6 +203,7 @@ pub trait DirSink {
 /// nodeid counts as a lookup (the kernel will FORGET it), except for `.`
 /// and `..`, which must be given with `entry.attr.ino == 0`.
 pub trait DirPlusSink {
+    /// Adds `entry` with its lookup reply `attr`; false (nothing added) when the reply is full.
     fn push(&mut self, entry: &DirEntry<'_>, attr: &Entry) -> bool;
 }
 
@@ -164,7 +211,9 @@ pub trait DirPlusSink {
 /// 0, else the data (ERANGE when it does not fit is the filesystem's job).
 #[derive(Clone, Debug)]
 pub enum XattrReply {
+    /// The size in bytes the value/list needs (answer to `size == 0`).
     Size(u32),
+    /// The value, or the NUL-separated name list; at most `size` bytes (else ERANGE is sent).
     Data(Vec<u8>),
 }
 
@@ -177,7 +226,9 @@ pub struct ConnInfo {
     pub kernel_flags: u64,
     /// The flags we answered with (flags | flags2 << 32).
     pub flags: u64,
+    /// Largest WRITE payload the kernel will send, in bytes.
     pub max_write: u32,
+    /// The kernel's readahead limit, in bytes.
     pub max_readahead: u32,
     /// FUSE_PASSTHROUGH was negotiated: `Opened::backing_id` may be used.
     pub passthrough: bool,
@@ -192,20 +243,25 @@ pub trait Filesystem: Send + Sync + 'static {
     /// Called on DESTROY or when the session ends.
     fn destroy(&self) {}
 
+    /// LOOKUP: find `name` in directory `parent`. Answer ENOENT or a negative entry (`attr.ino == 0`, cached for `entry_timeout`) if absent. With EXPORT_SUPPORT negotiated the kernel may also look up `.` and `..`.
     fn lookup(&self, ctx: &RequestCtx, parent: u64, name: &OsStr) -> Result<Entry> {
         Err(Errno::ENOSYS)
     }
     /// FORGET / one item of BATCH_FORGET: drop `nlookup` from the lookup count.
     fn forget(&self, nodeid: u64, nlookup: u64) {}
+    /// GETATTR: the attributes of `nodeid`; `fh` is set when the caller has the file open (fstat).
     fn getattr(&self, ctx: &RequestCtx, nodeid: u64, fh: Option<u64>) -> Result<AttrReply> {
         Err(Errno::ENOSYS)
     }
+    /// SETATTR: change the fields set in `set`; answer the new attributes.
     fn setattr(&self, ctx: &RequestCtx, nodeid: u64, set: &SetAttrIn) -> Result<AttrReply> {
         Err(Errno::ENOSYS)
     }
+    /// READLINK: the symlink's target, at most 4095 bytes (longer: ENAMETOOLONG is sent).
     fn readlink(&self, ctx: &RequestCtx, nodeid: u64) -> Result<Vec<u8>> {
         Err(Errno::ENOSYS)
     }
+    /// SYMLINK: create symlink `name` in `parent` pointing to `target`.
     fn symlink(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, target: &OsStr) -> Result<Entry> {
         Err(Errno::ENOSYS)
     }
@@ -214,12 +270,15 @@ pub trait Filesystem: Send + Sync + 'static {
     fn mknod(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, rdev: u32, umask: u32) -> Result<Entry> {
         Err(Errno::ENOSYS)
     }
+    /// MKDIR: create directory `name` in `parent`; `mode` has the permission bits (the kernel adds S_IFDIR).
     fn mkdir(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, umask: u32) -> Result<Entry> {
         Err(Errno::ENOSYS)
     }
+    /// UNLINK: remove the non-directory `name` from `parent`.
     fn unlink(&self, ctx: &RequestCtx, parent: u64, name: &OsStr) -> Result<()> {
         Err(Errno::ENOSYS)
     }
+    /// RMDIR: remove the empty directory `name` from `parent`.
     fn rmdir(&self, ctx: &RequestCtx, parent: u64, name: &OsStr) -> Result<()> {
         Err(Errno::ENOSYS)
     }
@@ -228,6 +287,7 @@ pub trait Filesystem: Send + Sync + 'static {
     fn rename(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32) -> Result<()> {
         Err(Errno::ENOSYS)
     }
+    /// LINK: create hard link `newname` in `newparent` to inode `nodeid`.
     fn link(&self, ctx: &RequestCtx, nodeid: u64, newparent: u64, newname: &OsStr) -> Result<Entry> {
         Err(Errno::ENOSYS)
     }
@@ -235,6 +295,7 @@ pub trait Filesystem: Send + Sync + 'static {
     fn open(&self, ctx: &RequestCtx, nodeid: u64, flags: u32) -> Result<Opened> {
         Err(Errno::ENOSYS)
     }
+    /// CREATE: create and open regular file `name` in `parent` (`flags` as in open(2)). ENOSYS makes the kernel fall back to MKNOD + OPEN.
     fn create(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, umask: u32, flags: u32) -> Result<(Entry, Opened)> {
         Err(Errno::ENOSYS)
     }
@@ -246,6 +307,7 @@ pub trait Filesystem: Send + Sync + 'static {
     fn write(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, offset: u64, data: &[u8], write_flags: u32) -> Result<u32> {
         Err(Errno::ENOSYS)
     }
+    /// FLUSH: called on every close(2) of a file descriptor; `lock_owner` identifies it.
     fn flush(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, lock_owner: u64) -> Result<()> {
         Err(Errno::ENOSYS)
     }
@@ -253,24 +315,31 @@ pub trait Filesystem: Send + Sync + 'static {
     fn release(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, flags: u32) -> Result<()> {
         Ok(())
     }
+    /// FSYNC: make the file's data (and with `datasync == false` its metadata) durable.
     fn fsync(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, datasync: bool) -> Result<()> {
         Err(Errno::ENOSYS)
     }
+    /// OPENDIR: open directory `nodeid`; `flags` as in open(2).
     fn opendir(&self, ctx: &RequestCtx, nodeid: u64, flags: u32) -> Result<Opened> {
         Ok(Opened::default())
     }
+    /// READDIR: push entries from position `offset` (0 = start, else a cookie from a previous `DirEntry::offset`) until `sink` is full or the directory ends.
     fn readdir(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, offset: u64, sink: &mut dyn DirSink) -> Result<()> {
         Err(Errno::ENOSYS)
     }
+    /// READDIRPLUS: like `readdir`, each entry with its lookup reply (which counts as a lookup when `attr.ino != 0`).
     fn readdirplus(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, offset: u64, sink: &mut dyn DirPlusSink) -> Result<()> {
         Err(Errno::ENOSYS)
     }
+    /// RELEASEDIR: the last close of an open directory.
     fn releasedir(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, flags: u32) -> Result<()> {
         Ok(())
     }
+    /// FSYNCDIR: make the directory's contents durable.
     fn fsyncdir(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, datasync: bool) -> Result<()> {
         Err(Errno::ENOSYS)
     }
+    /// STATFS: filesystem statistics (statfs(2)).
     fn statfs(&self, ctx: &RequestCtx, nodeid: u64) -> Result<StatFs> {
         Err(Errno::ENOSYS)
     }
@@ -286,9 +355,11 @@ pub trait Filesystem: Send + Sync + 'static {
     fn listxattr(&self, ctx: &RequestCtx, nodeid: u64, size: u32) -> Result<XattrReply> {
         Err(Errno::ENOSYS)
     }
+    /// REMOVEXATTR: remove extended attribute `name`.
     fn removexattr(&self, ctx: &RequestCtx, nodeid: u64, name: &OsStr) -> Result<()> {
         Err(Errno::ENOSYS)
     }
+    /// ACCESS: check `mask` (R_OK/W_OK/X_OK/F_OK) for the caller. Not sent with `default_permissions`.
     fn access(&self, ctx: &RequestCtx, nodeid: u64, mask: u32) -> Result<()> {
         Err(Errno::ENOSYS)
     }

@@ -330,3 +330,122 @@ impl<'a> Operation<'a> {
 pub fn opcode_needs_reply(opcode: u32) -> bool {
     !matches!(opcode, FUSE_FORGET | FUSE_BATCH_FORGET | FUSE_INTERRUPT | abi::FUSE_NOTIFY_REPLY)
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A request with header `opcode` and argument bytes `args`.
+    pub(crate) fn req(opcode: u32, args: &[u8]) -> Vec<u8> {
+        let h = fuse_in_header {
+            len: (40 + args.len()) as u32,
+            opcode,
+            unique: 42,
+            nodeid: 1,
+            uid: 0,
+            gid: 0,
+            pid: 1,
+            total_extlen: 0,
+            padding: 0,
+        };
+        let mut v = h.as_bytes().to_vec();
+        v.extend_from_slice(args);
+        v
+    }
+
+    fn parse(bytes: &[u8]) -> Result<Operation<'_>, ParseError> {
+        Request::parse(bytes, ParseOptions::default()).map(|r| r.op)
+    }
+
+    #[test]
+    fn short_or_inconsistent_headers_are_rejected() {
+        assert_eq!(parse(&[]).unwrap_err(), ParseError::BadHeader);
+        assert_eq!(parse(&[0u8; 39]).unwrap_err(), ParseError::BadHeader);
+        let mut r = req(FUSE_GETATTR, &[0u8; 16]);
+        r.truncate(50); // len says 56
+        assert_eq!(parse(&r).unwrap_err(), ParseError::BadHeader);
+        let mut r = req(FUSE_STATFS, &[]);
+        r[0..4].copy_from_slice(&8u32.to_ne_bytes()); // len < header size
+        r.truncate(8);
+        assert_eq!(parse(&r).unwrap_err(), ParseError::BadHeader);
+    }
+
+    #[test]
+    fn names_and_payloads_are_bounds_checked() {
+        assert!(matches!(parse(&req(FUSE_LOOKUP, b"abc\0")).unwrap(), Operation::Lookup { name } if name == "abc"));
+        assert_eq!(parse(&req(FUSE_LOOKUP, b"abc")).unwrap_err(), ParseError::Malformed, "no NUL");
+        assert_eq!(parse(&req(FUSE_SYMLINK, b"a\0target")).unwrap_err(), ParseError::Malformed);
+        let mut rename = fuse_rename2_in { newdir: 5, flags: 1, padding: 0 }.as_bytes().to_vec();
+        rename.extend_from_slice(b"old\0new\0");
+        match parse(&req(FUSE_RENAME2, &rename)).unwrap() {
+            Operation::Rename { newdir: 5, flags: 1, name, newname } => assert_eq!((name.as_bytes(), newname.as_bytes()), (&b"old"[..], &b"new"[..])),
+            other => panic!("{other:?}"),
+        }
+        // WRITE whose size points past the end
+        let mut w = fuse_write_in { size: 100, ..Default::default() }.as_bytes().to_vec();
+        w.extend_from_slice(&[1u8; 99]);
+        assert_eq!(parse(&req(FUSE_WRITE, &w)).unwrap_err(), ParseError::Malformed);
+        w.push(1);
+        assert!(matches!(parse(&req(FUSE_WRITE, &w)).unwrap(), Operation::Write { data, .. } if data.len() == 100));
+        // BATCH_FORGET with an absurd count
+        let mut b = fuse_batch_forget_in { count: u32::MAX, dummy: 0 }.as_bytes().to_vec();
+        b.extend_from_slice(fuse_forget_one { nodeid: 2, nlookup: 3 }.as_bytes());
+        assert_eq!(parse(&req(FUSE_BATCH_FORGET, &b)).unwrap_err(), ParseError::Malformed);
+        b[..4].copy_from_slice(&1u32.to_ne_bytes());
+        match parse(&req(FUSE_BATCH_FORGET, &b)).unwrap() {
+            Operation::BatchForget { items } => assert_eq!(items.collect::<Vec<_>>(), [(2, 3)]),
+            other => panic!("{other:?}"),
+        }
+        // SETXATTR value past the end, compat (8-byte) and EXT (16-byte) layouts
+        let mut x = fuse_setxattr_in { size: 4, flags: 1, setxattr_flags: 0, padding: 0 }.as_bytes()[..8].to_vec();
+        x.extend_from_slice(b"user.a\0abc");
+        assert_eq!(parse(&req(FUSE_SETXATTR, &x)).unwrap_err(), ParseError::Malformed);
+        x.push(b'd');
+        assert!(matches!(parse(&req(FUSE_SETXATTR, &x)).unwrap(), Operation::SetXattr { value: b"abcd", flags: 1, .. }));
+        let mut x2 = fuse_setxattr_in { size: 2, flags: 0, setxattr_flags: 1, padding: 0 }.as_bytes().to_vec();
+        x2.extend_from_slice(b"user.b\0hi");
+        let r = req(FUSE_SETXATTR, &x2);
+        let op = Request::parse(&r, ParseOptions { setxattr_ext: true }).unwrap().op;
+        assert!(matches!(op, Operation::SetXattr { value: b"hi", setxattr_flags: 1, .. }), "{op:?}");
+        // extensions beyond the request
+        let mut r = req(FUSE_STATFS, &[]);
+        r[36..38].copy_from_slice(&1u16.to_ne_bytes());
+        assert_eq!(parse(&r).unwrap_err(), ParseError::Malformed);
+    }
+
+    #[test]
+    fn every_opcode_with_every_truncation_never_panics() {
+        let body: Vec<u8> = (0..200u32).map(|i| if i % 13 == 0 { 0 } else { (i * 7) as u8 | 1 }).collect();
+        let zeros = vec![0u8; 200];
+        for opcode in (0..60).chain([CUSE_INIT, 4095, u32::MAX]) {
+            for src in [&body, &zeros] {
+                for n in 0..=src.len() {
+                    let r = req(opcode, &src[..n]);
+                    let _ = parse(&r);
+                    let _ = Operation::parse(opcode, Args::split(&src[..n.min(40)], &src[n.min(40)..n]), ParseOptions { setxattr_ext: true });
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn split_args_match_contiguous() {
+        let mut c = fuse_mkdir_in { mode: 0o755, umask: 0o22 }.as_bytes().to_vec();
+        c.extend_from_slice(b"dir\0");
+        let a = Operation::parse(FUSE_MKDIR, Args::contiguous(&c), ParseOptions::default()).unwrap();
+        let b = Operation::parse(FUSE_MKDIR, Args::split(&c[..8], &c[8..]), ParseOptions::default()).unwrap();
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        // LOOKUP has a zero-sized first argument: the name is in the payload.
+        let l = Operation::parse(FUSE_LOOKUP, Args::split(&[], b"x\0"), ParseOptions::default()).unwrap();
+        assert!(matches!(l, Operation::Lookup { name } if name == "x"));
+    }
+
+    #[test]
+    fn init_accepts_old_and_new_layouts() {
+        let new = fuse_init_in { major: 7, minor: 45, max_readahead: 1 << 17, flags: 1 << 30, flags2: 1 << 5, unused: [0; 11] };
+        assert!(matches!(parse(&req(FUSE_INIT, new.as_bytes())).unwrap(), Operation::Init { arg } if arg == new));
+        let old = &new.as_bytes()[..16];
+        assert!(matches!(parse(&req(FUSE_INIT, old)).unwrap(), Operation::Init { arg } if arg.flags2 == 0 && arg.minor == 45));
+        assert_eq!(parse(&req(FUSE_INIT, &old[..12])).unwrap_err(), ParseError::Malformed);
+    }
+}
