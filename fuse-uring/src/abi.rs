@@ -11,7 +11,7 @@
 //! [`Pod::as_bytes`] sound; the `const` size assertions at the bottom of this
 //! file pin each layout to the kernel's.
 
-#![allow(missing_docs)] // constants and fields follow fuse.h one to one; see there.
+
 
 /// Protocol major version spoken (`FUSE_KERNEL_VERSION`).
 pub const FUSE_KERNEL_VERSION: u32 = 7;
@@ -29,57 +29,109 @@ pub const FUSE_NAME_MAX: usize = 1024;
 
 // ---- opcodes (enum fuse_opcode) -------------------------------------------------
 
+/// Opcode: look up a name in a directory → `fuse_entry_out`.
 pub const FUSE_LOOKUP: u32 = 1;
+/// Opcode: drop lookup references (no reply).
 pub const FUSE_FORGET: u32 = 2;
+/// Opcode: get attributes → `fuse_attr_out`.
 pub const FUSE_GETATTR: u32 = 3;
+/// Opcode: set attributes → `fuse_attr_out`.
 pub const FUSE_SETATTR: u32 = 4;
+/// Opcode: read a symlink target.
 pub const FUSE_READLINK: u32 = 5;
+/// Opcode: create a symlink.
 pub const FUSE_SYMLINK: u32 = 6;
+/// Opcode: create a file node.
 pub const FUSE_MKNOD: u32 = 8;
+/// Opcode: create a directory.
 pub const FUSE_MKDIR: u32 = 9;
+/// Opcode: remove a non-directory.
 pub const FUSE_UNLINK: u32 = 10;
+/// Opcode: remove a directory.
 pub const FUSE_RMDIR: u32 = 11;
+/// Opcode: rename.
 pub const FUSE_RENAME: u32 = 12;
+/// Opcode: create a hard link.
 pub const FUSE_LINK: u32 = 13;
+/// Opcode: open a file → `fuse_open_out`.
 pub const FUSE_OPEN: u32 = 14;
+/// Opcode: read file data.
 pub const FUSE_READ: u32 = 15;
+/// Opcode: write file data → `fuse_write_out`.
 pub const FUSE_WRITE: u32 = 16;
+/// Opcode: filesystem statistics.
 pub const FUSE_STATFS: u32 = 17;
+/// Opcode: last close of an open file.
 pub const FUSE_RELEASE: u32 = 18;
+/// Opcode: sync a file.
 pub const FUSE_FSYNC: u32 = 20;
+/// Opcode: set an extended attribute.
 pub const FUSE_SETXATTR: u32 = 21;
+/// Opcode: get an extended attribute.
 pub const FUSE_GETXATTR: u32 = 22;
+/// Opcode: list extended attributes.
 pub const FUSE_LISTXATTR: u32 = 23;
+/// Opcode: remove an extended attribute.
 pub const FUSE_REMOVEXATTR: u32 = 24;
+/// Opcode: close(2) of a file descriptor.
 pub const FUSE_FLUSH: u32 = 25;
+/// Opcode: connection setup (protocol and feature negotiation).
 pub const FUSE_INIT: u32 = 26;
+/// Opcode: open a directory.
 pub const FUSE_OPENDIR: u32 = 27;
+/// Opcode: read directory entries.
 pub const FUSE_READDIR: u32 = 28;
+/// Opcode: last close of an open directory.
 pub const FUSE_RELEASEDIR: u32 = 29;
+/// Opcode: sync a directory.
 pub const FUSE_FSYNCDIR: u32 = 30;
+/// Opcode: test a POSIX lock.
 pub const FUSE_GETLK: u32 = 31;
+/// Opcode: set a POSIX lock.
 pub const FUSE_SETLK: u32 = 32;
+/// Opcode: set a POSIX lock, waiting.
 pub const FUSE_SETLKW: u32 = 33;
+/// Opcode: check access permissions.
 pub const FUSE_ACCESS: u32 = 34;
+/// Opcode: create and open a file.
 pub const FUSE_CREATE: u32 = 35;
+/// Opcode: interrupt a pending request (no reply).
 pub const FUSE_INTERRUPT: u32 = 36;
+/// Opcode: map a block (fuseblk only).
 pub const FUSE_BMAP: u32 = 37;
+/// Opcode: connection teardown (fuseblk/virtiofs).
 pub const FUSE_DESTROY: u32 = 38;
+/// Opcode: ioctl on an open file.
 pub const FUSE_IOCTL: u32 = 39;
+/// Opcode: poll an open file.
 pub const FUSE_POLL: u32 = 40;
+/// Opcode: data for a retrieve notification (no reply).
 pub const FUSE_NOTIFY_REPLY: u32 = 41;
+/// Opcode: many FORGETs in one request (no reply).
 pub const FUSE_BATCH_FORGET: u32 = 42;
+/// Opcode: allocate or punch file space.
 pub const FUSE_FALLOCATE: u32 = 43;
+/// Opcode: read directory entries with their attributes.
 pub const FUSE_READDIRPLUS: u32 = 44;
+/// Opcode: rename with RENAME_* flags.
 pub const FUSE_RENAME2: u32 = 45;
+/// Opcode: SEEK_DATA / SEEK_HOLE.
 pub const FUSE_LSEEK: u32 = 46;
+/// Opcode: server-side copy, 32-bit result.
 pub const FUSE_COPY_FILE_RANGE: u32 = 47;
+/// Opcode: DAX mapping setup (virtiofs).
 pub const FUSE_SETUPMAPPING: u32 = 48;
+/// Opcode: DAX mapping removal (virtiofs).
 pub const FUSE_REMOVEMAPPING: u32 = 49;
+/// Opcode: sync the whole filesystem.
 pub const FUSE_SYNCFS: u32 = 50;
+/// Opcode: create an unnamed temporary file.
 pub const FUSE_TMPFILE: u32 = 51;
+/// Opcode: statx with extended fields (7.39).
 pub const FUSE_STATX: u32 = 52;
+/// Opcode: server-side copy, 64-bit result (7.45).
 pub const FUSE_COPY_FILE_RANGE_64: u32 = 53;
+/// Opcode: CUSE connection setup.
 pub const CUSE_INIT: u32 = 4096;
 
 /// One past the highest regular opcode; per-opcode tables have this many slots.
@@ -146,74 +198,137 @@ pub fn opcode_name(opcode: u32) -> Option<&'static str> {
 
 // ---- INIT flags (fuse_init_in/out .flags | .flags2 << 32) -----------------------
 
+/// The kernel may send several READs on one file at once.
 pub const FUSE_ASYNC_READ: u64 = 1 << 0;
+/// The server handles POSIX locks (not used: locks stay kernel-local).
 pub const FUSE_POSIX_LOCKS: u64 = 1 << 1;
+/// Unused.
 pub const FUSE_FILE_OPS: u64 = 1 << 2;
+/// OPEN handles O_TRUNC itself (no separate SETATTR).
 pub const FUSE_ATOMIC_O_TRUNC: u64 = 1 << 3;
+/// LOOKUP of "." and ".." is handled (NFS export).
 pub const FUSE_EXPORT_SUPPORT: u64 = 1 << 4;
+/// WRITEs larger than 4 KiB.
 pub const FUSE_BIG_WRITES: u64 = 1 << 5;
+/// The kernel does not apply the umask to create modes.
 pub const FUSE_DONT_MASK: u64 = 1 << 6;
+/// The kernel may splice to the fuse device.
 pub const FUSE_SPLICE_WRITE: u64 = 1 << 7;
+/// The kernel may move pages when splicing.
 pub const FUSE_SPLICE_MOVE: u64 = 1 << 8;
+/// The server may splice from the fuse device.
 pub const FUSE_SPLICE_READ: u64 = 1 << 9;
+/// The server handles BSD locks (not used).
 pub const FUSE_FLOCK_LOCKS: u64 = 1 << 10;
+/// Ioctl on directories.
 pub const FUSE_HAS_IOCTL_DIR: u64 = 1 << 11;
+/// Invalidate cached data when mtime/size change.
 pub const FUSE_AUTO_INVAL_DATA: u64 = 1 << 12;
+/// READDIRPLUS is supported.
 pub const FUSE_DO_READDIRPLUS: u64 = 1 << 13;
+/// The kernel chooses READDIRPLUS or READDIR adaptively.
 pub const FUSE_READDIRPLUS_AUTO: u64 = 1 << 14;
+/// Asynchronous direct I/O.
 pub const FUSE_ASYNC_DIO: u64 = 1 << 15;
+/// Kernel write-back cache (excludes passthrough; not used).
 pub const FUSE_WRITEBACK_CACHE: u64 = 1 << 16;
+/// ENOSYS from OPEN means "no open needed".
 pub const FUSE_NO_OPEN_SUPPORT: u64 = 1 << 17;
+/// Lookups and readdirs in one directory may run in parallel.
 pub const FUSE_PARALLEL_DIROPS: u64 = 1 << 18;
+/// The server clears suid/sgid on write/chown/truncate.
 pub const FUSE_HANDLE_KILLPRIV: u64 = 1 << 19;
+/// The kernel enforces POSIX ACLs.
 pub const FUSE_POSIX_ACL: u64 = 1 << 20;
+/// Reads after an abort fail with ECONNABORTED.
 pub const FUSE_ABORT_ERROR: u64 = 1 << 21;
+/// `fuse_init_out.max_pages` is valid.
 pub const FUSE_MAX_PAGES: u64 = 1 << 22;
+/// The kernel caches symlink targets.
 pub const FUSE_CACHE_SYMLINKS: u64 = 1 << 23;
+/// ENOSYS from OPENDIR means "no opendir needed".
 pub const FUSE_NO_OPENDIR_SUPPORT: u64 = 1 << 24;
+/// Cached data only invalidated by notification.
 pub const FUSE_EXPLICIT_INVAL_DATA: u64 = 1 << 25;
+/// `map_alignment` is valid (DAX).
 pub const FUSE_MAP_ALIGNMENT: u64 = 1 << 26;
+/// The kernel creates submounts (virtiofs).
 pub const FUSE_SUBMOUNTS: u64 = 1 << 27;
+/// The server clears suid/sgid, signalled per request (not used: the trait lacks FUSE_OPEN_KILL_SUIDGID).
 pub const FUSE_HANDLE_KILLPRIV_V2: u64 = 1 << 28;
+/// SETXATTR carries the 16-byte `fuse_setxattr_in`.
 pub const FUSE_SETXATTR_EXT: u64 = 1 << 29;
+/// `flags2` is valid (flags bits 32..63).
 pub const FUSE_INIT_EXT: u64 = 1 << 30;
+/// Reserved.
 pub const FUSE_INIT_RESERVED: u64 = 1 << 31;
+/// Create requests carry a security context extension.
 pub const FUSE_SECURITY_CTX: u64 = 1 << 32;
+/// Per-inode DAX.
 pub const FUSE_HAS_INODE_DAX: u64 = 1 << 33;
+/// Create requests carry a supplementary group extension.
 pub const FUSE_CREATE_SUPP_GROUP: u64 = 1 << 34;
+/// NOTIFY_INVAL_ENTRY accepts FUSE_EXPIRE_ONLY.
 pub const FUSE_HAS_EXPIRE_ONLY: u64 = 1 << 35;
+/// Shared mmap on FOPEN_DIRECT_IO files.
 pub const FUSE_DIRECT_IO_ALLOW_MMAP: u64 = 1 << 36;
+/// Backing-file passthrough (kernel 6.9, 7.40); needs `max_stack_depth`.
 pub const FUSE_PASSTHROUGH: u64 = 1 << 37;
+/// The filesystem must not be NFS-exported.
 pub const FUSE_NO_EXPORT_SUPPORT: u64 = 1 << 38;
+/// The kernel supports NOTIFY_RESEND.
 pub const FUSE_HAS_RESEND: u64 = 1 << 39;
+/// Idmapped mounts allowed.
 pub const FUSE_ALLOW_IDMAP: u64 = 1 << 40;
+/// FUSE-over-io_uring transport (kernel 6.14, 7.42).
 pub const FUSE_OVER_IO_URING: u64 = 1 << 41;
+/// `request_timeout` is valid (7.43).
 pub const FUSE_REQUEST_TIMEOUT: u64 = 1 << 42;
 
 // ---- FOPEN_* (fuse_open_out.open_flags) -----------------------------------------
 
+/// Bypass the page cache for this open file.
 pub const FOPEN_DIRECT_IO: u32 = 1 << 0;
+/// Keep cached data from previous opens.
 pub const FOPEN_KEEP_CACHE: u32 = 1 << 1;
+/// The file is not seekable.
 pub const FOPEN_NONSEEKABLE: u32 = 1 << 2;
+/// Cache READDIR results (directories).
 pub const FOPEN_CACHE_DIR: u32 = 1 << 3;
+/// Stream-like file: no file position.
 pub const FOPEN_STREAM: u32 = 1 << 4;
+/// Do not send FLUSH on close.
 pub const FOPEN_NOFLUSH: u32 = 1 << 5;
+/// Allow parallel direct writes.
 pub const FOPEN_PARALLEL_DIRECT_WRITES: u32 = 1 << 6;
+/// Serve I/O from `backing_id` (never with KEEP_CACHE).
 pub const FOPEN_PASSTHROUGH: u32 = 1 << 7;
 
 // ---- FATTR_* (fuse_setattr_in.valid) --------------------------------------------
 
+/// `mode` is valid.
 pub const FATTR_MODE: u32 = 1 << 0;
+/// `uid` is valid.
 pub const FATTR_UID: u32 = 1 << 1;
+/// `gid` is valid.
 pub const FATTR_GID: u32 = 1 << 2;
+/// `size` is valid (truncate).
 pub const FATTR_SIZE: u32 = 1 << 3;
+/// `atime` is valid.
 pub const FATTR_ATIME: u32 = 1 << 4;
+/// `mtime` is valid.
 pub const FATTR_MTIME: u32 = 1 << 5;
+/// `fh` is valid (change through an open file).
 pub const FATTR_FH: u32 = 1 << 6;
+/// Set atime to the current time.
 pub const FATTR_ATIME_NOW: u32 = 1 << 7;
+/// Set mtime to the current time.
 pub const FATTR_MTIME_NOW: u32 = 1 << 8;
+/// `lock_owner` is valid.
 pub const FATTR_LOCKOWNER: u32 = 1 << 9;
+/// `ctime` is valid.
 pub const FATTR_CTIME: u32 = 1 << 10;
+/// Clear suid/sgid (with HANDLE_KILLPRIV_V2).
 pub const FATTR_KILL_SUIDGID: u32 = 1 << 11;
 
 // ---- misc request flags -----------------------------------------------------------
@@ -222,10 +337,13 @@ pub const FATTR_KILL_SUIDGID: u32 = 1 << 11;
 pub const FUSE_GETATTR_FH: u32 = 1 << 0;
 /// `fuse_release_in.release_flags`.
 pub const FUSE_RELEASE_FLUSH: u32 = 1 << 0;
+/// `fuse_release_in.release_flags`: drop BSD locks.
 pub const FUSE_RELEASE_FLOCK_UNLOCK: u32 = 1 << 1;
 /// `fuse_write_in.write_flags`.
 pub const FUSE_WRITE_CACHE: u32 = 1 << 0;
+/// `fuse_write_in.write_flags`: `lock_owner` is valid.
 pub const FUSE_WRITE_LOCKOWNER: u32 = 1 << 1;
+/// `fuse_write_in.write_flags`: clear suid/sgid.
 pub const FUSE_WRITE_KILL_SUIDGID: u32 = 1 << 2;
 /// `fuse_read_in.read_flags`.
 pub const FUSE_READ_LOCKOWNER: u32 = 1 << 1;
@@ -240,14 +358,23 @@ pub const FUSE_EXPIRE_ONLY: u32 = 1 << 0;
 
 // ---- notify codes (fuse_out_header.error when unique == 0) ----------------------
 
+/// Notify code: poll wakeup.
 pub const FUSE_NOTIFY_POLL: i32 = 1;
+/// Notify code: invalidate an inode's attributes and data.
 pub const FUSE_NOTIFY_INVAL_INODE: i32 = 2;
+/// Notify code: invalidate a directory entry.
 pub const FUSE_NOTIFY_INVAL_ENTRY: i32 = 3;
+/// Notify code: store data in the page cache.
 pub const FUSE_NOTIFY_STORE: i32 = 4;
+/// Notify code: retrieve data from the page cache.
 pub const FUSE_NOTIFY_RETRIEVE: i32 = 5;
+/// Notify code: an entry was deleted.
 pub const FUSE_NOTIFY_DELETE: i32 = 6;
+/// Notify code: resend pending requests.
 pub const FUSE_NOTIFY_RESEND: i32 = 7;
+/// Notify code: invalidate all dentries (7.44).
 pub const FUSE_NOTIFY_INC_EPOCH: i32 = 8;
+/// Notify code: drop unused inodes (7.45).
 pub const FUSE_NOTIFY_PRUNE: i32 = 9;
 
 // ---- /dev/fuse ioctls ---------------------------------------------------------------
@@ -277,6 +404,7 @@ pub const FUSE_IO_URING_CMD_REGISTER: u32 = 1;
 pub const FUSE_IO_URING_CMD_COMMIT_AND_FETCH: u32 = 2;
 /// Size of `fuse_uring_req_header.in_out` and `.op_in`.
 pub const FUSE_URING_IN_OUT_HEADER_SZ: usize = 128;
+/// Size of `fuse_uring_req_header.op_in`.
 pub const FUSE_URING_OP_IN_OUT_SZ: usize = 128;
 
 // ---- structs ---------------------------------------------------------------------------
@@ -317,6 +445,8 @@ macro_rules! pod {
     };
 }
 
+/// Header of every request (40 bytes).
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_in_header {
@@ -332,6 +462,8 @@ pub struct fuse_in_header {
     pub padding: u16,
 }
 
+/// Header of every reply and notification (16 bytes); `error` is `-errno` or a notify code.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_out_header {
@@ -340,6 +472,8 @@ pub struct fuse_out_header {
     pub unique: u64,
 }
 
+/// Inode attributes as sent in entry/attr replies.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_attr {
@@ -361,6 +495,8 @@ pub struct fuse_attr {
     pub flags: u32,
 }
 
+/// STATFS data.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_kstatfs {
@@ -376,6 +512,8 @@ pub struct fuse_kstatfs {
     pub spare: [u32; 6],
 }
 
+/// LOOKUP-style reply: nodeid, generation, timeouts, attributes.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_entry_out {
@@ -388,12 +526,16 @@ pub struct fuse_entry_out {
     pub attr: fuse_attr,
 }
 
+/// FORGET argument.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_forget_in {
     pub nlookup: u64,
 }
 
+/// One BATCH_FORGET item.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_forget_one {
@@ -401,6 +543,8 @@ pub struct fuse_forget_one {
     pub nlookup: u64,
 }
 
+/// BATCH_FORGET argument; `count` `fuse_forget_one` follow.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_batch_forget_in {
@@ -408,6 +552,8 @@ pub struct fuse_batch_forget_in {
     pub dummy: u32,
 }
 
+/// GETATTR argument.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_getattr_in {
@@ -416,6 +562,8 @@ pub struct fuse_getattr_in {
     pub fh: u64,
 }
 
+/// GETATTR/SETATTR reply.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_attr_out {
@@ -425,6 +573,8 @@ pub struct fuse_attr_out {
     pub attr: fuse_attr,
 }
 
+/// MKNOD argument; the name follows.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_mknod_in {
@@ -434,6 +584,8 @@ pub struct fuse_mknod_in {
     pub padding: u32,
 }
 
+/// MKDIR argument; the name follows.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_mkdir_in {
@@ -441,12 +593,16 @@ pub struct fuse_mkdir_in {
     pub umask: u32,
 }
 
+/// RENAME argument; old and new names follow.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_rename_in {
     pub newdir: u64,
 }
 
+/// RENAME2 argument; old and new names follow.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_rename2_in {
@@ -455,12 +611,16 @@ pub struct fuse_rename2_in {
     pub padding: u32,
 }
 
+/// LINK argument; the new name follows.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_link_in {
     pub oldnodeid: u64,
 }
 
+/// SETATTR argument; `valid` holds FATTR_* bits.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_setattr_in {
@@ -482,6 +642,8 @@ pub struct fuse_setattr_in {
     pub unused5: u32,
 }
 
+/// OPEN/OPENDIR argument.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_open_in {
@@ -489,6 +651,8 @@ pub struct fuse_open_in {
     pub open_flags: u32,
 }
 
+/// CREATE argument; the name follows.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_create_in {
@@ -498,6 +662,8 @@ pub struct fuse_create_in {
     pub open_flags: u32,
 }
 
+/// OPEN/OPENDIR/CREATE reply.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_open_out {
@@ -506,6 +672,8 @@ pub struct fuse_open_out {
     pub backing_id: i32,
 }
 
+/// RELEASE/RELEASEDIR argument.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_release_in {
@@ -515,6 +683,8 @@ pub struct fuse_release_in {
     pub lock_owner: u64,
 }
 
+/// FLUSH argument.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_flush_in {
@@ -524,6 +694,8 @@ pub struct fuse_flush_in {
     pub lock_owner: u64,
 }
 
+/// READ/READDIR/READDIRPLUS argument.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_read_in {
@@ -536,6 +708,8 @@ pub struct fuse_read_in {
     pub padding: u32,
 }
 
+/// WRITE argument; `size` data bytes follow.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_write_in {
@@ -548,6 +722,8 @@ pub struct fuse_write_in {
     pub padding: u32,
 }
 
+/// WRITE (and COPY_FILE_RANGE) reply.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_write_out {
@@ -555,12 +731,16 @@ pub struct fuse_write_out {
     pub padding: u32,
 }
 
+/// STATFS reply.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_statfs_out {
     pub st: fuse_kstatfs,
 }
 
+/// FSYNC/FSYNCDIR argument.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_fsync_in {
@@ -571,6 +751,7 @@ pub struct fuse_fsync_in {
 
 /// SETXATTR argument. Without FUSE_SETXATTR_EXT negotiated the kernel sends
 /// only the first 8 bytes (`FUSE_COMPAT_SETXATTR_IN_SIZE`).
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_setxattr_in {
@@ -582,6 +763,8 @@ pub struct fuse_setxattr_in {
 /// `FUSE_COMPAT_SETXATTR_IN_SIZE`.
 pub const FUSE_COMPAT_SETXATTR_IN_SIZE: usize = 8;
 
+/// GETXATTR/LISTXATTR argument.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_getxattr_in {
@@ -589,6 +772,8 @@ pub struct fuse_getxattr_in {
     pub padding: u32,
 }
 
+/// GETXATTR/LISTXATTR size-only reply.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_getxattr_out {
@@ -596,6 +781,8 @@ pub struct fuse_getxattr_out {
     pub padding: u32,
 }
 
+/// ACCESS argument.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_access_in {
@@ -605,6 +792,7 @@ pub struct fuse_access_in {
 
 /// INIT argument. Kernels before 7.36 send only the first 16 bytes
 /// (`flags2` and later absent); parse with [`fuse_init_in::parse`].
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_init_in {
@@ -636,6 +824,8 @@ pub const FUSE_COMPAT_INIT_OUT_SIZE: usize = 8;
 /// `FUSE_COMPAT_22_INIT_OUT_SIZE` (minor < 23).
 pub const FUSE_COMPAT_22_INIT_OUT_SIZE: usize = 24;
 
+/// INIT reply (64 bytes since 7.23).
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_init_out {
@@ -669,12 +859,16 @@ impl fuse_init_out {
     }
 }
 
+/// INTERRUPT argument.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_interrupt_in {
     pub unique: u64,
 }
 
+/// FALLOCATE argument.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_fallocate_in {
@@ -687,6 +881,7 @@ pub struct fuse_fallocate_in {
 
 /// Header of one READDIR entry; the name follows, then zero padding up to
 /// the next multiple of 8 ([`fuse_dirent_size`]).
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_dirent {
@@ -699,6 +894,7 @@ pub struct fuse_dirent {
 pub const FUSE_NAME_OFFSET: usize = 24;
 
 /// Header of one READDIRPLUS entry: entry_out then dirent, name follows.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_direntplus {
@@ -724,6 +920,8 @@ pub const fn fuse_direntplus_size(namelen: usize) -> usize {
     fuse_dirent_align(FUSE_NAME_OFFSET_DIRENTPLUS + namelen)
 }
 
+/// LSEEK argument.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_lseek_in {
@@ -733,12 +931,16 @@ pub struct fuse_lseek_in {
     pub padding: u32,
 }
 
+/// LSEEK reply.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_lseek_out {
     pub offset: u64,
 }
 
+/// COPY_FILE_RANGE(_64) argument.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_copy_file_range_in {
@@ -752,12 +954,15 @@ pub struct fuse_copy_file_range_in {
 }
 
 /// COPY_FILE_RANGE_64 reply (7.45); plain COPY_FILE_RANGE answers `fuse_write_out`.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_copy_file_range_out {
     pub bytes_copied: u64,
 }
 
+/// NOTIFY_INVAL_INODE body.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_notify_inval_inode_out {
@@ -767,6 +972,7 @@ pub struct fuse_notify_inval_inode_out {
 }
 
 /// Followed by the name and a NUL byte.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_notify_inval_entry_out {
@@ -776,6 +982,7 @@ pub struct fuse_notify_inval_entry_out {
 }
 
 /// Followed by the name and a NUL byte.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_notify_delete_out {
@@ -786,6 +993,7 @@ pub struct fuse_notify_delete_out {
 }
 
 /// Argument of `FUSE_DEV_IOC_BACKING_OPEN`.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_backing_map {
@@ -795,6 +1003,7 @@ pub struct fuse_backing_map {
 }
 
 /// The 80-byte command area of a FUSE-over-io_uring SQE (`fuse_uring_cmd_req`).
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_uring_cmd_req {
@@ -805,6 +1014,7 @@ pub struct fuse_uring_cmd_req {
 }
 
 /// `fuse_uring_ent_in_out`: per-entry metadata after `in_out` and `op_in`.
+#[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct fuse_uring_ent_in_out {

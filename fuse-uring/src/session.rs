@@ -473,7 +473,7 @@ fn worker_loop<F: Filesystem>(fd: OwnedFd, d: &Dispatcher<F>, bufsize: usize) ->
     loop {
         let n = match read_request(fd.as_fd(), &mut buf) {
             Ok(n) => n,
-            Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENODEV) | Some(libc::ECONNABORTED)) => return Ok(()),
             Err(e) => return Err(e),
         };
         let req = &buf[..n];
@@ -495,7 +495,7 @@ fn worker_loop<F: Filesystem>(fd: OwnedFd, d: &Dispatcher<F>, bufsize: usize) ->
         if send {
             match write_reply(fd.as_fd(), reply.as_bytes()) {
                 Ok(()) => {}
-                Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return Ok(()),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENODEV) | Some(libc::ECONNABORTED)) => return Ok(()),
                 Err(e) => tracing::warn!("writing FUSE reply failed: {e}"),
             }
         }

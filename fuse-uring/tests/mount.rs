@@ -29,7 +29,12 @@ struct Node {
 struct MemFs {
     nodes: Mutex<(HashMap<u64, Node>, u64)>,
     destroyed: AtomicBool,
+    /// Inodes opened with FOPEN_PASSTHROUGH on this backing id.
+    backing: Mutex<HashMap<u64, i32>>,
 }
+
+/// One listed directory entry: (ino, offset, kind, name, attr).
+type Listed = (u64, u64, u32, Vec<u8>, Option<Attr>);
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -73,7 +78,7 @@ impl MemFs {
         Ok(())
     }
     /// (ino, offset, kind, name, attr) of every entry from `offset` on.
-    fn list(&self, ino: u64, offset: u64) -> Result<Vec<(u64, u64, u32, Vec<u8>, Option<Attr>)>> {
+    fn list(&self, ino: u64, offset: u64) -> Result<Vec<Listed>> {
         let g = self.nodes.lock().unwrap();
         let n = g.0.get(&ino).ok_or(Errno(libc::ENOENT))?;
         let mut all = vec![(ino, libc::DT_DIR as u32, b".".to_vec(), None), (n.parent, libc::DT_DIR as u32, b"..".to_vec(), None)];
@@ -146,8 +151,11 @@ impl Filesystem for MemFs {
         nodes.get_mut(&ino).unwrap().parent = newparent;
         Ok(())
     }
-    fn open(&self, _: &RequestCtx, _: u64, _: u32) -> Result<Opened> {
-        Ok(Opened::default())
+    fn open(&self, _: &RequestCtx, ino: u64, _: u32) -> Result<Opened> {
+        match self.backing.lock().unwrap().get(&ino) {
+            Some(&backing_id) => Ok(Opened { fh: 0, open_flags: FOPEN_PASSTHROUGH, backing_id }),
+            None => Ok(Opened::default()),
+        }
     }
     fn read(&self, _: &RequestCtx, ino: u64, _: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
         let g = self.nodes.lock().unwrap();
@@ -201,6 +209,7 @@ struct Mounted {
     stats: Arc<OpStats>,
     info: ConnInfo,
     notifier: Notifier,
+    dev: FuseDev,
     thread: Option<JoinHandle<io::Result<()>>>,
     _dir: tempfile::TempDir, // dropped after Drop::drop: removed once unmounted
 }
@@ -212,10 +221,10 @@ impl Mounted {
         std::fs::create_dir(&mnt).unwrap();
         let session = mount(&mnt, &opts).expect("mount (needs root and /dev/fuse)");
         let fs = Arc::new(MemFs::new());
-        let (stats, info, notifier) = (session.stats(), session.conn_info(), session.notifier());
+        let (stats, info, notifier, dev) = (session.stats(), session.conn_info(), session.notifier(), session.device());
         let f = fs.clone();
         let thread = std::thread::spawn(move || session.run(f, 2));
-        Mounted { mnt, fs, stats, info, notifier, thread: Some(thread), _dir: dir }
+        Mounted { mnt, fs, stats, info, notifier, dev, thread: Some(thread), _dir: dir }
     }
     fn path(&self, p: &str) -> PathBuf {
         self.mnt.join(p)
@@ -401,5 +410,31 @@ fn notifier_invalidates_cached_entries() {
     m.notifier.inval_inode(123_456, 0, 0).unwrap();
     m.notifier.inval_entry(FUSE_ROOT_ID, OsStr::new("never-looked-up")).unwrap();
     m.notifier.inval_inode(FUSE_ROOT_ID, -1, 0).unwrap();
+    m.finish().unwrap();
+}
+
+#[test]
+fn passthrough_negotiation_and_backing_ids() {
+    let m = Mounted::new(MountOptions { passthrough: true, ..Default::default() });
+    assert!(m.info.passthrough, "kernel 6.18 offers FUSE_PASSTHROUGH");
+    assert_eq!(m.info.flags & FUSE_WRITEBACK_CACHE, 0);
+    std::fs::write(m.path("pt"), b"through the daemon").unwrap();
+    let ino = std::fs::metadata(m.path("pt")).unwrap().ino();
+
+    let host = m._dir.path().join("backing");
+    std::fs::write(&host, b"THROUGH THE BACKING").unwrap();
+    let backing = std::fs::OpenOptions::new().read(true).write(true).open(&host).unwrap();
+    let id = backing_open(&m.dev, &backing).expect("BACKING_OPEN");
+    assert!(id > 0);
+    m.fs.backing.lock().unwrap().insert(ino, id);
+    let reads = m.stats.get(FUSE_READ);
+    let mut f = std::fs::File::open(m.path("pt")).unwrap();
+    let mut buf = vec![0u8; 19];
+    f.read_exact(&mut buf).unwrap();
+    assert_eq!(buf, b"THROUGH THE BACKING");
+    assert_eq!(m.stats.get(FUSE_READ), reads, "served by the kernel from the backing file");
+    drop(f);
+    backing_close(&m.dev, id).expect("BACKING_CLOSE");
+    assert!(backing_close(&m.dev, id).is_err(), "id already closed");
     m.finish().unwrap();
 }
