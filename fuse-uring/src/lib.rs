@@ -58,6 +58,6 @@ pub use fs::*;
 pub use reply::{DirentPlusWriter, DirentWriter, ReplyBuf};
 pub use request::{Operation, ParseError, Request};
 pub use session::{
-    backing_close, backing_open, clone_fd, mount, unmount, FuseDev, MountOptions, Notifier, Session, Unmounter,
+    backing_close, backing_open, clone_fd, mount, unmount, FuseDev, MountOptions, Notifier, OpStatsHandle, Session, Unmounter,
 };
 pub use stats::{OpCount, OpStats};

@@ -65,6 +65,10 @@ impl Default for MountOptions {
     }
 }
 
+/// The shared, clonable handle on a session's request counters
+/// ([`Session::stats`]); read it with [`OpStats::snapshot`].
+pub type OpStatsHandle = Arc<OpStats>;
+
 /// The filesystem type given to `mount(2)`: shows as `fuse.ringfs` in /proc/mounts.
 pub const FSTYPE: &str = "fuse.ringfs";
 
@@ -382,7 +386,7 @@ impl Session {
     }
 
     /// The per-opcode request counters of this session (live; never reset).
-    pub fn stats(&self) -> Arc<OpStats> {
+    pub fn stats(&self) -> OpStatsHandle {
         self.stats.clone()
     }
 
