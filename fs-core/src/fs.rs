@@ -299,7 +299,11 @@ pub(crate) fn open_db(dir: &Path) -> std::result::Result<Database, StoreError> {
         redb::DatabaseError::DatabaseAlreadyOpen => {
             StoreError::Locked { pid: None, path: dir.to_path_buf() }
         }
-        redb::DatabaseError::Storage(redb::StorageError::Io(io)) => io_err(&p, io),
+        redb::DatabaseError::Storage(redb::StorageError::Io(io))
+            if !matches!(io.kind(), std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof) =>
+        {
+            io_err(&p, io)
+        }
         e => corrupt(&p, e),
     })
 }
@@ -1594,7 +1598,9 @@ impl Fs {
         let t = now();
         let mut st = self.inner.lock();
         if let Some(n) = st.nodes.get_mut(&ino) {
-            n.rec.size = n.rec.size.max(offset + data.len() as u64);
+            if !data.is_empty() {
+                n.rec.size = n.rec.size.max(offset + data.len() as u64);
+            }
             n.rec.mtime = t;
             n.rec.ctime = t;
             n.content_gen += 1;

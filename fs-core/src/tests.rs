@@ -1,0 +1,614 @@
+//! Tests of the filesystem model against POSIX expectations and the store.
+
+use super::*;
+use redb::ReadableTable;
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::Duration;
+
+const ROOT: u64 = 1;
+const C: Caller = Caller { uid: 0, gid: 0, pid: 1 };
+const U: Caller = Caller { uid: 1000, gid: 1000, pid: 2 };
+
+fn os(s: &str) -> &OsStr {
+    OsStr::new(s)
+}
+
+fn cfg(store: StoreLocation) -> Config {
+    Config { store, commit_interval: Duration::from_millis(50), hash_threads: 2 }
+}
+
+fn mem() -> Fs {
+    Fs::open_store(cfg(StoreLocation::Memory)).unwrap()
+}
+
+fn dir_fs(d: &Path) -> Fs {
+    Fs::open_store(cfg(StoreLocation::Dir(d.to_path_buf()))).unwrap()
+}
+
+fn write_file(fs: &Fs, parent: u64, name: &str, data: &[u8]) -> u64 {
+    let (a, fh) = fs.create(&C, parent, os(name), 0o644, libc::O_RDWR as u32).unwrap();
+    assert_eq!(fs.write(fh, 0, data).unwrap() as usize, data.len());
+    fs.release(fh).unwrap();
+    a.ino
+}
+
+fn read_all(fs: &Fs, ino: u64) -> Vec<u8> {
+    let fh = fs.open(&C, ino, libc::O_RDONLY as u32).unwrap();
+    let mut out = Vec::new();
+    loop {
+        let b = fs.read(fh, out.len() as u64, 1 << 20).unwrap();
+        if b.is_empty() {
+            break;
+        }
+        out.extend_from_slice(&b);
+    }
+    fs.release(fh).unwrap();
+    out
+}
+
+fn list(fs: &Fs, ino: u64) -> Vec<(Vec<u8>, u64, u64, u32)> {
+    let mut v = Vec::new();
+    fs.readdir(ino, 0, 0, &mut |e: &DirEntry| {
+        v.push((e.name.to_vec(), e.ino, e.offset, e.kind));
+        true
+    })
+    .unwrap();
+    v
+}
+
+fn lookup(fs: &Fs, parent: u64, name: &str) -> Result<Attr> {
+    fs.lookup(&C, parent, os(name))
+}
+
+/// Everything observable below `ino`, keyed by path: (attr minus atime,
+/// readdir cookie, content or link target, xattrs).
+type Snap = BTreeMap<String, (Attr, u64, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)>;
+fn snapshot(fs: &Fs) -> Snap {
+    let mut out = BTreeMap::new();
+    fn walk(fs: &Fs, ino: u64, path: &str, out: &mut Snap) {
+        for (name, child, cookie, _) in list(fs, ino) {
+            if name == b"." || name == b".." {
+                continue;
+            }
+            let p = format!("{path}/{}", String::from_utf8_lossy(&name));
+            let mut a = fs.getattr(child, None).unwrap();
+            a.atime = 0;
+            a.atime_nsec = 0;
+            let body = match a.mode & libc::S_IFMT {
+                libc::S_IFREG => read_all(fs, child),
+                libc::S_IFLNK => fs.readlink(child).unwrap(),
+                _ => Vec::new(),
+            };
+            let mut xs = Vec::new();
+            if let XattrValue::Data(names) = fs.listxattr(child, 65536).unwrap() {
+                for n in names.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+                    if let XattrValue::Data(v) = fs.getxattr(child, OsStr::from_bytes(n), 65536).unwrap() {
+                        xs.push((n.to_vec(), v));
+                    }
+                }
+            }
+            out.insert(p.clone(), (a, cookie, body, xs));
+            if a.mode & libc::S_IFMT == libc::S_IFDIR {
+                walk(fs, child, &p, out);
+            }
+        }
+    }
+    walk(fs, ROOT, "", &mut out);
+    out
+}
+
+fn fsck_clean(d: &Path) {
+    let r = fsck(d).unwrap();
+    assert!(r.is_clean(), "{r}");
+}
+
+fn populate(fs: &Fs) {
+    let d = fs.mkdir(&C, ROOT, os("dir"), 0o755).unwrap().ino;
+    let sub = fs.mkdir(&U, d, os("sub"), 0o700).unwrap().ino;
+    write_file(fs, d, "a.txt", b"hello world");
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let b = write_file(fs, sub, "big.bin", &big);
+    fs.link(&C, b, ROOT, os("big-link")).unwrap();
+    fs.symlink(&C, d, os("ln"), os("../big-link")).unwrap();
+    fs.mknod(&C, d, os("fifo"), libc::S_IFIFO | 0o600, 0).unwrap();
+    fs.setxattr(&C, b, os("user.k"), b"v1", 0).unwrap();
+    for i in 0..20 {
+        write_file(fs, d, &format!("f{i}"), format!("{i}").as_bytes());
+    }
+    for i in (0..20).step_by(3) {
+        fs.unlink(&C, d, os(&format!("f{i}"))).unwrap();
+    }
+    let _ = sub;
+}
+
+#[test]
+fn fresh_root() {
+    let fs = mem();
+    let a = fs.getattr(ROOT, None).unwrap();
+    assert_eq!(a.mode, libc::S_IFDIR | 0o755);
+    assert_eq!((a.uid, a.gid, a.nlink, a.ino), (0, 0, 2, 1));
+    let l = list(&fs, ROOT);
+    assert_eq!(l.iter().map(|e| (e.0.clone(), e.2)).collect::<Vec<_>>(), vec![(b".".to_vec(), 1), (b"..".to_vec(), 2)]);
+    fs.shutdown().unwrap();
+}
+
+#[test]
+fn persistence_dir_store() {
+    let t = tempfile::tempdir().unwrap();
+    let fs = dir_fs(t.path());
+    populate(&fs);
+    let before = snapshot(&fs);
+    fs.shutdown().unwrap();
+    fs.shutdown().unwrap(); // idempotent
+    let stats = fs.stats();
+    drop(fs);
+    fsck_clean(t.path());
+    let fs = dir_fs(t.path());
+    assert_eq!(snapshot(&fs), before);
+    let s2 = fs.stats();
+    assert_eq!((s2.inodes, s2.chunks, s2.chunk_bytes, s2.sync_position), (stats.inodes, stats.chunks, stats.chunk_bytes, stats.sync_position));
+    assert!(stats.chunks > 0);
+    // New inodes keep counting up: numbers are never reused.
+    let max = before.values().map(|v| v.0.ino).max().unwrap();
+    let n = fs.mkdir(&C, ROOT, os("new"), 0o755).unwrap().ino;
+    assert!(n > max);
+    // Working copies can be rebuilt from the store.
+    fs.shutdown().unwrap();
+    drop(fs);
+    std::fs::remove_dir_all(t.path().join("wc")).unwrap();
+    let fs = dir_fs(t.path());
+    let after = snapshot(&fs);
+    for (k, v) in &before {
+        assert_eq!(after[k].2, v.2, "{k}");
+    }
+    fs.shutdown().unwrap();
+    drop(fs);
+    fsck_clean(t.path());
+}
+
+
+#[test]
+fn lock_and_errors() {
+    let t = tempfile::tempdir().unwrap();
+    let fs = dir_fs(t.path());
+    match Fs::open_store(cfg(StoreLocation::Dir(t.path().to_path_buf()))) {
+        Err(StoreError::Locked { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
+        other => panic!("{:?}", other.err()),
+    }
+    assert!(matches!(fsck(t.path()), Err(StoreError::Locked { .. })));
+    fs.shutdown().unwrap();
+    drop(fs);
+    // A newer schema is refused.
+    {
+        let db = redb::Database::create(t.path().join("store.redb")).unwrap();
+        let w = db.begin_write().unwrap();
+        w.open_table(store::META).unwrap().insert("schema", 99).unwrap();
+        w.commit().unwrap();
+    }
+    let e = Fs::open_store(cfg(StoreLocation::Dir(t.path().to_path_buf()))).err().unwrap();
+    assert!(matches!(e, StoreError::NewerSchema { found: 99, .. }), "{e}");
+    // Garbage is reported as corrupt with the fix.
+    let t2 = tempfile::tempdir().unwrap();
+    std::fs::write(t2.path().join("store.redb"), vec![7u8; 10000]).unwrap();
+    let e = Fs::open_store(cfg(StoreLocation::Dir(t2.path().to_path_buf()))).err().unwrap();
+    assert!(matches!(e, StoreError::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains("ringfs fsck --store"), "{e}");
+}
+
+#[test]
+fn crash_keeps_fsynced_data() {
+    let t = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..1_500_000u32).map(|i| (i % 251) as u8).collect();
+    let (ino, dino);
+    {
+        let fs = Fs::open_store(Config { commit_interval: Duration::from_secs(3600), ..cfg(StoreLocation::Dir(t.path().into())) }).unwrap();
+        dino = fs.mkdir(&C, ROOT, os("d"), 0o755).unwrap().ino;
+        let (a, fh) = fs.create(&C, dino, os("f"), 0o644, libc::O_RDWR as u32).unwrap();
+        ino = a.ino;
+        fs.write(fh, 0, &data).unwrap();
+        fs.fsync(fh, false).unwrap();
+        // Not fsynced: may be lost, must not corrupt.
+        write_file(&fs, ROOT, "late", b"x");
+        fs.simulate_crash();
+    }
+    // The working copy survived a process kill: re-hashed on open.
+    {
+        let fs = dir_fs(t.path());
+        assert_eq!(lookup(&fs, ROOT, "d").unwrap().ino, dino);
+        let a = lookup(&fs, dino, "f").unwrap();
+        assert_eq!((a.ino, a.size), (ino, data.len() as u64));
+        assert_eq!(read_all(&fs, ino), data);
+        fs.shutdown().unwrap();
+    }
+    fsck_clean(t.path());
+    // Crash with the working copy lost too (host crash): restored from chunks.
+    {
+        let fs = dir_fs(t.path());
+        let fh = fs.open(&C, ino, libc::O_RDWR as u32).unwrap();
+        fs.write(fh, 0, b"ZZ").unwrap();
+        fs.fsync(fh, true).unwrap();
+        drop(fs); // drop without shutdown = crash
+    }
+    std::fs::remove_dir_all(t.path().join("wc")).unwrap();
+    {
+        let fs = dir_fs(t.path());
+        let mut want = data.clone();
+        want[..2].copy_from_slice(b"ZZ");
+        assert_eq!(read_all(&fs, ino), want);
+        fs.shutdown().unwrap();
+    }
+    fsck_clean(t.path());
+}
+
+#[test]
+fn crash_after_unlink_frees_orphans() {
+    let t = tempfile::tempdir().unwrap();
+    {
+        let fs = dir_fs(t.path());
+        let ino = write_file(&fs, ROOT, "gone", b"bye");
+        let fh = fs.open(&C, ino, libc::O_RDWR as u32).unwrap();
+        fs.unlink(&C, ROOT, os("gone")).unwrap();
+        fs.fsyncdir(0).unwrap();
+        fs.write(fh, 0, b"still").unwrap();
+        std::fs::write(t.path().join("wc/999999"), b"stray").unwrap();
+        fs.simulate_crash();
+    }
+    let fs = dir_fs(t.path());
+    assert_eq!(fs.stats().inodes, 1);
+    assert!(!t.path().join("wc/999999").exists());
+    fs.shutdown().unwrap();
+    drop(fs);
+    fsck_clean(t.path());
+}
+
+#[test]
+fn dedup_and_refcounts() {
+    let t = tempfile::tempdir().unwrap();
+    let fs = dir_fs(t.path());
+    let data: Vec<u8> = (0..4_000_000u32).map(|i| (i.wrapping_mul(2246822519) >> 11) as u8).collect();
+    let a = write_file(&fs, ROOT, "a", &data);
+    let fh = fs.open(&C, a, libc::O_RDONLY as u32).unwrap();
+    fs.fsync(fh, false).unwrap();
+    fs.release(fh).unwrap();
+    let s1 = fs.stats();
+    assert!(s1.chunks >= 2, "{s1:?}");
+    assert_eq!(s1.chunk_bytes, data.len() as u64);
+    let b = write_file(&fs, ROOT, "b", &data);
+    let fh = fs.open(&C, b, libc::O_RDONLY as u32).unwrap();
+    fs.fsync(fh, false).unwrap();
+    fs.release(fh).unwrap();
+    let s2 = fs.stats();
+    assert_eq!((s2.chunks, s2.chunk_bytes), (s1.chunks, s1.chunk_bytes), "identical content stores nothing new");
+    // Prepend 10 bytes: little new data.
+    let mut p = b"0123456789".to_vec();
+    p.extend_from_slice(&data);
+    let fh = fs.open(&C, b, libc::O_RDWR as u32).unwrap();
+    fs.write(fh, 0, &p).unwrap();
+    fs.fsync(fh, false).unwrap();
+    fs.release(fh).unwrap();
+    let s3 = fs.stats();
+    assert!(s3.chunk_bytes - s2.chunk_bytes < 2 * chunk::MAX_CHUNK as u64, "{s3:?}");
+    fs.unlink(&C, ROOT, os("a")).unwrap();
+    fs.unlink(&C, ROOT, os("b")).unwrap();
+    fs.forget(a, 1);
+    fs.forget(b, 1);
+    fs.fsyncdir(0).unwrap();
+    let s4 = fs.stats();
+    assert_eq!((s4.chunks, s4.chunk_bytes), (0, 0), "unreferenced chunks removed");
+    assert!(s4.sync_position > s1.sync_position);
+    fs.shutdown().unwrap();
+    drop(fs);
+    fsck_clean(t.path());
+}
+
+#[test]
+fn unlinked_but_open_c06() {
+    let fs = mem();
+    let d = fs.mkdir(&C, ROOT, os("d"), 0o755).unwrap().ino;
+    let (a, fh) = fs.create(&C, d, os("f"), 0o644, libc::O_RDWR as u32).unwrap();
+    fs.write(fh, 0, b"hello").unwrap();
+    fs.unlink(&C, d, os("f")).unwrap();
+    let st = fs.getattr(a.ino, Some(fh)).unwrap();
+    assert_eq!((st.nlink, st.size), (0, 5));
+    fs.setattr(&C, a.ino, &SetAttr { size: Some(3), fh: Some(fh), ..Default::default() }).unwrap();
+    let st = fs.setattr(&C, a.ino, &SetAttr { mode: Some(0o600), fh: Some(fh), ..Default::default() }).unwrap();
+    assert_eq!(st.mode, libc::S_IFREG | 0o600);
+    assert_eq!(fs.read(fh, 0, 100).unwrap(), b"hel");
+    assert_eq!(list(&fs, d).len(), 2);
+    fs.rmdir(&C, ROOT, os("d")).unwrap();
+    assert_eq!(lookup(&fs, ROOT, "d").unwrap_err(), Errno(libc::ENOENT));
+    fs.release(fh).unwrap();
+    assert!(fs.getattr(a.ino, None).is_ok(), "still looked up");
+    fs.forget(a.ino, 1);
+    assert_eq!(fs.getattr(a.ino, None).unwrap_err(), Errno(libc::ENOENT));
+    // C05: closed then unlinked stays gone.
+    let f = write_file(&fs, ROOT, "g", b"x");
+    fs.unlink(&C, ROOT, os("g")).unwrap();
+    fs.forget(f, 1);
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(lookup(&fs, ROOT, "g").unwrap_err(), Errno(libc::ENOENT));
+    assert_eq!(fs.stats().inodes, 2, "root and the forgotten dir d? {:?}", fs.stats());
+    fs.shutdown().unwrap();
+}
+
+#[test]
+fn rename_cases() {
+    let fs = mem();
+    let a = write_file(&fs, ROOT, "a", b"A");
+    let b = write_file(&fs, ROOT, "b", b"B");
+    // C01
+    fs.rename(&C, ROOT, os("a"), ROOT, os("b"), libc::RENAME_EXCHANGE).unwrap();
+    assert_eq!(read_all(&fs, lookup(&fs, ROOT, "a").unwrap().ino), b"B");
+    assert_eq!(lookup(&fs, ROOT, "b").unwrap().ino, a);
+    assert_eq!(fs.rename(&C, ROOT, os("a"), ROOT, os("b"), libc::RENAME_NOREPLACE), Err(Errno(libc::EEXIST)));
+    assert_eq!(fs.rename(&C, ROOT, os("a"), ROOT, os("b"), libc::RENAME_WHITEOUT), Err(Errno(libc::EINVAL)));
+    assert_eq!(lookup(&fs, ROOT, "a").unwrap().ino, b);
+    // C02
+    let f1 = write_file(&fs, ROOT, "f1", b"");
+    fs.link(&C, f1, ROOT, os("L")).unwrap();
+    fs.unlink(&C, ROOT, os("L")).unwrap();
+    let f2 = write_file(&fs, ROOT, "f2", b"");
+    fs.link(&C, f1, ROOT, os("L")).unwrap();
+    fs.rename(&C, ROOT, os("f2"), ROOT, os("L"), 0).unwrap();
+    assert_eq!(lookup(&fs, ROOT, "L").unwrap().ino, f2);
+    assert_eq!(fs.getattr(f1, None).unwrap().nlink, 1);
+    // Over a hard link of itself: no-op success.
+    fs.link(&C, f1, ROOT, os("f1b")).unwrap();
+    fs.rename(&C, ROOT, os("f1"), ROOT, os("f1b"), 0).unwrap();
+    assert!(lookup(&fs, ROOT, "f1").is_ok() && lookup(&fs, ROOT, "f1b").is_ok());
+    // Directories: into own subtree, nlink, "..".
+    let x = fs.mkdir(&C, ROOT, os("x"), 0o755).unwrap().ino;
+    let y = fs.mkdir(&C, x, os("y"), 0o755).unwrap().ino;
+    let z = fs.mkdir(&C, ROOT, os("z"), 0o755).unwrap().ino;
+    assert_eq!(fs.rename(&C, ROOT, os("x"), y, os("x2"), 0), Err(Errno(libc::EINVAL)));
+    assert_eq!(fs.rename(&C, ROOT, os("x"), ROOT, os("a"), 0), Err(Errno(libc::ENOTDIR)));
+    assert_eq!(fs.rename(&C, ROOT, os("a"), ROOT, os("x"), 0), Err(Errno(libc::EISDIR)));
+    assert_eq!(fs.rename(&C, ROOT, os("z"), ROOT, os("x"), 0), Err(Errno(libc::ENOTEMPTY)));
+    fs.rename(&C, x, os("y"), z, os("y"), 0).unwrap();
+    assert_eq!(fs.getattr(x, None).unwrap().nlink, 2);
+    assert_eq!(fs.getattr(z, None).unwrap().nlink, 3);
+    assert_eq!(list(&fs, y)[1].1, z);
+    // Exchange a dir and a file across directories.
+    let inx = write_file(&fs, x, "file", b"q");
+    fs.rename(&C, z, os("y"), x, os("file"), libc::RENAME_EXCHANGE).unwrap();
+    assert_eq!(lookup(&fs, x, "file").unwrap().ino, y);
+    assert_eq!(lookup(&fs, z, "y").unwrap().ino, inx);
+    assert_eq!(fs.getattr(x, None).unwrap().nlink, 3);
+    assert_eq!(fs.getattr(z, None).unwrap().nlink, 2);
+    assert_eq!(list(&fs, y)[1].1, x);
+    // Replacing an empty dir.
+    let e = fs.mkdir(&C, ROOT, os("empty"), 0o755).unwrap().ino;
+    fs.rename(&C, ROOT, os("z"), ROOT, os("empty"), 0).unwrap();
+    assert_eq!(fs.getattr(e, None).unwrap().nlink, 0);
+    assert_eq!(lookup(&fs, ROOT, "empty").unwrap().ino, z);
+    fs.shutdown().unwrap();
+}
+
+#[test]
+fn errnos_and_attrs() {
+    let fs = mem();
+    let long = "x".repeat(256);
+    assert_eq!(fs.mkdir(&C, ROOT, os(&long), 0o755).unwrap_err(), Errno(libc::ENAMETOOLONG));
+    assert_eq!(lookup(&fs, ROOT, &long).unwrap_err(), Errno(libc::ENAMETOOLONG));
+    let f = write_file(&fs, ROOT, "f", b"12345");
+    assert_eq!(fs.mkdir(&C, ROOT, os("f"), 0o755).unwrap_err(), Errno(libc::EEXIST));
+    assert_eq!(fs.create(&C, ROOT, os("f"), 0o644, (libc::O_CREAT | libc::O_EXCL | libc::O_RDWR) as u32).unwrap_err(), Errno(libc::EEXIST));
+    assert_eq!(fs.mkdir(&C, f, os("x"), 0o755).unwrap_err(), Errno(libc::ENOTDIR));
+    assert_eq!(fs.lookup(&C, f, os("x")).unwrap_err(), Errno(libc::ENOTDIR));
+    assert_eq!(fs.rmdir(&C, ROOT, os("f")).unwrap_err(), Errno(libc::ENOTDIR));
+    let d = fs.mkdir(&C, ROOT, os("d"), 0o755).unwrap().ino;
+    assert_eq!(fs.unlink(&C, ROOT, os("d")).unwrap_err(), Errno(libc::EISDIR));
+    assert_eq!(fs.link(&C, d, ROOT, os("d2")).unwrap_err(), Errno(libc::EPERM));
+    assert_eq!(fs.mknod(&U, ROOT, os("dev"), libc::S_IFCHR | 0o600, 0x0101).unwrap_err(), Errno(libc::EPERM));
+    assert_eq!(fs.mknod(&C, ROOT, os("dev"), libc::S_IFCHR | 0o600, 0x0101).unwrap().rdev, 0x0101);
+    write_file(&fs, d, "in", b"");
+    assert_eq!(fs.rmdir(&C, ROOT, os("d")).unwrap_err(), Errno(libc::ENOTEMPTY));
+    assert_eq!(fs.getattr(ROOT, None).unwrap().nlink, 3);
+    // C13 ownership and setgid inheritance.
+    let s = fs.mkdir(&C, ROOT, os("sg"), 0o2775).unwrap();
+    fs.setattr(&C, s.ino, &SetAttr { gid: Some(50), ..Default::default() }).unwrap();
+    let n = fs.mkdir(&U, s.ino, os("n"), 0o755).unwrap();
+    assert_eq!((n.uid, n.gid, n.mode & libc::S_ISGID), (1000, 50, libc::S_ISGID));
+    let (n2, fh) = fs.create(&U, ROOT, os("mine"), 0o444, (libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL) as u32).unwrap();
+    assert_eq!((n2.uid, n2.gid), (1000, 1000));
+    assert_eq!(fs.write(fh, 0, b"obj").unwrap(), 3); // C08
+    fs.release(fh).unwrap();
+    // C16 times.
+    let t0 = SetTime::At(1_622_548_800, 0);
+    fs.setattr(&C, f, &SetAttr { atime: Some(t0), mtime: Some(t0), ..Default::default() }).unwrap();
+    let a = fs.setattr(&C, f, &SetAttr { atime: Some(SetTime::Now), ..Default::default() }).unwrap();
+    assert_eq!(a.mtime, 1_622_548_800);
+    assert!(a.atime > 1_700_000_000);
+    // kill_suidgid
+    let a = fs.setattr(&C, f, &SetAttr { mode: Some(0o6755), ..Default::default() }).unwrap();
+    assert_eq!(a.mode & 0o7777, 0o6755);
+    let a = fs.setattr(&C, f, &SetAttr { kill_suidgid: true, ..Default::default() }).unwrap();
+    assert_eq!(a.mode & 0o7777, 0o755);
+    // Size on a closed file, C12 O_RDONLY|O_TRUNC, st_blocks (C30).
+    let a = fs.setattr(&C, f, &SetAttr { size: Some(2), ..Default::default() }).unwrap();
+    assert_eq!(a.size, 2);
+    assert_eq!(read_all(&fs, f), b"12");
+    let big = write_file(&fs, ROOT, "blk", &[1u8; 10000]);
+    assert!(fs.getattr(big, None).unwrap().blocks > 0);
+    let fh = fs.open(&C, big, (libc::O_RDONLY | libc::O_TRUNC) as u32).unwrap();
+    assert_eq!(fs.getattr(big, Some(fh)).unwrap().size, 0);
+    fs.release(fh).unwrap();
+    // O_APPEND
+    let fh = fs.open(&C, f, (libc::O_WRONLY | libc::O_APPEND) as u32).unwrap();
+    fs.write(fh, 0, b"34").unwrap();
+    fs.release(fh).unwrap();
+    assert_eq!(read_all(&fs, f), b"1234");
+    // C14 hard links are one inode.
+    let l = fs.link(&C, f, ROOT, os("f-link")).unwrap();
+    assert_eq!((l.ino, l.nlink), (f, 2));
+    fs.setattr(&C, f, &SetAttr { mode: Some(0o600), ..Default::default() }).unwrap();
+    assert_eq!(lookup(&fs, ROOT, "f-link").unwrap().mode & 0o777, 0o600);
+    fs.shutdown().unwrap();
+}
+
+#[test]
+fn xattrs_c27_c28() {
+    let fs = mem();
+    let f = write_file(&fs, ROOT, "f", b"");
+    assert_eq!(fs.listxattr(f, 0).unwrap(), XattrValue::Size(0));
+    assert_eq!(fs.listxattr(f, 100).unwrap(), XattrValue::Data(vec![]));
+    assert_eq!(fs.getxattr(f, os("user.nope"), 100).unwrap_err(), Errno(libc::ENODATA));
+    assert_eq!(fs.setxattr(&C, f, os("user.a"), b"1", libc::XATTR_REPLACE as u32).unwrap_err(), Errno(libc::ENODATA));
+    fs.setxattr(&C, f, os("user.a"), b"123", libc::XATTR_CREATE as u32).unwrap();
+    assert_eq!(fs.setxattr(&C, f, os("user.a"), b"1", libc::XATTR_CREATE as u32).unwrap_err(), Errno(libc::EEXIST));
+    assert_eq!(fs.getxattr(f, os("user.a"), 0).unwrap(), XattrValue::Size(3));
+    assert_eq!(fs.getxattr(f, os("user.a"), 2).unwrap_err(), Errno(libc::ERANGE));
+    assert_eq!(fs.getxattr(f, os("user.a"), 3).unwrap(), XattrValue::Data(b"123".to_vec()));
+    fs.setxattr(&C, f, os("user.b"), b"", 0).unwrap();
+    assert_eq!(fs.listxattr(f, 100).unwrap(), XattrValue::Data(b"user.a\0user.b\0".to_vec()));
+    assert_eq!(fs.listxattr(f, 3).unwrap_err(), Errno(libc::ERANGE));
+    fs.removexattr(&C, f, os("user.a")).unwrap();
+    assert_eq!(fs.removexattr(&C, f, os("user.a")).unwrap_err(), Errno(libc::ENODATA));
+    fs.shutdown().unwrap();
+}
+
+#[test]
+fn sparse_seek_fallocate_copy() {
+    let fs = mem();
+    let (a, fh) = fs.create(&C, ROOT, os("s"), 0o644, libc::O_RDWR as u32).unwrap();
+    // C24 truncate up
+    let st = fs.setattr(&C, a.ino, &SetAttr { size: Some(1 << 30), fh: Some(fh), ..Default::default() }).unwrap();
+    assert_eq!(st.size, 1 << 30);
+    assert!(st.blocks < 100);
+    assert_eq!(fs.read(fh, 5 << 20, 4).unwrap(), vec![0; 4]);
+    fs.setattr(&C, a.ino, &SetAttr { size: Some(0), fh: Some(fh), ..Default::default() }).unwrap();
+    // C26
+    fs.write(fh, 1 << 20, &[7u8; 4096]).unwrap();
+    let p = fs.lseek(fh, 0, libc::SEEK_DATA as u32).unwrap();
+    assert!(p == 0 || p == 1 << 20, "{p}");
+    let h = fs.lseek(fh, 1 << 20, libc::SEEK_HOLE as u32).unwrap();
+    assert_eq!(h, (1 << 20) + 4096);
+    // C25 punch hole
+    fs.setattr(&C, a.ino, &SetAttr { size: Some(0), fh: Some(fh), ..Default::default() }).unwrap();
+    fs.write(fh, 0, &[b'x'; 12288]).unwrap();
+    let keep = libc::FALLOC_FL_KEEP_SIZE as u32;
+    fs.fallocate(fh, 4096, 4096, libc::FALLOC_FL_PUNCH_HOLE as u32 | keep).unwrap();
+    assert_eq!(fs.getattr(a.ino, None).unwrap().size, 12288);
+    assert_eq!(fs.read(fh, 4096, 4096).unwrap(), vec![0; 4096]);
+    assert_eq!(fs.read(fh, 8192, 1).unwrap(), b"x");
+    assert_eq!(fs.fallocate(fh, 0, 10, libc::FALLOC_FL_COLLAPSE_RANGE as u32).unwrap_err(), Errno(libc::EOPNOTSUPP));
+    fs.fallocate(fh, 0, 20000, 0).unwrap();
+    assert_eq!(fs.getattr(a.ino, None).unwrap().size, 20000);
+    // C10 copy of a read-only file through handles.
+    let t = write_file(&fs, ROOT, "t", b"foo\n");
+    fs.setattr(&C, t, &SetAttr { mode: Some(0o444), ..Default::default() }).unwrap();
+    let fin = fs.open(&U, t, libc::O_RDONLY as u32).unwrap();
+    let (t2, fout) = fs.create(&U, ROOT, os("t2"), 0o644, libc::O_WRONLY as u32).unwrap();
+    assert_eq!(fs.copy_file_range(fin, 0, fout, 0, 1 << 20).unwrap(), 4);
+    assert_eq!(fs.getattr(t2.ino, Some(fout)).unwrap().size, 4);
+    fs.release(fin).unwrap();
+    fs.release(fout).unwrap();
+    assert_eq!(read_all(&fs, t2.ino), b"foo\n");
+    fs.release(fh).unwrap();
+    fs.shutdown().unwrap();
+}
+
+#[test]
+fn readdir_cookies_stable() {
+    let fs = mem();
+    let d = fs.mkdir(&C, ROOT, os("d"), 0o755).unwrap().ino;
+    for i in 0..600 {
+        fs.mknod(&C, d, os(&format!("e{i:03}")), libc::S_IFREG | 0o644, 0).unwrap();
+    }
+    // Read in pages of 100 while deleting entries already returned and ahead.
+    let mut seen = Vec::new();
+    let mut removed = std::collections::HashSet::new();
+    let mut off = 0;
+    loop {
+        let mut page = Vec::new();
+        fs.readdir(d, 0, off, &mut |e: &DirEntry| {
+            if page.len() == 100 {
+                return false;
+            }
+            page.push((e.name.to_vec(), e.offset));
+            true
+        })
+        .unwrap();
+        if page.is_empty() {
+            break;
+        }
+        off = page.last().unwrap().1;
+        for (n, _) in &page {
+            assert!(!removed.contains(n), "removed entry returned");
+        }
+        for (n, _) in &page {
+            if n.starts_with(b"e") {
+                let i: usize = std::str::from_utf8(&n[1..]).unwrap().parse().unwrap();
+                if i % 2 == 0 {
+                    fs.unlink(&C, d, OsStr::from_bytes(n)).unwrap();
+                }
+                // Remove one further ahead too.
+                let ahead = format!("e{:03}", i + 301);
+                if fs.unlink(&C, d, os(&ahead)).is_ok() {
+                    removed.insert(ahead.into_bytes());
+                }
+            }
+        }
+        seen.extend(page.into_iter().map(|p| p.0));
+    }
+    let mut uniq = seen.clone();
+    uniq.sort();
+    uniq.dedup();
+    assert_eq!(uniq.len(), seen.len(), "no entry twice");
+    assert!(seen.contains(&b"e299".to_vec()));
+    assert!(seen.len() > 300 && seen.len() < 602);
+    // readdirplus: lookups only for taken entries.
+    let mut taken = Vec::new();
+    fs.readdirplus(d, 0, 0, &mut |e: &DirEntry, a: Option<&Attr>| {
+        if taken.len() == 5 {
+            return false;
+        }
+        assert_eq!(a.is_none(), e.name == b"." || e.name == b"..");
+        taken.push(e.ino);
+        true
+    })
+    .unwrap();
+    fs.rmdir(&C, ROOT, os("d")).unwrap_err();
+    fs.shutdown().unwrap();
+}
+
+#[test]
+fn fsck_detects_corrupt_chunk() {
+    let t = tempfile::tempdir().unwrap();
+    let fs = dir_fs(t.path());
+    write_file(&fs, ROOT, "f", &vec![42u8; 300_000]);
+    fs.shutdown().unwrap();
+    drop(fs);
+    fsck_clean(t.path());
+    {
+        let db = redb::Database::create(t.path().join("store.redb")).unwrap();
+        let w = db.begin_write().unwrap();
+        {
+            let mut c = w.open_table(store::CHUNKS).unwrap();
+            let (k, mut v) = {
+                let (k, v) = c.first().unwrap().unwrap();
+                (k.value().to_vec(), v.value().to_vec())
+            };
+            v[1000] ^= 1;
+            c.insert(&k[..], &v[..]).unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let r = fsck(t.path()).unwrap();
+    assert!(!r.is_clean());
+    assert!(r.problems.iter().any(|p| p.place.starts_with("chunks/") && p.what.contains("BLAKE3")), "{r}");
+}
+
+#[test]
+fn memory_store_is_removed() {
+    let fs = mem();
+    let wc = fs.stats();
+    assert_eq!(wc.store, "memory");
+    write_file(&fs, ROOT, "f", b"x");
+    fs.shutdown().unwrap();
+}
+
+mod model;
