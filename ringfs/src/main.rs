@@ -1,4 +1,120 @@
-fn main() {
-    eprintln!("ringfs: not yet built");
-    std::process::exit(1);
+//! `ringfs`: the command line of the ringfs workspace filesystem.
+//!
+//! See README.md for usage; `ringfs --help` and `ringfs <command> --help`
+//! describe every flag.
+
+mod adapter;
+mod cli;
+mod control;
+mod mount;
+mod mountpoint;
+
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use clap::Parser;
+
+use cli::{Cli, Command, FsckArgs, StatusArgs, UmountArgs};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RINGFS_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let result = match cli.command {
+        Command::Mount(args) => mount::cmd_mount(args),
+        Command::Umount(args) => cmd_umount(args),
+        Command::Status(args) => cmd_status(args),
+        Command::Fsck(args) => return cmd_fsck(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ringfs: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `ringfs umount`: ask the daemon to stop; if it is gone, remove the stale mount.
+fn cmd_umount(args: UmountArgs) -> Result<()> {
+    let mp = mountpoint::absolute(&args.mountpoint)?;
+    match control::call(&mp, &control::Request::Shutdown) {
+        Ok(reply) => {
+            let pid = reply.get("pid").and_then(|p| p.as_u64()).unwrap_or(0) as i32;
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(args.timeout);
+            // The daemon unmounts, commits and exits; wait for the process to go.
+            while pid > 0 && process_alive(pid) {
+                if std::time::Instant::now() > deadline {
+                    bail!(
+                        "the daemon (pid {pid}) serving {} did not finish within {} s; files may still be open under it",
+                        mp.display(),
+                        args.timeout
+                    );
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Ok(())
+        }
+        Err(e) => {
+            if mountpoint::is_ringfs_mount(&mp)? {
+                // No daemon answers: a stale mount left by a killed daemon.
+                fuse_uring::session::unmount(&mp)
+                    .map_err(|err| anyhow::anyhow!("unmounting stale ringfs mount {}: {err}", mp.display()))?;
+                let _ = std::fs::remove_file(control::socket_path(&mp));
+                eprintln!("ringfs: removed stale mount {} (no daemon was serving it)", mp.display());
+                Ok(())
+            } else {
+                Err(e.context(format!("{} is not a ringfs mount", mp.display())))
+            }
+        }
+    }
+}
+
+fn process_alive(pid: i32) -> bool {
+    // kill(pid, 0) succeeds while the process exists (kill(2)); a zombie
+    // child of ours would linger, but the daemon is never our child here.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// `ringfs status`.
+fn cmd_status(args: StatusArgs) -> Result<()> {
+    let mp = mountpoint::absolute(&args.mountpoint)?;
+    let status = match control::call(&mp, &control::Request::Status) {
+        Ok(s) => s,
+        Err(e) => {
+            if mountpoint::is_ringfs_mount(&mp)? {
+                bail!("{} is a ringfs mount but no daemon answers (killed?): run `ringfs umount {}`", mp.display(), mp.display());
+            }
+            return Err(e);
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+    } else {
+        print!("{}", mount::format_status(&status));
+    }
+    Ok(())
+}
+
+/// `ringfs fsck`: 0 clean, 1 damaged, 2 could not check.
+fn cmd_fsck(args: FsckArgs) -> ExitCode {
+    match fs_core::fsck(&args.store) {
+        Ok(report) => {
+            print!("{report}");
+            if report.is_clean() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("ringfs: fsck {}: {e}", args.store.display());
+            ExitCode::from(2)
+        }
+    }
 }

@@ -1,0 +1,296 @@
+//! The thin adapter from the FUSE session (`fuse_uring::Filesystem`) to the
+//! filesystem model (`fs_core::Fs`): type conversions and cache policy
+//! (entry/attr timeouts, FOPEN_* flags), nothing else.
+
+use std::ffi::OsStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fs_core::Fs;
+use fuse_uring::fs::{
+    Attr, AttrReply, ConnInfo, DirEntry, DirPlusSink, DirSink, Entry, Errno, Filesystem, Opened, RequestCtx, Result,
+    SetAttrIn, SetTime, StatFs, XattrReply,
+};
+
+/// `FOPEN_KEEP_CACHE`: keep the page cache across opens (include/uapi/linux/fuse.h).
+const FOPEN_KEEP_CACHE: u32 = 1 << 1;
+/// `FOPEN_NOFLUSH`: do not send FLUSH on close; ringfs has nothing to flush then.
+const FOPEN_NOFLUSH: u32 = 1 << 5;
+
+/// Cache policy for kernel replies. ringfs is the only writer of its
+/// workspace, so entries and attributes can be cached long; the kernel
+/// updates or invalidates them itself on every change made through the mount.
+#[derive(Clone, Copy, Debug)]
+pub struct CachePolicy {
+    /// Entry (dentry) timeout, also used for negative entries.
+    pub entry_timeout: Duration,
+    /// Attribute timeout.
+    pub attr_timeout: Duration,
+}
+
+impl Default for CachePolicy {
+    fn default() -> Self {
+        CachePolicy { entry_timeout: Duration::from_secs(86400), attr_timeout: Duration::from_secs(86400) }
+    }
+}
+
+/// Serves `fuse_uring::Filesystem` requests from an `fs_core::Fs`.
+pub struct Adapter {
+    fs: Arc<Fs>,
+    cache: CachePolicy,
+    conn: Mutex<Option<ConnInfo>>,
+}
+
+impl Adapter {
+    pub fn new(fs: Arc<Fs>, cache: CachePolicy) -> Adapter {
+        Adapter { fs, cache, conn: Mutex::new(None) }
+    }
+
+    /// What INIT negotiated, once it has run.
+    pub fn conn_info(&self) -> Option<ConnInfo> {
+        *self.conn.lock().unwrap()
+    }
+
+    fn entry(&self, a: &fs_core::Attr) -> Entry {
+        Entry { attr: attr(a), generation: 0, entry_timeout: self.cache.entry_timeout, attr_timeout: self.cache.attr_timeout }
+    }
+
+    fn attr_reply(&self, a: &fs_core::Attr) -> AttrReply {
+        AttrReply { attr: attr(a), timeout: self.cache.attr_timeout }
+    }
+}
+
+fn caller(ctx: &RequestCtx) -> fs_core::Caller {
+    fs_core::Caller { uid: ctx.uid, gid: ctx.gid, pid: ctx.pid }
+}
+
+fn err(e: fs_core::Errno) -> Errno {
+    Errno(e.0)
+}
+
+fn attr(a: &fs_core::Attr) -> Attr {
+    Attr {
+        ino: a.ino,
+        size: a.size,
+        blocks: a.blocks,
+        atime: a.atime,
+        atime_nsec: a.atime_nsec,
+        mtime: a.mtime,
+        mtime_nsec: a.mtime_nsec,
+        ctime: a.ctime,
+        ctime_nsec: a.ctime_nsec,
+        mode: a.mode,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev,
+        blksize: a.blksize,
+    }
+}
+
+fn set_time(t: SetTime) -> fs_core::SetTime {
+    match t {
+        SetTime::Now => fs_core::SetTime::Now,
+        SetTime::At(s, ns) => fs_core::SetTime::At(s, ns),
+    }
+}
+
+fn xattr(v: fs_core::XattrValue) -> XattrReply {
+    match v {
+        fs_core::XattrValue::Size(n) => XattrReply::Size(n),
+        fs_core::XattrValue::Data(d) => XattrReply::Data(d),
+    }
+}
+
+fn file_opened(fh: u64) -> Opened {
+    Opened { fh, open_flags: FOPEN_KEEP_CACHE | FOPEN_NOFLUSH, backing_id: 0 }
+}
+
+impl Filesystem for Adapter {
+    fn init(&self, info: &ConnInfo) {
+        *self.conn.lock().unwrap() = Some(*info);
+    }
+
+    fn lookup(&self, ctx: &RequestCtx, parent: u64, name: &OsStr) -> Result<Entry> {
+        match self.fs.lookup(&caller(ctx), parent, name) {
+            Ok(a) => Ok(self.entry(&a)),
+            // A negative entry: the kernel caches the absence for entry_timeout.
+            Err(e) if e.0 == libc::ENOENT => {
+                Ok(Entry { entry_timeout: self.cache.entry_timeout, ..Entry::default() })
+            }
+            Err(e) => Err(err(e)),
+        }
+    }
+
+    fn forget(&self, nodeid: u64, nlookup: u64) {
+        self.fs.forget(nodeid, nlookup)
+    }
+
+    fn getattr(&self, _ctx: &RequestCtx, nodeid: u64, fh: Option<u64>) -> Result<AttrReply> {
+        self.fs.getattr(nodeid, fh).map(|a| self.attr_reply(&a)).map_err(err)
+    }
+
+    fn setattr(&self, ctx: &RequestCtx, nodeid: u64, s: &SetAttrIn) -> Result<AttrReply> {
+        let set = fs_core::SetAttr {
+            mode: s.mode,
+            uid: s.uid,
+            gid: s.gid,
+            size: s.size,
+            atime: s.atime.map(set_time),
+            mtime: s.mtime.map(set_time),
+            ctime: s.ctime,
+            fh: s.fh,
+            kill_suidgid: s.kill_suidgid,
+        };
+        self.fs.setattr(&caller(ctx), nodeid, &set).map(|a| self.attr_reply(&a)).map_err(err)
+    }
+
+    fn readlink(&self, _ctx: &RequestCtx, nodeid: u64) -> Result<Vec<u8>> {
+        self.fs.readlink(nodeid).map_err(err)
+    }
+
+    fn symlink(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, target: &OsStr) -> Result<Entry> {
+        self.fs.symlink(&caller(ctx), parent, name, target).map(|a| self.entry(&a)).map_err(err)
+    }
+
+    fn mknod(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, rdev: u32, _umask: u32) -> Result<Entry> {
+        self.fs.mknod(&caller(ctx), parent, name, mode, rdev).map(|a| self.entry(&a)).map_err(err)
+    }
+
+    fn mkdir(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, _umask: u32) -> Result<Entry> {
+        self.fs.mkdir(&caller(ctx), parent, name, mode).map(|a| self.entry(&a)).map_err(err)
+    }
+
+    fn unlink(&self, ctx: &RequestCtx, parent: u64, name: &OsStr) -> Result<()> {
+        self.fs.unlink(&caller(ctx), parent, name).map_err(err)
+    }
+
+    fn rmdir(&self, ctx: &RequestCtx, parent: u64, name: &OsStr) -> Result<()> {
+        self.fs.rmdir(&caller(ctx), parent, name).map_err(err)
+    }
+
+    fn rename(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32) -> Result<()> {
+        self.fs.rename(&caller(ctx), parent, name, newparent, newname, flags).map_err(err)
+    }
+
+    fn link(&self, ctx: &RequestCtx, nodeid: u64, newparent: u64, newname: &OsStr) -> Result<Entry> {
+        self.fs.link(&caller(ctx), nodeid, newparent, newname).map(|a| self.entry(&a)).map_err(err)
+    }
+
+    fn open(&self, ctx: &RequestCtx, nodeid: u64, flags: u32) -> Result<Opened> {
+        self.fs.open(&caller(ctx), nodeid, flags).map(file_opened).map_err(err)
+    }
+
+    fn create(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, _umask: u32, flags: u32) -> Result<(Entry, Opened)> {
+        let (a, fh) = self.fs.create(&caller(ctx), parent, name, mode, flags).map_err(err)?;
+        Ok((self.entry(&a), file_opened(fh)))
+    }
+
+    fn read(&self, _ctx: &RequestCtx, _nodeid: u64, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        self.fs.read(fh, offset, size).map_err(err)
+    }
+
+    fn write(&self, _ctx: &RequestCtx, _nodeid: u64, fh: u64, offset: u64, data: &[u8], _write_flags: u32) -> Result<u32> {
+        self.fs.write(fh, offset, data).map_err(err)
+    }
+
+    fn flush(&self, _ctx: &RequestCtx, _nodeid: u64, fh: u64, _lock_owner: u64) -> Result<()> {
+        self.fs.flush(fh).map_err(err)
+    }
+
+    fn release(&self, _ctx: &RequestCtx, _nodeid: u64, fh: u64, _flags: u32) -> Result<()> {
+        self.fs.release(fh).map_err(err)
+    }
+
+    fn fsync(&self, _ctx: &RequestCtx, _nodeid: u64, fh: u64, datasync: bool) -> Result<()> {
+        self.fs.fsync(fh, datasync).map_err(err)
+    }
+
+    fn opendir(&self, ctx: &RequestCtx, nodeid: u64, _flags: u32) -> Result<Opened> {
+        let fh = self.fs.opendir(&caller(ctx), nodeid).map_err(err)?;
+        Ok(Opened { fh, open_flags: 0, backing_id: 0 })
+    }
+
+    fn readdir(&self, _ctx: &RequestCtx, nodeid: u64, fh: u64, offset: u64, sink: &mut dyn DirSink) -> Result<()> {
+        self.fs
+            .readdir(nodeid, fh, offset, &mut |e: &fs_core::DirEntry| {
+                sink.push(&DirEntry { ino: e.ino, offset: e.offset, kind: e.kind, name: e.name })
+            })
+            .map_err(err)
+    }
+
+    fn readdirplus(&self, _ctx: &RequestCtx, nodeid: u64, fh: u64, offset: u64, sink: &mut dyn DirPlusSink) -> Result<()> {
+        self.fs
+            .readdirplus(nodeid, fh, offset, &mut |e: &fs_core::DirEntry, a: Option<&fs_core::Attr>| {
+                let d = DirEntry { ino: e.ino, offset: e.offset, kind: e.kind, name: e.name };
+                match a {
+                    Some(a) => sink.push(&d, &self.entry(a)),
+                    // "." and "..": no lookup reference is taken for them.
+                    None => sink.push(&d, &Entry::default()),
+                }
+            })
+            .map_err(err)
+    }
+
+    fn releasedir(&self, _ctx: &RequestCtx, _nodeid: u64, fh: u64, _flags: u32) -> Result<()> {
+        self.fs.releasedir(fh);
+        Ok(())
+    }
+
+    fn fsyncdir(&self, _ctx: &RequestCtx, _nodeid: u64, fh: u64, _datasync: bool) -> Result<()> {
+        self.fs.fsyncdir(fh).map_err(err)
+    }
+
+    fn statfs(&self, _ctx: &RequestCtx, _nodeid: u64) -> Result<StatFs> {
+        let s = self.fs.statfs();
+        Ok(StatFs {
+            blocks: s.blocks,
+            bfree: s.bfree,
+            bavail: s.bavail,
+            files: s.files,
+            ffree: s.ffree,
+            bsize: s.bsize,
+            namelen: s.namelen,
+            frsize: s.frsize,
+        })
+    }
+
+    fn setxattr(&self, ctx: &RequestCtx, nodeid: u64, name: &OsStr, value: &[u8], flags: u32) -> Result<()> {
+        self.fs.setxattr(&caller(ctx), nodeid, name, value, flags).map_err(err)
+    }
+
+    fn getxattr(&self, _ctx: &RequestCtx, nodeid: u64, name: &OsStr, size: u32) -> Result<XattrReply> {
+        self.fs.getxattr(nodeid, name, size).map(xattr).map_err(err)
+    }
+
+    fn listxattr(&self, _ctx: &RequestCtx, nodeid: u64, size: u32) -> Result<XattrReply> {
+        self.fs.listxattr(nodeid, size).map(xattr).map_err(err)
+    }
+
+    fn removexattr(&self, ctx: &RequestCtx, nodeid: u64, name: &OsStr) -> Result<()> {
+        self.fs.removexattr(&caller(ctx), nodeid, name).map_err(err)
+    }
+
+    fn fallocate(&self, _ctx: &RequestCtx, _nodeid: u64, fh: u64, offset: u64, length: u64, mode: u32) -> Result<()> {
+        self.fs.fallocate(fh, offset, length, mode).map_err(err)
+    }
+
+    fn lseek(&self, _ctx: &RequestCtx, _nodeid: u64, fh: u64, offset: u64, whence: u32) -> Result<u64> {
+        self.fs.lseek(fh, offset, whence).map_err(err)
+    }
+
+    fn copy_file_range(
+        &self,
+        _ctx: &RequestCtx,
+        _nodeid_in: u64,
+        fh_in: u64,
+        off_in: u64,
+        _nodeid_out: u64,
+        fh_out: u64,
+        off_out: u64,
+        len: u64,
+        _flags: u64,
+    ) -> Result<u64> {
+        self.fs.copy_file_range(fh_in, off_in, fh_out, off_out, len).map_err(err)
+    }
+}

@@ -1,0 +1,95 @@
+//! Command-line interface (clap). The subcommand names and flags here are
+//! relied on by scripts, CI and the other issues; change them with care and
+//! keep README.md in agreement.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// ringfs: a FUSE workspace filesystem for AI agents and developers.
+///
+/// A workspace is mounted at a path; its files are kept in a content-addressed
+/// store (BLAKE3 chunks in redb) with a change journal.
+#[derive(Debug, Parser)]
+#[command(name = "ringfs", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Mount a workspace at MOUNTPOINT (foreground unless --daemon).
+    Mount(MountArgs),
+    /// Cleanly stop the daemon serving MOUNTPOINT (flush, commit, unmount).
+    ///
+    /// If the daemon is gone (killed), removes the stale mount instead.
+    Umount(UmountArgs),
+    /// Show the store, transport, negotiated kernel features and counters of a mount.
+    Status(StatusArgs),
+    /// Verify a store: chunk hashes, manifests, reference counts, dirents.
+    ///
+    /// Exits 0 when the store is clean, 1 with a report of what is damaged and
+    /// where, 2 when the store cannot be opened (e.g. held by a running daemon).
+    Fsck(FsckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MountArgs {
+    /// Existing empty directory to mount the workspace on.
+    pub mountpoint: PathBuf,
+
+    /// Durable store directory (created if missing). Default: none, see --memory.
+    #[arg(long, value_name = "DIR", conflicts_with = "memory", required_unless_present = "memory")]
+    pub store: Option<PathBuf>,
+
+    /// Keep the store in memory (redb's in-memory backend); contents vanish at unmount.
+    #[arg(long)]
+    pub memory: bool,
+
+    /// Detach once the mount is ready (the command returns 0 when it is visible).
+    #[arg(long)]
+    pub daemon: bool,
+
+    /// Upper bound, in milliseconds, on how long a change that was not fsynced
+    /// may wait before it is committed durably (group commit interval).
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    pub commit_interval_ms: u64,
+
+    /// Number of /dev/fuse worker threads (each on its own cloned fd).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub workers: usize,
+
+    /// Number of threads that cut and hash released files.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub hash_threads: usize,
+
+    /// Write the daemon's log here (with --daemon; default: discard).
+    #[arg(long, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct UmountArgs {
+    /// The mountpoint a `ringfs mount` serves.
+    pub mountpoint: PathBuf,
+    /// Seconds to wait for the daemon to finish its final commit.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The mountpoint a `ringfs mount` serves.
+    pub mountpoint: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct FsckArgs {
+    /// The store directory to verify (must not be in use by a daemon).
+    #[arg(long, value_name = "DIR")]
+    pub store: PathBuf,
+}

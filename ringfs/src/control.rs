@@ -1,0 +1,118 @@
+//! The control socket: how `ringfs status` and `ringfs umount` talk to the
+//! daemon serving a mountpoint.
+//!
+//! One Unix stream socket per mount, at `<runtime dir>/<id>.sock`, where the
+//! runtime dir is `/run/ringfs` for root (else `$XDG_RUNTIME_DIR/ringfs` or
+//! `/tmp/ringfs-<uid>`) and `<id>` is the first 16 hex digits of the BLAKE3
+//! hash of the absolute mountpoint path. A client sends one JSON line
+//! (`{"cmd":"status"}` or `{"cmd":"shutdown"}`) and reads one JSON line back.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A request on the control socket.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+pub enum Request {
+    /// Answer with the status document (see `ringfs status --json`).
+    Status,
+    /// Flush, commit and unmount; answered before the unmount starts.
+    Shutdown,
+}
+
+/// The directory holding control sockets.
+pub fn runtime_dir() -> PathBuf {
+    if rustix::process::geteuid().is_root() {
+        return PathBuf::from("/run/ringfs");
+    }
+    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR") {
+        return PathBuf::from(dir).join("ringfs");
+    }
+    PathBuf::from(format!("/tmp/ringfs-{}", rustix::process::geteuid().as_raw()))
+}
+
+/// The control socket path for an absolute mountpoint path.
+pub fn socket_path(mountpoint: &Path) -> PathBuf {
+    let hash = blake3::hash(mountpoint.as_os_str().as_bytes());
+    runtime_dir().join(format!("{}.sock", &hash.to_hex()[..16]))
+}
+
+/// Serves the control socket on a background thread until the process ends.
+pub struct Server {
+    path: PathBuf,
+}
+
+impl Server {
+    /// Bind the socket for `mountpoint` (replacing a stale one) and serve it.
+    /// `status` builds the status document; `shutdown` starts a clean stop.
+    pub fn start(
+        mountpoint: &Path,
+        status: Arc<dyn Fn() -> Value + Send + Sync>,
+        shutdown: Arc<dyn Fn() + Send + Sync>,
+    ) -> Result<Server> {
+        let path = socket_path(mountpoint);
+        let dir = path.parent().expect("socket path has a parent");
+        std::fs::create_dir_all(dir).with_context(|| format!("creating control socket directory {}", dir.display()))?;
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path).with_context(|| format!("binding control socket {}", path.display()))?;
+        std::thread::Builder::new().name("ringfs-control".into()).spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let status = status.clone();
+                let shutdown = shutdown.clone();
+                let _ = serve_one(conn, &*status, &*shutdown);
+            }
+        })?;
+        Ok(Server { path })
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn serve_one(conn: UnixStream, status: &dyn Fn() -> Value, shutdown: &dyn Fn()) -> Result<()> {
+    conn.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let mut conn = conn;
+    let reply = match serde_json::from_str::<Request>(line.trim()) {
+        Ok(Request::Status) => status(),
+        Ok(Request::Shutdown) => serde_json::json!({ "ok": true, "pid": std::process::id() }),
+        Err(e) => serde_json::json!({ "error": format!("bad request: {e}") }),
+    };
+    writeln!(conn, "{reply}")?;
+    conn.flush()?;
+    if line.contains("shutdown") {
+        shutdown();
+    }
+    Ok(())
+}
+
+/// Send one request to the daemon serving `mountpoint` and return its reply.
+/// Fails when no daemon listens there.
+pub fn call(mountpoint: &Path, req: &Request) -> Result<Value> {
+    let path = socket_path(mountpoint);
+    let mut conn = UnixStream::connect(&path)
+        .with_context(|| format!("no ringfs daemon answers for {} (control socket {})", mountpoint.display(), path.display()))?;
+    conn.set_read_timeout(Some(Duration::from_secs(30)))?;
+    writeln!(conn, "{}", serde_json::to_string(req)?)?;
+    let mut line = String::new();
+    BufReader::new(conn).read_line(&mut line)?;
+    let v: Value = serde_json::from_str(line.trim()).context("malformed reply on the control socket")?;
+    if let Some(err) = v.get("error").and_then(|e| e.as_str()) {
+        anyhow::bail!("daemon: {err}");
+    }
+    Ok(v)
+}
