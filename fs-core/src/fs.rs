@@ -242,6 +242,9 @@ pub(crate) struct Inner {
     chunk_count: AtomicU64,
     chunk_bytes: AtomicU64,
     hash_tx: Mutex<Option<mpsc::Sender<u64>>>,
+    /// A content transaction committed non-durably since the last durable
+    /// group commit.
+    content_pending: AtomicBool,
     stop: Mutex<bool>,
     stop_cv: Condvar,
     abandon: AtomicBool,
@@ -541,7 +544,8 @@ impl Inner {
             )
         };
         let empty = inodes.is_empty() && dirents.is_empty() && xattrs.is_empty() && freed.is_empty();
-        if empty && !force && clean.is_none() {
+        let pending = self.content_pending.swap(false, Ordering::SeqCst);
+        if empty && !force && !pending && clean.is_none() {
             txn.abort()?;
             return Ok(());
         }
@@ -558,6 +562,9 @@ impl Inner {
             }
             Err(e) => {
                 // Put the changes back so the next commit retries them.
+                if pending {
+                    self.content_pending.store(true, Ordering::SeqCst);
+                }
                 let mut st = self.lock();
                 for (i, _) in inodes {
                     if st.nodes.contains_key(&i) {
@@ -747,6 +754,7 @@ impl Inner {
         match stored {
             Ok(Some((_, dc, db))) => {
                 txn.commit().map_err(db_errno)?;
+                self.content_pending.store(true, Ordering::SeqCst);
                 self.bump_counters(dc, db);
                 let mut st = self.lock();
                 if let Some(n) = st.nodes.get_mut(&ino) {
@@ -906,6 +914,7 @@ impl Fs {
             chunk_count: AtomicU64::new(loaded.chunk_count),
             chunk_bytes: AtomicU64::new(loaded.chunk_bytes),
             hash_tx: Mutex::new(None),
+            content_pending: AtomicBool::new(false),
             stop: Mutex::new(false),
             stop_cv: Condvar::new(),
             abandon: AtomicBool::new(false),
@@ -1441,7 +1450,7 @@ fn can_read(flags: u32) -> bool {
 impl Fs {
     /// Attaches a new handle to `ino`, opening its working copy if this is
     /// the first handle. Returns the handle.
-    fn attach(&self, ino: u64, flags: u32) -> Result<(u64, Option<Arc<OpenFile>>)> {
+    fn attach(&self, ino: u64, flags: u32, fresh: Option<File>) -> Result<(u64, Option<Arc<OpenFile>>)> {
         let (mode, existing) = {
             let st = self.inner.lock();
             let n = st.node(ino)?;
@@ -1451,7 +1460,10 @@ impl Fs {
             Some(match existing {
                 Some(f) => f,
                 None => {
-                    let f = self.inner.open_wc(ino)?;
+                    let f = match fresh {
+                        Some(f) => f,
+                        None => self.inner.open_wc(ino)?,
+                    };
                     Arc::new(OpenFile { file: f, append: Mutex::new(()) })
                 }
             })
@@ -1500,7 +1512,7 @@ impl Fs {
                 return err(libc::EISDIR);
             }
         }
-        let (fh, file) = self.attach(ino, flags)?;
+        let (fh, file) = self.attach(ino, flags, None)?;
         if flags as i32 & libc::O_TRUNC != 0 {
             if let Err(e) = self.truncate_on_open(ino, &file) {
                 let _ = self.release(fh);
@@ -1536,13 +1548,13 @@ impl Fs {
             None => self.make(c, parent, name, S_IFREG | (mode & 0o7777), 0, None)?.ino,
         };
         let r = (|| {
-            let (fh, file) = self.attach(ino, flags)?;
-            if existing.is_none() {
-                // A new file: its working copy may be left from nothing; make it empty.
-                if let Some(f) = &file {
-                    f.file.set_len(0)?;
-                }
-            } else if flags as i32 & libc::O_TRUNC != 0 {
+            let fresh = match existing {
+                // A new file: create its (empty) working copy directly.
+                None => Some(OpenOptions::new().read(true).write(true).create(true).truncate(true).mode(0o600).open(self.inner.wc_path(ino))?),
+                Some(_) => None,
+            };
+            let (fh, file) = self.attach(ino, flags, fresh)?;
+            if existing.is_some() && flags as i32 & libc::O_TRUNC != 0 {
                 self.truncate_on_open(ino, &file)?;
             }
             Ok((self.attr_now(ino)?, fh))

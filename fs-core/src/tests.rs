@@ -612,3 +612,89 @@ fn memory_store_is_removed() {
 }
 
 mod model;
+
+#[test]
+fn fs_is_send_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Fs>();
+}
+
+/// Child half of `kill_9_leaves_consistent_store`: works on the store until killed.
+#[test]
+#[ignore]
+fn kill_child() {
+    let Ok(d) = std::env::var("RINGFS_KILL_DIR") else { return };
+    let fs = Fs::open_store(Config { commit_interval: Duration::from_millis(5), ..cfg(StoreLocation::Dir(d.into())) }).unwrap();
+    let dir = fs.mkdir(&C, ROOT, os("work"), 0o755).unwrap().ino;
+    use std::io::Write;
+    for i in 0u32.. {
+        let name = format!("f{i}");
+        let (a, fh) = fs.create(&C, dir, os(&name), 0o644, libc::O_RDWR as u32).unwrap();
+        let body: Vec<u8> = (0..(i % 7) * 100_000 + 10).map(|j| (j ^ i) as u8).collect();
+        fs.write(fh, 0, &body).unwrap();
+        if i % 3 == 0 {
+            fs.fsync(fh, false).unwrap();
+            println!("synced {i} {}", a.ino);
+            std::io::stdout().flush().unwrap();
+        }
+        fs.release(fh).unwrap();
+        if i % 4 == 1 {
+            fs.rename(&C, dir, os(&name), ROOT, os(&format!("moved{i}")), 0).unwrap();
+        }
+        if i % 5 == 2 && i > 5 {
+            let _ = fs.unlink(&C, dir, os(&format!("f{}", i - 5)));
+        }
+    }
+}
+
+#[test]
+fn kill_9_leaves_consistent_store() {
+    use std::io::BufRead;
+    let t = tempfile::tempdir().unwrap();
+    for round in 0..2 {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "tests::kill_child", "--ignored", "--nocapture", "--test-threads=1"])
+            .env("RINGFS_KILL_DIR", t.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut synced = Vec::new();
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        for line in out.lines() {
+            let line = line.unwrap();
+            if let Some(rest) = line.strip_prefix("synced ") {
+                let v: Vec<u32> = rest.split(' ').map(|x| x.parse().unwrap()).collect();
+                synced.push((v[0], v[1] as u64));
+                if synced.len() == 8 + round * 3 {
+                    break;
+                }
+            }
+        }
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        child.wait().unwrap();
+        // The store as the kill left it is consistent...
+        let r = fsck(t.path()).unwrap();
+        assert!(r.is_clean(), "after kill: {r}");
+        assert!(!r.clean_shutdown);
+        // ...and opens with every fsynced file intact (unless later removed).
+        let fs = dir_fs(t.path());
+        for (i, ino) in &synced {
+            let body: Vec<u8> = (0..(i % 7) * 100_000 + 10).map(|j| (j ^ i) as u8).collect();
+            if fs.getattr(*ino, None).is_ok() {
+                assert_eq!(read_all(&fs, *ino), body, "file f{i}");
+            } else {
+                assert!(i % 5 == 2, "fsynced f{i} vanished");
+            }
+        }
+        let last = synced.last().unwrap();
+        assert_eq!(read_all(&fs, last.1).len(), ((last.0 % 7) * 100_000 + 10) as usize);
+        fs.shutdown().unwrap();
+        drop(fs);
+        fsck_clean(t.path());
+        // Next round runs on the recovered store (mkdir "work" exists: rename it away).
+        let fs = dir_fs(t.path());
+        fs.rename(&C, ROOT, os("work"), ROOT, os(&format!("work{round}")), 0).unwrap();
+        fs.shutdown().unwrap();
+    }
+}
