@@ -580,6 +580,8 @@ impl TestMount {
             .env_remove("CARGO_TARGET_DIR")
             .env_remove("CARGO_BUILD_TARGET_DIR")
             .env_remove("RUSTFLAGS")
+            // Real tools write bytecode caches; that is part of the workload.
+            .env_remove("PYTHONDONTWRITEBYTECODE")
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_AUTHOR_NAME", "ringfs test")
             .env("GIT_AUTHOR_EMAIL", "test@ringfs.invalid")
