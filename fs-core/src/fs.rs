@@ -474,15 +474,18 @@ fn load(db: &Database, dbpath: &Path, wc_dir: &Path) -> std::result::Result<Load
         }
         tracing::info!("store recovery after unclean shutdown: {} orphan inodes freed, {} working copies to re-hash", orphans.len(), rehash.len());
     }
+    let mut lost = Vec::new();
     for (&ino, n) in st.nodes.iter_mut() {
         if is_reg(n.rec.mode) && !has_manifest.contains(&ino) && n.content_gen == 0 && n.rec.size > 0 {
             // No stored content and no working copy to re-hash: the data is lost.
             if !wc_dir.join(ino.to_string()).exists() {
                 n.rec.size = 0;
                 n.rec.blocks = 0;
+                lost.push(ino);
             }
         }
     }
+    st.dirty_inodes.extend(lost);
     bump_chunk_counters(&txn, dcount, dbytes).map_err(c)?;
     {
         let mut m = txn.open_table(META).map_err(|e| c(e.into()))?;
@@ -651,7 +654,12 @@ impl Inner {
             db -= b as i64;
             journal.push(JournalRecord::Removed { ino: *ino });
         }
-        journal.dedup();
+        // Coalesce: one Attrs record per inode, none for freed ones.
+        let mut seen_attrs = HashSet::new();
+        journal.retain(|r| match r {
+            JournalRecord::Attrs { ino } => !freed.contains(ino) && seen_attrs.insert(*ino),
+            _ => true,
+        });
         {
             let mut j = txn.open_table(JOURNAL)?;
             for r in &journal {
@@ -863,11 +871,20 @@ fn attr_of(ino: u64, n: &Node) -> Attr {
     }
 }
 
+/// Size, blocks and (if newer, e.g. after passthrough writes) mtime of an
+/// open working copy.
 fn fstat_into(f: &File, a: &mut Attr) {
     if let Ok(m) = f.metadata() {
         use std::os::unix::fs::MetadataExt;
         a.size = m.size();
         a.blocks = m.blocks();
+        let wm = (m.mtime(), m.mtime_nsec() as u32);
+        if wm > (a.mtime, a.mtime_nsec) {
+            (a.mtime, a.mtime_nsec) = wm;
+            if wm > (a.ctime, a.ctime_nsec) {
+                (a.ctime, a.ctime_nsec) = wm;
+            }
+        }
     }
 }
 
@@ -1109,6 +1126,15 @@ impl Fs {
         if let Some(m) = s.mtime {
             n.rec.mtime = pick(m);
             changed = true;
+            // Keep the working copy's mtime in step, so that only writes
+            // that bypass us make it newer than ours.
+            if let Some(f) = &n.file {
+                let ts = [
+                    libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
+                    libc::timespec { tv_sec: n.rec.mtime.0 as _, tv_nsec: n.rec.mtime.1 as _ },
+                ];
+                unsafe { libc::futimens(f.file.as_raw_fd(), ts.as_ptr()) };
+            }
         }
         if let Some(c) = s.ctime {
             n.rec.ctime = c;
@@ -1438,6 +1464,28 @@ impl Fs {
     }
 }
 
+/// Takes in writes that bypassed us (FUSE passthrough): they show in the
+/// working copy's size and mtime. Marks the content changed if so.
+fn note_bypass(st: &mut State, ino: u64, f: &OpenFile) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = f.file.metadata() else { return };
+    let Some(n) = st.nodes.get_mut(&ino) else { return };
+    let wm = (m.mtime(), m.mtime_nsec() as u32);
+    let moved = wm > n.rec.mtime || n.rec.size != m.size();
+    if moved || n.rec.blocks != m.blocks() {
+        n.rec.size = m.size();
+        n.rec.blocks = m.blocks();
+        if wm > n.rec.mtime {
+            n.rec.mtime = wm;
+            n.rec.ctime = n.rec.ctime.max(wm);
+        }
+        if moved {
+            n.content_gen += 1;
+        }
+        st.dirty_inodes.insert(ino);
+    }
+}
+
 fn can_write(flags: u32) -> bool {
     let acc = flags as i32 & libc::O_ACCMODE;
     acc == libc::O_WRONLY || acc == libc::O_RDWR
@@ -1638,17 +1686,13 @@ impl Fs {
             let Some(n) = st.nodes.get_mut(&ino) else { return Ok(()) };
             n.opens = n.opens.saturating_sub(1);
             let last = if n.opens == 0 { n.file.take() } else { None };
-            let dirty = n.content_gen != n.hashed_gen && n.rec.nlink > 0;
-            if let Some(f) = &last {
-                if let Ok(m) = f.file.metadata() {
-                    use std::os::unix::fs::MetadataExt;
-                    if n.rec.size != m.size() || n.rec.blocks != m.blocks() {
-                        n.rec.size = m.size();
-                        n.rec.blocks = m.blocks();
-                        st.dirty_inodes.insert(ino);
-                    }
-                }
+            // Writes that bypassed us (FUSE passthrough) show in the working
+            // copy's size and mtime.
+            if let Some(f) = h.file.as_ref().filter(|_| can_write(h.flags)) {
+                note_bypass(&mut st, ino, f);
             }
+            let n = st.nodes.get_mut(&ino).unwrap();
+            let dirty = n.content_gen != n.hashed_gen && n.rec.nlink > 0;
             if dirty {
                 self.inner.queue_hash(&mut st, ino);
             }
@@ -1663,8 +1707,13 @@ impl Fs {
     /// after a durable commit of it and of all pending metadata.
     pub fn fsync(&self, fh: u64, _datasync: bool) -> Result<()> {
         let ino = {
-            let st = self.inner.lock();
-            st.handles.get(&fh).ok_or(Errno(libc::EBADF))?.ino
+            let mut st = self.inner.lock();
+            let h = st.handles.get(&fh).ok_or(Errno(libc::EBADF))?;
+            let (ino, f) = (h.ino, h.file.clone());
+            if let Some(f) = f {
+                note_bypass(&mut st, ino, &f);
+            }
+            ino
         };
         self.inner.hash_file(ino)?;
         self.inner.commit(Durability::Immediate, true, None).map_err(db_errno)

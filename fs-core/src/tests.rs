@@ -698,3 +698,29 @@ fn kill_9_leaves_consistent_store() {
         fs.shutdown().unwrap();
     }
 }
+
+#[test]
+fn passthrough_style_writes_are_seen() {
+    // Writes straight to the working copy (as the kernel does with FUSE
+    // passthrough) show in getattr and are hashed at release.
+    let t = tempfile::tempdir().unwrap();
+    let fs = dir_fs(t.path());
+    let (a, fh) = fs.create(&C, ROOT, os("p"), 0o644, libc::O_RDWR as u32).unwrap();
+    let t0 = SetTime::At(1_600_000_000, 0);
+    fs.setattr(&C, a.ino, &SetAttr { mtime: Some(t0), fh: Some(fh), ..Default::default() }).unwrap();
+    assert_eq!(fs.getattr(a.ino, Some(fh)).unwrap().mtime, 1_600_000_000);
+    let fd = fs.backing_fd(fh).unwrap();
+    let data = b"direct bytes";
+    assert_eq!(unsafe { libc::pwrite(fd, data.as_ptr() as *const _, data.len(), 0) }, data.len() as isize);
+    let st = fs.getattr(a.ino, Some(fh)).unwrap();
+    assert_eq!(st.size, data.len() as u64);
+    assert!(st.mtime > 1_600_000_000);
+    fs.fsync(fh, false).unwrap();
+    let s1 = fs.stats();
+    assert_eq!(s1.chunk_bytes, data.len() as u64, "fsync stored the bypassing write");
+    fs.simulate_crash();
+    std::fs::remove_dir_all(t.path().join("wc")).unwrap();
+    let fs = dir_fs(t.path());
+    assert_eq!(read_all(&fs, a.ino), data);
+    fs.shutdown().unwrap();
+}
