@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The README test command: build the workspace and run every test (unit, property and
+# real-mount integration tests) in release mode.
+#
+# Environment:
+#   RINGFS_TEST_THREADS     test threads per test binary (default 3: two shared cores,
+#                           most mount tests wait on I/O; fsx/pjdfstest are the heavy ones)
+#   RINGFS_TEST_MOUNT_ARGS  extra `ringfs mount` args for every integration test
+#   RINGFS_TEST_MATRIX      optional ';'-separated list of extra mount-arg sets; the
+#                           ringfs integration tests run once more per entry, e.g.
+#                           "--passthrough off;--transport dev"
+#   CARGO_TEST_ARGS         extra args before `--` (e.g. "--test cases")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+threads=${RINGFS_TEST_THREADS:-3}
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "test.sh: the mount tests need root (FUSE mounts, setpriv, unshare)" >&2
+    exit 1
+fi
+
+start=$(date +%s)
+# shellcheck disable=SC2086
+cargo build --workspace --release --all-targets
+# shellcheck disable=SC2086
+cargo test --workspace --release --no-fail-fast ${CARGO_TEST_ARGS:-} -- --test-threads="$threads"
+
+if [ -n "${RINGFS_TEST_MATRIX:-}" ]; then
+    IFS=';' read -r -a modes <<<"$RINGFS_TEST_MATRIX"
+    for mode in "${modes[@]}"; do
+        echo "=== ringfs integration tests with mount args: $mode ${RINGFS_TEST_MOUNT_ARGS:-}"
+        RINGFS_TEST_MOUNT_ARGS="$mode ${RINGFS_TEST_MOUNT_ARGS:-}" \
+            cargo test -p ringfs --release --no-fail-fast -- --test-threads="$threads"
+    done
+fi
+echo "test.sh: all tests passed in $(( $(date +%s) - start )) s"
