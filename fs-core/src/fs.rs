@@ -69,6 +69,11 @@ fn is_dot(name: &[u8]) -> bool {
     name == b"." || name == b".."
 }
 
+/// Pending directory-entry changes: (parent, name) → Some((child, cookie)) or None (removed).
+type DirentChanges = HashMap<(u64, Vec<u8>), Option<(u64, u64)>>;
+/// A pending inode change: its record and symlink target, or None if freed.
+type InodeChange = (u64, Option<(InodeRec, Option<Vec<u8>>)>);
+
 /// Directory contents: name → (child, cookie) and cookie → name.
 #[derive(Default)]
 struct DirData {
@@ -125,7 +130,7 @@ struct State {
     next_ino: u64,
     handles: HashMap<u64, Handle>,
     dirty_inodes: HashSet<u64>,
-    dirty_dirents: HashMap<(u64, Vec<u8>), Option<(u64, u64)>>,
+    dirty_dirents: DirentChanges,
     dirty_xattrs: HashMap<(u64, Vec<u8>), Option<Vec<u8>>>,
     freed: HashSet<u64>,
     hash_queued: HashSet<u64>,
@@ -534,7 +539,7 @@ impl Inner {
         // committed before us saw only inodes we now include.
         let (inodes, dirents, xattrs, freed, next_ino) = {
             let mut st = self.lock();
-            let inodes: Vec<(u64, Option<(InodeRec, Option<Vec<u8>>)>)> = std::mem::take(&mut st.dirty_inodes)
+            let inodes: Vec<InodeChange> = std::mem::take(&mut st.dirty_inodes)
                 .into_iter()
                 .map(|i| (i, st.nodes.get(&i).map(|n| (n.rec.clone(), n.symlink.clone()))))
                 .collect();

@@ -724,3 +724,66 @@ fn passthrough_style_writes_are_seen() {
     assert_eq!(read_all(&fs, a.ino), data);
     fs.shutdown().unwrap();
 }
+
+#[test]
+fn concurrent_clients() {
+    let t = tempfile::tempdir().unwrap();
+    let fs = std::sync::Arc::new(Fs::open_store(Config { commit_interval: Duration::from_millis(2), ..cfg(StoreLocation::Dir(t.path().into())) }).unwrap());
+    let shared = fs.mkdir(&C, ROOT, os("shared"), 0o755).unwrap().ino;
+    let threads: Vec<_> = (0..4)
+        .map(|tid| {
+            let fs = fs.clone();
+            std::thread::spawn(move || {
+                let d = fs.mkdir(&C, ROOT, os(&format!("t{tid}")), 0o755).unwrap().ino;
+                for i in 0..150u32 {
+                    let name = format!("f{i}");
+                    let (a, fh) = fs.create(&C, d, os(&name), 0o644, libc::O_RDWR as u32).unwrap();
+                    let body = vec![(i % 251) as u8; (i as usize % 5) * 70_000 + 1];
+                    fs.write(fh, 0, &body).unwrap();
+                    if i % 10 == 0 {
+                        fs.fsync(fh, true).unwrap();
+                    }
+                    fs.release(fh).unwrap();
+                    // Contend on one directory: move in, exchange, move back.
+                    let tmp = format!("x{tid}-{i}");
+                    fs.rename(&C, d, os(&name), shared, os(&tmp), 0).unwrap();
+                    let _ = fs.rename(&C, shared, os(&tmp), shared, os("hot"), libc::RENAME_EXCHANGE);
+                    let back = match fs.lookup(&C, shared, os(&tmp)) {
+                        Ok(_) => tmp.clone(),
+                        Err(_) => "hot".to_string(),
+                    };
+                    let _ = fs.rename(&C, shared, os(&back), d, os(&name), 0);
+                    if i % 3 == 0 {
+                        let _ = fs.unlink(&C, d, os(&name));
+                    }
+                    fs.forget(a.ino, 1);
+                    let mut n = 0;
+                    fs.readdirplus(shared, 0, 0, &mut |e: &DirEntry, a: Option<&Attr>| {
+                        if a.is_some() {
+                            n += 1;
+                            fs.forget(e.ino, 1);
+                        }
+                        true
+                    })
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for th in threads {
+        th.join().unwrap();
+    }
+    fs.shutdown().unwrap();
+    drop(fs);
+    fsck_clean(t.path());
+    let fs = dir_fs(t.path());
+    for tid in 0..4 {
+        let d = lookup(&fs, ROOT, &format!("t{tid}")).unwrap().ino;
+        for (name, ino, _, _) in list(&fs, d).into_iter().skip(2) {
+            let a = fs.getattr(ino, None).unwrap();
+            let data = read_all(&fs, ino);
+            assert_eq!(data.len() as u64, a.size, "{}", String::from_utf8_lossy(&name));
+        }
+    }
+    fs.shutdown().unwrap();
+}
