@@ -212,6 +212,7 @@ mod tests {
             let mut p = b"0123456789".to_vec();
             p.extend_from_slice(&d);
             let fresh = new_bytes(&d, &p);
+            eprintln!("prepend 10 B to 32 MiB (seed {seed}): {fresh} new bytes");
             assert!(fresh < 1 << 20, "seed {seed}: {fresh} new bytes");
         }
     }

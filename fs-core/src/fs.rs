@@ -134,6 +134,8 @@ struct State {
     dirty_xattrs: HashMap<(u64, Vec<u8>), Option<Vec<u8>>>,
     freed: HashSet<u64>,
     hash_queued: HashSet<u64>,
+    /// Reserved inode numbers whose (empty) working copy already exists.
+    pool: Vec<u64>,
 }
 
 impl State {
@@ -250,6 +252,10 @@ pub(crate) struct Inner {
     /// A content transaction committed non-durably since the last durable
     /// group commit.
     content_pending: AtomicBool,
+    /// Wakes the working-copy pool thread (waits on `state`).
+    pool_cv: Condvar,
+    pool_size: usize,
+    stopping: AtomicBool,
     stop: Mutex<bool>,
     stop_cv: Condvar,
     abandon: AtomicBool,
@@ -825,6 +831,41 @@ impl Inner {
         Ok(f)
     }
 
+    /// Keeps `pool_size` empty working copies ready, under reserved inode
+    /// numbers; refills when half are used.
+    fn pool_loop(self: &Arc<Self>) {
+        loop {
+            let range = {
+                let mut st = self.lock();
+                while !self.stopping.load(Ordering::SeqCst) && st.pool.len() > self.pool_size / 2 {
+                    st = self.pool_cv.wait_timeout(st, std::time::Duration::from_millis(500)).unwrap_or_else(|p| p.into_inner()).0;
+                }
+                if self.stopping.load(Ordering::SeqCst) {
+                    return;
+                }
+                let k = (self.pool_size - st.pool.len()) as u64;
+                let first = st.next_ino;
+                st.next_ino += k;
+                first..first + k
+            };
+            let mut made = Vec::new();
+            let mut failed = false;
+            for ino in range {
+                match OpenOptions::new().write(true).create_new(true).mode(0o600).open(self.wc_path(ino)) {
+                    Ok(_) => made.push(ino),
+                    Err(e) => {
+                        tracing::warn!("working-copy pool: {}: {e}", self.wc_path(ino).display());
+                        failed = true;
+                    }
+                }
+            }
+            self.lock().pool.extend(made.into_iter().rev());
+            if failed {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+        }
+    }
+
     fn commit_loop(self: &Arc<Self>) {
         let mut stop = self.stop.lock().unwrap_or_else(|p| p.into_inner());
         loop {
@@ -937,6 +978,9 @@ impl Fs {
             chunk_bytes: AtomicU64::new(loaded.chunk_bytes),
             hash_tx: Mutex::new(None),
             content_pending: AtomicBool::new(false),
+            pool_cv: Condvar::new(),
+            pool_size: cfg.wc_pool,
+            stopping: AtomicBool::new(false),
             stop: Mutex::new(false),
             stop_cv: Condvar::new(),
             abandon: AtomicBool::new(false),
@@ -968,6 +1012,15 @@ impl Fs {
             );
         }
         *inner.hash_tx.lock().unwrap() = Some(tx);
+        if cfg.wc_pool > 0 {
+            let inner2 = inner.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("ringfs-wcpool".into())
+                    .spawn(move || inner2.pool_loop())
+                    .map_err(|e| io_err(Path::new("thread"), e))?,
+            );
+        }
         {
             let inner2 = inner.clone();
             threads.push(
@@ -1160,6 +1213,13 @@ impl Fs {
     /// Creates an inode of `mode` (type bits included) named `name` in
     /// `parent`, owned by the caller (group from a setgid parent).
     fn make(&self, c: &Caller, parent: u64, name: &OsStr, mode: u32, rdev: u32, link: Option<Vec<u8>>) -> Result<Attr> {
+        self.make_in(c, parent, name, mode, rdev, link, false).map(|x| x.0)
+    }
+
+    /// As `make`; with `pooled`, a regular file takes a ready working copy
+    /// from the pool when there is one (returned true).
+    #[allow(clippy::too_many_arguments)]
+    fn make_in(&self, c: &Caller, parent: u64, name: &OsStr, mode: u32, rdev: u32, link: Option<Vec<u8>>, pooled: bool) -> Result<(Attr, bool)> {
         let name = name.as_bytes();
         check_name(name)?;
         let t = now();
@@ -1175,7 +1235,14 @@ impl Fs {
         if dir && psgid {
             mode |= libc::S_ISGID;
         }
-        let ino = st.alloc_ino();
+        let from_pool = if pooled && is_reg(mode) { st.pool.pop() } else { None };
+        if from_pool.is_some() && st.pool.len() <= self.inner.pool_size / 2 {
+            self.inner.pool_cv.notify_one();
+        }
+        let ino = match from_pool {
+            Some(i) => i,
+            None => st.alloc_ino(),
+        };
         let rec = InodeRec {
             mode,
             uid: c.uid,
@@ -1200,7 +1267,7 @@ impl Fs {
             st.node_mut(parent)?.rec.nlink += 1;
         }
         st.set_mctime(parent, t);
-        Ok(attr_of(ino, st.node(ino)?))
+        Ok((attr_of(ino, st.node(ino)?), from_pool.is_some()))
     }
 
     /// symlink(2): `name` in `parent` pointing at `target`. +1 lookup.
@@ -1596,14 +1663,17 @@ impl Fs {
                 None => None,
             }
         };
-        let ino = match existing {
-            Some(ino) => ino,
-            None => self.make(c, parent, name, S_IFREG | (mode & 0o7777), 0, None)?.ino,
+        let (ino, pooled) = match existing {
+            Some(ino) => (ino, false),
+            None => {
+                let (a, pooled) = self.make_in(c, parent, name, S_IFREG | (mode & 0o7777), 0, None, true)?;
+                (a.ino, pooled)
+            }
         };
         let r = (|| {
             let fresh = match existing {
-                // A new file: create its (empty) working copy directly.
-                None => Some(OpenOptions::new().read(true).write(true).create(true).truncate(true).mode(0o600).open(self.inner.wc_path(ino))?),
+                // A new file: open its pooled working copy, or create one.
+                None => Some(OpenOptions::new().read(true).write(true).create(true).truncate(!pooled).mode(0o600).open(self.inner.wc_path(ino))?),
                 Some(_) => None,
             };
             let (fh, file) = self.attach(ino, flags, fresh)?;
@@ -2050,6 +2120,8 @@ impl Fs {
         if abandon {
             self.inner.abandon.store(true, Ordering::SeqCst);
         }
+        self.inner.stopping.store(true, Ordering::SeqCst);
+        self.inner.pool_cv.notify_all();
         *self.inner.stop.lock().unwrap_or_else(|p| p.into_inner()) = true;
         self.inner.stop_cv.notify_all();
         self.inner.hash_tx.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -2088,6 +2160,10 @@ impl Fs {
         };
         for f in freed {
             self.finish_free(Some(f));
+        }
+        let pool = std::mem::take(&mut self.inner.lock().pool);
+        for ino in pool {
+            let _ = std::fs::remove_file(self.inner.wc_path(ino));
         }
         for ino in dirty {
             if let Err(e) = self.inner.hash_file(ino) {

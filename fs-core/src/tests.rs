@@ -17,7 +17,7 @@ fn os(s: &str) -> &OsStr {
 }
 
 fn cfg(store: StoreLocation) -> Config {
-    Config { store, commit_interval: Duration::from_millis(50), hash_threads: 2 }
+    Config { store, commit_interval: Duration::from_millis(50), hash_threads: 2, wc_pool: 4 }
 }
 
 fn mem() -> Fs {
@@ -786,4 +786,50 @@ fn concurrent_clients() {
         }
     }
     fs.shutdown().unwrap();
+}
+
+/// Not a test: prints the cost of metadata operations in this crate alone
+/// (`cargo test --release -- --ignored --nocapture perf_numbers`).
+#[test]
+#[ignore]
+fn perf_numbers() {
+    let t = tempfile::tempdir().unwrap();
+    for (label, loc) in [("memory", StoreLocation::Memory), ("dir", StoreLocation::Dir(t.path().into()))] {
+        let fs = Fs::open_store(Config::new(loc)).unwrap();
+        let d = fs.mkdir(&C, ROOT, os("d"), 0o755).unwrap().ino;
+        let t0 = std::time::Instant::now();
+        let (mut tc, mut tw, mut tr) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+        for i in 0..1000 {
+            let a = std::time::Instant::now();
+            let (_, fh) = fs.create(&C, d, os(&format!("f{i}")), 0o644, libc::O_RDWR as u32).unwrap();
+            let b = std::time::Instant::now();
+            fs.write(fh, 0, b"hello").unwrap();
+            let c = std::time::Instant::now();
+            fs.release(fh).unwrap();
+            tc += b - a;
+            tw += c - b;
+            tr += c.elapsed();
+        }
+        let create = t0.elapsed();
+        eprintln!("{label}: create {:?} write {:?} release {:?}", tc / 1000, tw / 1000, tr / 1000);
+        let t0 = std::time::Instant::now();
+        for i in 0..1000 {
+            fs.lookup(&C, d, os(&format!("f{i}"))).unwrap();
+        }
+        let lookup = t0.elapsed();
+        let t0 = std::time::Instant::now();
+        for i in 0..1000 {
+            fs.mkdir(&C, d, os(&format!("d{i}")), 0o755).unwrap();
+        }
+        let mkdir = t0.elapsed();
+        let t0 = std::time::Instant::now();
+        fs.shutdown().unwrap();
+        eprintln!(
+            "{label}: create+write+release {:?}/file, lookup {:?}, mkdir {:?}, shutdown {:?}",
+            create / 1000,
+            lookup / 1000,
+            mkdir / 1000,
+            t0.elapsed()
+        );
+    }
 }
