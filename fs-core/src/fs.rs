@@ -780,7 +780,8 @@ impl Inner {
                     if n.hashed_gen < gen {
                         n.hashed_gen = gen;
                     }
-                    if n.rec.size != size || n.rec.blocks != blocks {
+                    // Only if nothing changed the file since we checked.
+                    if n.content_gen == gen && (n.rec.size != size || n.rec.blocks != blocks) {
                         n.rec.size = size;
                         n.rec.blocks = blocks;
                         st.dirty_inodes.insert(ino);
@@ -1699,7 +1700,7 @@ impl Fs {
 
     /// pread(2) through a handle: at most `size` bytes, fewer only at end of file.
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
-        let (_, flags, f) = self.handle(fh)?;
+        let (ino, flags, f) = self.handle(fh)?;
         if !can_read(flags) {
             return err(libc::EBADF);
         }
@@ -1714,7 +1715,22 @@ impl Fs {
             }
         }
         buf.truncate(got);
+        self.touch_atime(ino);
         Ok(buf)
+    }
+
+    /// relatime, as ext4 mounts by default: atime moves on access when it is
+    /// not newer than mtime/ctime or is a day old.
+    fn touch_atime(&self, ino: u64) {
+        let t = now();
+        let mut st = self.inner.lock();
+        if let Some(n) = st.nodes.get_mut(&ino) {
+            let r = &mut n.rec;
+            if r.atime <= r.mtime || r.atime <= r.ctime || r.atime.0 + 86400 <= t.0 {
+                r.atime = t;
+                st.dirty_inodes.insert(ino);
+            }
+        }
     }
 
     /// pwrite(2) through a handle (at end of file for O_APPEND handles).

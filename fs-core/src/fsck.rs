@@ -195,6 +195,12 @@ pub fn fsck(store_dir: &Path) -> Result<FsckReport, StoreError> {
             }
         };
         let mut off = 0;
+        let total: u64 = m.iter().map(|c| c.len as u64).sum();
+        if let Some(rec) = inodes.get(&ino) {
+            if rep.clean_shutdown && rec.size != total {
+                rep.bad(&place, format!("holds {total} bytes but the inode's size is {}", rec.size));
+            }
+        }
         for cr in &m {
             if cr.offset != off {
                 rep.bad(&place, format!("chunk at {} expected at {off}", cr.offset));
@@ -242,6 +248,16 @@ pub fn fsck(store_dir: &Path) -> Result<FsckReport, StoreError> {
     }
     if mget("chunk_count") != Some(rep.chunks) || mget("chunk_bytes") != Some(rep.chunk_bytes) {
         rep.bad("meta", format!("chunk counters {:?}/{:?} but store holds {}/{}", mget("chunk_count"), mget("chunk_bytes"), rep.chunks, rep.chunk_bytes));
+    }
+
+    if rep.clean_shutdown {
+        let mt = rtx.open_table(MANIFESTS).map_err(|e| c(e.into()))?;
+        for ino in &ids {
+            let rec = &inodes[ino];
+            if rec.mode & libc::S_IFMT == libc::S_IFREG && rec.size > 0 && mt.get(*ino).map_err(|e| c(e.into()))?.is_none() {
+                rep.bad(format!("inode {ino}"), format!("regular file of {} bytes has no stored content", rec.size));
+            }
+        }
     }
 
     // Symlinks and xattrs belong to live inodes.

@@ -1,11 +1,60 @@
 //! fs-core: the ringfs filesystem model, independent of FUSE.
 //!
-//! [`Fs`] serves POSIX operations on inode numbers (the FUSE nodeids; the
-//! root is 1) with ext4 semantics. Metadata lives in memory and is
-//! group-committed to a redb store; each regular file's bytes live in a
-//! working copy on the host disk and are cut into content-defined chunks,
-//! hashed with BLAKE3 and stored after release, fsync and shutdown.
-//! [`fsck`] checks a store offline.
+//! [`Fs`] serves POSIX operations on inode numbers with ext4 semantics; a
+//! FUSE adapter maps each `Filesystem` request onto one method. [`fsck`]
+//! checks a store offline.
+//!
+//! # Model
+//!
+//! * **Inodes.** `nodeid == ino`; the root is 1 (mode 0755, root:root on
+//!   a fresh store). Numbers come from a persisted counter and are never
+//!   reused, so they are stable across rename and remount. An inode is freed
+//!   (working copy deleted, chunk references dropped) only when its link
+//!   count, its lookup count (LOOKUP/CREATE/… minus FORGET) and its open
+//!   handles are all zero: unlinked-but-open files keep working.
+//! * **Directories.** `nlink` = 2 + subdirectories. Every entry gets a
+//!   cookie at link time from a per-directory counter (1 = ".", 2 = "..",
+//!   children ≥ 3), persisted with the entry; `readdir(offset)` yields the
+//!   entries with cookie > offset in cookie order, so offsets stay valid
+//!   while entries come and go. A renamed entry gets a new cookie in its
+//!   new place; RENAME_EXCHANGE keeps both cookies.
+//! * **Data.** Each regular file's bytes live in a working copy on the host
+//!   disk (`DIR/wc/<ino>`), read and written with pread/pwrite on an fd
+//!   shared by the inode's handles, outside the global lock. When a
+//!   writable handle is released, on fsync and at shutdown, the file is cut
+//!   into content-defined chunks ([`chunk`]: gear hash, 128 KiB / ~512 KiB /
+//!   2 MiB), hashed with BLAKE3 and stored in redb with its manifest, chunk
+//!   reference counts and a journal entry, in one transaction. Release
+//!   returns at once (hashing runs on `hash_threads` workers); fsync waits
+//!   for the hash and a durable commit. A missing working copy is rebuilt
+//!   from the store on open. Writes that bypass the daemon (FUSE
+//!   passthrough on [`Fs::backing_fd`]) are noticed from the working copy's
+//!   size and mtime at getattr, fsync and release.
+//! * **Metadata** lives in memory; changed inodes, entries and xattrs are
+//!   group-committed every `commit_interval` (1 s) in one durable
+//!   transaction by a background thread, with coalesced journal records.
+//!   A crash loses at most that interval and leaves a consistent store;
+//!   opening after an unclean shutdown frees unlinked inodes, deletes
+//!   working copies that have no inode and re-hashes the rest (their bytes
+//!   are the truth).
+//! * **Permissions** are the kernel's (`default_permissions`): fs-core
+//!   checks only what the kernel cannot (EEXIST, ENOENT, ENOTDIR, EISDIR,
+//!   ENOTEMPTY, EINVAL for moving a directory into itself, EPERM for
+//!   hard-linking a directory or a non-root mknod of a device,
+//!   ENAMETOOLONG over 255 bytes, EMLINK over 65000 links). New inodes take
+//!   the caller's uid and gid, or the parent's gid if it is setgid (new
+//!   subdirectories then inherit S_ISGID).
+//!
+//! # Deviations from ext4
+//!
+//! * atime follows relatime for reads through the daemon; readdir does not
+//!   update a directory's atime.
+//! * A directory's size is always 4096.
+//! * The group of a file created by a non-member in a setgid directory
+//!   keeps S_ISGID (the kernel would clear it; fs-core cannot see group
+//!   membership).
+//! * Extended attributes: names up to 255 bytes, values up to 64 KiB, all
+//!   namespaces stored alike.
 
 pub mod chunk;
 mod fs;
