@@ -619,6 +619,11 @@ fn fs_is_send_sync() {
     check::<Fs>();
 }
 
+fn kill_body(i: u32) -> Vec<u8> {
+    let scale = if cfg!(debug_assertions) { 10_000 } else { 100_000 };
+    (0..(i % 7) * scale + 10).map(|j| (j ^ i) as u8).collect()
+}
+
 /// Child half of `kill_9_leaves_consistent_store`: works on the store until killed.
 #[test]
 #[ignore]
@@ -630,7 +635,7 @@ fn kill_child() {
     for i in 0u32.. {
         let name = format!("f{i}");
         let (a, fh) = fs.create(&C, dir, os(&name), 0o644, libc::O_RDWR as u32).unwrap();
-        let body: Vec<u8> = (0..(i % 7) * 100_000 + 10).map(|j| (j ^ i) as u8).collect();
+        let body: Vec<u8> = kill_body(i);
         fs.write(fh, 0, &body).unwrap();
         if i % 3 == 0 {
             fs.fsync(fh, false).unwrap();
@@ -680,7 +685,7 @@ fn kill_9_leaves_consistent_store() {
         // ...and opens with every fsynced file intact (unless later removed).
         let fs = dir_fs(t.path());
         for (i, ino) in &synced {
-            let body: Vec<u8> = (0..(i % 7) * 100_000 + 10).map(|j| (j ^ i) as u8).collect();
+            let body: Vec<u8> = kill_body(*i);
             if fs.getattr(*ino, None).is_ok() {
                 assert_eq!(read_all(&fs, *ino), body, "file f{i}");
             } else {
@@ -688,7 +693,7 @@ fn kill_9_leaves_consistent_store() {
             }
         }
         let last = synced.last().unwrap();
-        assert_eq!(read_all(&fs, last.1).len(), ((last.0 % 7) * 100_000 + 10) as usize);
+        assert_eq!(read_all(&fs, last.1).len(), kill_body(last.0).len());
         fs.shutdown().unwrap();
         drop(fs);
         fsck_clean(t.path());
@@ -735,7 +740,7 @@ fn concurrent_clients() {
             let fs = fs.clone();
             std::thread::spawn(move || {
                 let d = fs.mkdir(&C, ROOT, os(&format!("t{tid}")), 0o755).unwrap().ino;
-                for i in 0..150u32 {
+                for i in 0..if cfg!(debug_assertions) { 40u32 } else { 150 } {
                     let name = format!("f{i}");
                     let (a, fh) = fs.create(&C, d, os(&name), 0o644, libc::O_RDWR as u32).unwrap();
                     let body = vec![(i % 251) as u8; (i as usize % 5) * 70_000 + 1];
