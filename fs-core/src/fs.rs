@@ -30,6 +30,9 @@ const LINK_MAX: u32 = 65000;
 const XATTR_NAME_MAX: usize = 255;
 const XATTR_SIZE_MAX: usize = 65536;
 const BLKSIZE: u32 = 4096;
+/// Bounds of the pool of ready (empty) working copies for new files.
+const POOL_MIN: usize = 8;
+const POOL_MAX: usize = 512;
 
 const S_IFMT: u32 = libc::S_IFMT;
 const S_IFDIR: u32 = libc::S_IFDIR;
@@ -254,7 +257,9 @@ pub(crate) struct Inner {
     content_pending: AtomicBool,
     /// Wakes the working-copy pool thread (waits on `state`).
     pool_cv: Condvar,
-    pool_size: usize,
+    /// How many ready working copies to keep: starts small, doubles (up to
+    /// POOL_MAX) whenever a create finds the pool empty.
+    pool_size: std::sync::atomic::AtomicUsize,
     stopping: AtomicBool,
     stop: Mutex<bool>,
     stop_cv: Condvar,
@@ -838,13 +843,13 @@ impl Inner {
         loop {
             let range = {
                 let mut st = self.lock();
-                while !self.stopping.load(Ordering::SeqCst) && st.pool.len() > self.pool_size / 2 {
+                while !self.stopping.load(Ordering::SeqCst) && st.pool.len() > self.pool_size.load(Ordering::Relaxed) / 2 {
                     st = self.pool_cv.wait_timeout(st, std::time::Duration::from_millis(500)).unwrap_or_else(|p| p.into_inner()).0;
                 }
                 if self.stopping.load(Ordering::SeqCst) {
                     return;
                 }
-                let k = (self.pool_size - st.pool.len()) as u64;
+                let k = self.pool_size.load(Ordering::Relaxed).saturating_sub(st.pool.len()) as u64;
                 let first = st.next_ino;
                 st.next_ino += k;
                 first..first + k
@@ -980,7 +985,7 @@ impl Fs {
             hash_tx: Mutex::new(None),
             content_pending: AtomicBool::new(false),
             pool_cv: Condvar::new(),
-            pool_size: cfg.wc_pool,
+            pool_size: std::sync::atomic::AtomicUsize::new(POOL_MIN),
             stopping: AtomicBool::new(false),
             stop: Mutex::new(false),
             stop_cv: Condvar::new(),
@@ -1013,7 +1018,7 @@ impl Fs {
             );
         }
         *inner.hash_tx.lock().unwrap() = Some(tx);
-        if cfg.wc_pool > 0 {
+        {
             let inner2 = inner.clone();
             threads.push(
                 std::thread::Builder::new()
@@ -1237,8 +1242,15 @@ impl Fs {
             mode |= libc::S_ISGID;
         }
         let from_pool = if pooled && is_reg(mode) { st.pool.pop() } else { None };
-        if from_pool.is_some() && st.pool.len() <= self.inner.pool_size / 2 {
-            self.inner.pool_cv.notify_one();
+        if pooled && is_reg(mode) {
+            let size = &self.inner.pool_size;
+            if from_pool.is_none() {
+                // Creates outran the pool: keep more ready.
+                let _ = size.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| Some((s * 2).min(POOL_MAX)));
+            }
+            if st.pool.len() <= size.load(Ordering::Relaxed) / 2 {
+                self.inner.pool_cv.notify_one();
+            }
         }
         let ino = match from_pool {
             Some(i) => i,

@@ -17,7 +17,7 @@ fn os(s: &str) -> &OsStr {
 }
 
 fn cfg(store: StoreLocation) -> Config {
-    Config { store, commit_interval: Duration::from_millis(50), hash_threads: 2, wc_pool: 4 }
+    Config { store, commit_interval: Duration::from_millis(50), hash_threads: 2 }
 }
 
 fn mem() -> Fs {

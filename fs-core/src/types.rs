@@ -137,16 +137,12 @@ pub struct Config {
     pub commit_interval: Duration,
     /// Threads cutting and hashing released files (default 2, at least 1).
     pub hash_threads: usize,
-    /// Empty working copies kept ready for new files (default 64; 0 = none),
-    /// made by a background thread so CREATE does no file creation on the
-    /// host disk. Their inode numbers are reserved in advance.
-    pub wc_pool: usize,
 }
 
 impl Config {
     /// Defaults for a store location.
     pub fn new(store: StoreLocation) -> Config {
-        Config { store, commit_interval: Duration::from_secs(1), hash_threads: 2, wc_pool: 64 }
+        Config { store, commit_interval: Duration::from_secs(1), hash_threads: 2 }
     }
 }
 
