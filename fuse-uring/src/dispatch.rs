@@ -162,10 +162,15 @@ impl<F: Filesystem> Dispatcher<F> {
         };
         self.stats.record(header.opcode);
         reply.reset(header.unique);
-        match Request::parse(request, self.parse) {
+        let started = std::time::Instant::now();
+        let send = match Request::parse(request, self.parse) {
             Ok(req) => self.handle(&req.header, req.op, reply),
             Err(e) => self.malformed(&header, e, reply),
+        };
+        if send {
+            self.stats.record_done(header.opcode, started.elapsed(), request.len(), reply.as_bytes().len());
         }
+        send
     }
 
     /// Handles one request given as a FUSE-over-io_uring entry holds it: the
@@ -179,10 +184,16 @@ impl<F: Filesystem> Dispatcher<F> {
         };
         self.stats.record(header.opcode);
         reply.reset(header.unique);
-        match Operation::parse(header.opcode, Args::split(op_in, payload), self.parse) {
+        let started = std::time::Instant::now();
+        let send = match Operation::parse(header.opcode, Args::split(op_in, payload), self.parse) {
             Ok(op) => self.handle(&header, op, reply),
             Err(e) => self.malformed(&header, e, reply),
+        };
+        if send {
+            let request_len = in_header.len() + op_in.len() + payload.len();
+            self.stats.record_done(header.opcode, started.elapsed(), request_len, reply.as_bytes().len());
         }
+        send
     }
 
     fn malformed(&self, header: &InHeader, e: ParseError, reply: &mut ReplyBuf) -> bool {
