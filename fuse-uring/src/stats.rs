@@ -46,8 +46,11 @@ fn bucket_mid_ns(b: usize) -> f64 {
 /// Latency percentiles of one opcode, in microseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Latency {
+    /// Median.
     pub p50_us: f64,
+    /// 90th percentile.
     pub p90_us: f64,
+    /// 99th percentile.
     pub p99_us: f64,
     /// Requests whose latency was recorded (requests without a reply, such
     /// as FORGET, are counted but not timed).

@@ -27,6 +27,9 @@ pub enum Command {
     Umount(UmountArgs),
     /// Show the store, transport, negotiated kernel features and counters of a mount.
     Status(StatusArgs),
+    /// Per-opcode request counts and latency percentiles, bytes through the
+    /// daemon, store size and journal position of a mount.
+    Stats(StatsArgs),
     /// Verify a store: chunk hashes, manifests, reference counts, dirents.
     ///
     /// Exits 0 when the store is clean, 1 with a report of what is damaged and
@@ -85,6 +88,18 @@ pub struct StatusArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// The mountpoint a `ringfs mount` serves.
+    pub mountpoint: PathBuf,
+    /// Print JSON instead of a table.
+    #[arg(long, conflicts_with = "prometheus")]
+    pub json: bool,
+    /// Print the Prometheus text exposition format.
+    #[arg(long)]
+    pub prometheus: bool,
 }
 
 #[derive(Debug, Args)]

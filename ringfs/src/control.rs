@@ -5,7 +5,7 @@
 //! runtime dir is `/run/ringfs` for root (else `$XDG_RUNTIME_DIR/ringfs` or
 //! `/tmp/ringfs-<uid>`) and `<id>` is the first 16 hex digits of the BLAKE3
 //! hash of the absolute mountpoint path. A client sends one JSON line
-//! (`{"cmd":"status"}` or `{"cmd":"shutdown"}`) and reads one JSON line back.
+//! (`{"cmd":"status"}`, `{"cmd":"stats"}` or `{"cmd":"shutdown"}`) and reads one JSON line back.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -24,6 +24,8 @@ use serde_json::Value;
 pub enum Request {
     /// Answer with the status document (see `ringfs status --json`).
     Status,
+    /// Answer with the stats document (see `ringfs stats --json`).
+    Stats,
     /// Flush, commit and unmount; answered before the unmount starts.
     Shutdown,
 }
@@ -52,10 +54,11 @@ pub struct Server {
 
 impl Server {
     /// Bind the socket for `mountpoint` (replacing a stale one) and serve it.
-    /// `status` builds the status document; `shutdown` starts a clean stop.
+    /// `answer` builds the document for a `Status` or `Stats` request;
+    /// `shutdown` starts a clean stop after the reply was sent.
     pub fn start(
         mountpoint: &Path,
-        status: Arc<dyn Fn() -> Value + Send + Sync>,
+        answer: Arc<dyn Fn(&Request) -> Value + Send + Sync>,
         shutdown: Arc<dyn Fn() + Send + Sync>,
     ) -> Result<Server> {
         let path = socket_path(mountpoint);
@@ -66,9 +69,9 @@ impl Server {
         std::thread::Builder::new().name("ringfs-control".into()).spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
-                let status = status.clone();
+                let answer = answer.clone();
                 let shutdown = shutdown.clone();
-                let _ = serve_one(conn, &*status, &*shutdown);
+                let _ = serve_one(conn, &*answer, &*shutdown);
             }
         })?;
         Ok(Server { path })
@@ -81,20 +84,20 @@ impl Drop for Server {
     }
 }
 
-fn serve_one(conn: UnixStream, status: &dyn Fn() -> Value, shutdown: &dyn Fn()) -> Result<()> {
+fn serve_one(conn: UnixStream, answer: &dyn Fn(&Request) -> Value, shutdown: &dyn Fn()) -> Result<()> {
     conn.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut line = String::new();
     reader.read_line(&mut line)?;
     let mut conn = conn;
     let reply = match serde_json::from_str::<Request>(line.trim()) {
-        Ok(Request::Status) => status(),
+        Ok(req @ (Request::Status | Request::Stats)) => answer(&req),
         Ok(Request::Shutdown) => serde_json::json!({ "ok": true, "pid": std::process::id() }),
         Err(e) => serde_json::json!({ "error": format!("bad request: {e}") }),
     };
     writeln!(conn, "{reply}")?;
     conn.flush()?;
-    if line.contains("shutdown") {
+    if matches!(serde_json::from_str::<Request>(line.trim()), Ok(Request::Shutdown)) {
         shutdown();
     }
     Ok(())

@@ -14,10 +14,16 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::Parser;
 
-use cli::{Cli, Command, FsckArgs, StatusArgs, UmountArgs};
+use cli::{Cli, Command, FsckArgs, StatsArgs, StatusArgs, UmountArgs};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Mount(_)) {
+        // Short-lived commands die quietly when their output pipe closes
+        // (`ringfs stats MP | head`), as other Unix tools do.
+        // SAFETY: setting a signal disposition before any thread starts.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("RINGFS_LOG").unwrap_or_else(|_| "info".into()),
@@ -29,6 +35,7 @@ fn main() -> ExitCode {
         Command::Mount(args) => mount::cmd_mount(args),
         Command::Umount(args) => cmd_umount(args),
         Command::Status(args) => cmd_status(args),
+        Command::Stats(args) => cmd_stats(args),
         Command::Fsck(args) => return cmd_fsck(args),
     };
     match result {
@@ -81,18 +88,36 @@ fn process_alive(pid: i32) -> bool {
     unsafe { libc::kill(pid, 0) == 0 }
 }
 
-/// `ringfs status`.
-fn cmd_status(args: StatusArgs) -> Result<()> {
-    let mp = mountpoint::absolute(&args.mountpoint)?;
-    let status = match control::call(&mp, &control::Request::Status) {
-        Ok(s) => s,
+/// Ask the daemon serving `mountpoint` a question, explaining a dead mount.
+fn ask(mountpoint: &std::path::Path, req: control::Request) -> Result<serde_json::Value> {
+    let mp = mountpoint::absolute(mountpoint)?;
+    match control::call(&mp, &req) {
+        Ok(v) => Ok(v),
         Err(e) => {
             if mountpoint::is_ringfs_mount(&mp)? {
                 bail!("{} is a ringfs mount but no daemon answers (killed?): run `ringfs umount {}`", mp.display(), mp.display());
             }
-            return Err(e);
+            Err(e)
         }
-    };
+    }
+}
+
+/// `ringfs stats`.
+fn cmd_stats(args: StatsArgs) -> Result<()> {
+    let stats = ask(&args.mountpoint, control::Request::Stats)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&stats)?);
+    } else if args.prometheus {
+        print!("{}", mount::format_prometheus(&stats));
+    } else {
+        print!("{}", mount::format_stats(&stats));
+    }
+    Ok(())
+}
+
+/// `ringfs status`.
+fn cmd_status(args: StatusArgs) -> Result<()> {
+    let status = ask(&args.mountpoint, control::Request::Status)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&status)?);
     } else {

@@ -148,16 +148,20 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
             }
         })?;
     }
-    let status = {
-        let fs = fs.clone();
-        let adapter = adapter.clone();
-        let mp = mp.clone();
-        let workers = args.workers;
-        let features = features.clone();
-        let store_desc = store_desc.clone();
-        Arc::new(move || status_doc(&mp, &store_desc, &fs, &adapter, &features, workers, &op_stats))
-    };
-    let _control = control::Server::start(&mp, status, stop)?;
+    let info = Arc::new(DaemonInfo {
+        mountpoint: mp.clone(),
+        store: store_desc.clone(),
+        fs: fs.clone(),
+        adapter: adapter.clone(),
+        features,
+        workers: args.workers,
+        op_stats,
+    });
+    let answer = Arc::new(move |req: &control::Request| match req {
+        control::Request::Stats => info.stats_doc(),
+        _ => info.status_doc(),
+    });
+    let _control = control::Server::start(&mp, answer, stop)?;
     tracing::info!("mounted {} on store {}", mp.display(), store_desc);
     if let Some(mut pipe) = ready.take() {
         let _ = writeln!(pipe, "ok");
@@ -175,46 +179,146 @@ fn absolute_store(dir: &Path) -> Result<PathBuf> {
     dir.canonicalize().with_context(|| format!("store directory {}", dir.display()))
 }
 
-fn status_doc(
-    mp: &Path,
-    store: &str,
-    fs: &fs_core::Fs,
-    adapter: &Adapter,
-    features: &Features,
+/// What the control socket reports about a running mount.
+struct DaemonInfo {
+    mountpoint: PathBuf,
+    store: String,
+    fs: Arc<fs_core::Fs>,
+    adapter: Arc<Adapter>,
+    features: Features,
     workers: usize,
-    op_stats: &fuse_uring::session::OpStatsHandle,
-) -> Value {
-    let s = fs.stats();
-    let conn = adapter.conn_info();
-    json!({
-        "mountpoint": mp,
-        "pid": std::process::id(),
-        "store": store,
-        "transport": {
-            "name": features.transport,
-            "workers": workers,
-            "io_uring": { "enabled": false, "reason": features.transport_reason },
-        },
-        "kernel": {
-            "protocol": conn.map(|c| format!("7.{}", c.proto_minor)),
-            "max_write": conn.map(|c| c.max_write),
-            "init_flags": conn.map(|c| format!("{:#x}", c.flags)),
-        },
-        "features": {
-            "passthrough": { "enabled": conn.map(|c| c.passthrough).unwrap_or(false), "reason": features.passthrough_reason },
-            "readdirplus": true,
-            "writeback_cache": { "enabled": false, "reason": "excluded by passthrough; the daemon caches nothing dirty" },
-            "locks": "kernel-local (flock and POSIX locks)",
-        },
-        "store_stats": {
-            "inodes": s.inodes,
-            "chunks": s.chunks,
-            "chunk_bytes": s.chunk_bytes,
+    op_stats: fuse_uring::session::OpStatsHandle,
+}
+
+impl DaemonInfo {
+    /// The `ringfs status --json` document.
+    fn status_doc(&self) -> Value {
+        let s = self.fs.stats();
+        let conn = self.adapter.conn_info();
+        json!({
+            "mountpoint": self.mountpoint,
+            "pid": std::process::id(),
+            "store": self.store,
+            "transport": {
+                "name": self.features.transport,
+                "workers": self.workers,
+                "io_uring": { "enabled": false, "reason": self.features.transport_reason },
+            },
+            "kernel": {
+                "protocol": conn.map(|c| format!("7.{}", c.proto_minor)),
+                "max_write": conn.map(|c| c.max_write),
+                "init_flags": conn.map(|c| format!("{:#x}", c.flags)),
+            },
+            "features": {
+                "passthrough": {
+                    "enabled": conn.map(|c| c.passthrough).unwrap_or(false),
+                    "reason": self.features.passthrough_reason,
+                },
+                "readdirplus": true,
+                "writeback_cache": { "enabled": false, "reason": "excluded by passthrough; the daemon caches nothing dirty" },
+                "locks": "kernel-local (flock and POSIX locks)",
+            },
+            "store_stats": {
+                "inodes": s.inodes,
+                "chunks": s.chunks,
+                "chunk_bytes": s.chunk_bytes,
+                "journal_position": s.sync_position,
+                "dirty": s.dirty,
+            },
+            "requests": self.op_stats.snapshot().iter().map(|c| (c.name.to_string(), json!(c.count))).collect::<serde_json::Map<String, Value>>(),
+        })
+    }
+
+    /// The `ringfs stats --json` document: per-opcode request counts and
+    /// latency percentiles (µs, time spent in the daemon), bytes through the
+    /// daemon, store size and journal position.
+    fn stats_doc(&self) -> Value {
+        let s = self.fs.stats();
+        let (bytes_in, bytes_out) = self.op_stats.bytes();
+        let requests: serde_json::Map<String, Value> = self
+            .op_stats
+            .snapshot()
+            .iter()
+            .map(|c| {
+                let l = self.op_stats.latency(c.opcode);
+                (
+                    c.name.to_string(),
+                    json!({ "count": c.count, "p50_us": l.p50_us, "p90_us": l.p90_us, "p99_us": l.p99_us }),
+                )
+            })
+            .collect();
+        json!({
+            "mountpoint": self.mountpoint,
+            "requests": requests,
+            "requests_total": self.op_stats.total(),
+            "bytes_to_daemon": bytes_in,
+            "bytes_from_daemon": bytes_out,
+            "store": {
+                "location": self.store,
+                "inodes": s.inodes,
+                "chunks": s.chunks,
+                "chunk_bytes": s.chunk_bytes,
+                "dirty": s.dirty,
+            },
             "journal_position": s.sync_position,
-            "dirty": s.dirty,
-        },
-        "requests": op_stats.snapshot().iter().map(|c| (c.name.to_string(), json!(c.count))).collect::<serde_json::Map<String, Value>>(),
-    })
+        })
+    }
+}
+
+/// Human-readable table of the stats document.
+pub fn format_stats(v: &Value) -> String {
+    let mut out = format!("{:<20} {:>10} {:>10} {:>10} {:>10}\n", "opcode", "count", "p50 µs", "p90 µs", "p99 µs");
+    if let Some(reqs) = v["requests"].as_object() {
+        for (name, r) in reqs {
+            out += &format!(
+                "{:<20} {:>10} {:>10.1} {:>10.1} {:>10.1}\n",
+                name,
+                r["count"].as_u64().unwrap_or(0),
+                r["p50_us"].as_f64().unwrap_or(0.0),
+                r["p90_us"].as_f64().unwrap_or(0.0),
+                r["p99_us"].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
+    out += &format!("requests total:      {}\n", v["requests_total"]);
+    out += &format!("bytes to daemon:     {}\n", v["bytes_to_daemon"]);
+    out += &format!("bytes from daemon:   {}\n", v["bytes_from_daemon"]);
+    out += &format!("store inodes:        {}\n", v["store"]["inodes"]);
+    out += &format!("store chunks:        {} ({} bytes)\n", v["store"]["chunks"], v["store"]["chunk_bytes"]);
+    out += &format!("journal position:    {}\n", v["journal_position"]);
+    out
+}
+
+/// The stats document in the Prometheus text exposition format.
+pub fn format_prometheus(v: &Value) -> String {
+    let mp = v["mountpoint"].as_str().unwrap_or("").replace('\\', "\\\\").replace('"', "\\\"");
+    let mut out = String::new();
+    out += "# HELP ringfs_requests_total FUSE requests received, by opcode.\n# TYPE ringfs_requests_total counter\n";
+    if let Some(reqs) = v["requests"].as_object() {
+        for (name, r) in reqs {
+            out += &format!("ringfs_requests_total{{mountpoint=\"{mp}\",opcode=\"{name}\"}} {}\n", r["count"]);
+        }
+        out += "# HELP ringfs_request_latency_us Time spent in the daemon per request, by opcode.\n# TYPE ringfs_request_latency_us summary\n";
+        for (name, r) in reqs {
+            for (q, k) in [("0.5", "p50_us"), ("0.9", "p90_us"), ("0.99", "p99_us")] {
+                out += &format!(
+                    "ringfs_request_latency_us{{mountpoint=\"{mp}\",opcode=\"{name}\",quantile=\"{q}\"}} {}\n",
+                    r[k]
+                );
+            }
+        }
+    }
+    for (metric, key, help) in [
+        ("ringfs_bytes_to_daemon_total", &v["bytes_to_daemon"], "Request bytes read from the kernel."),
+        ("ringfs_bytes_from_daemon_total", &v["bytes_from_daemon"], "Reply bytes written to the kernel."),
+        ("ringfs_store_chunk_bytes", &v["store"]["chunk_bytes"], "Bytes of chunks in the store."),
+        ("ringfs_store_chunks", &v["store"]["chunks"], "Chunks in the store."),
+        ("ringfs_store_inodes", &v["store"]["inodes"], "Live inodes."),
+        ("ringfs_journal_position", &v["journal_position"], "Last committed journal sequence number (sync position)."),
+    ] {
+        out += &format!("# HELP {metric} {help}\n{metric}{{mountpoint=\"{mp}\"}} {key}\n");
+    }
+    out
 }
 
 /// Human-readable rendering of the status document.
