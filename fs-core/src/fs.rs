@@ -1432,6 +1432,9 @@ impl Fs {
             let (src, _) = st.child(parent, name).ok_or(Errno(libc::ENOENT))?;
             let src_dir = is_dir(st.node(src)?.rec.mode);
             let dst = st.child(newparent, newname).map(|x| x.0);
+            if st.node(newparent)?.rec.nlink == 0 {
+                return err(libc::ENOENT); // a removed directory takes no new entries
+            }
             if flags & EXCHANGE != 0 {
                 let dst = dst.ok_or(Errno(libc::ENOENT))?;
                 if src == dst {
@@ -1471,11 +1474,11 @@ impl Fs {
             }
             let mut freed = None;
             if let Some(dst) = dst {
-                if dst == src {
-                    return Ok(()); // same inode: POSIX says do nothing
-                }
                 if flags & NOREPLACE != 0 {
                     return err(libc::EEXIST);
+                }
+                if dst == src {
+                    return Ok(()); // same inode: POSIX says do nothing
                 }
                 let dn = st.node(dst)?;
                 let dst_dir = is_dir(dn.rec.mode);
@@ -1529,6 +1532,9 @@ impl Fs {
             let n = st.node(ino)?;
             if is_dir(n.rec.mode) {
                 return err(libc::EPERM);
+            }
+            if n.rec.nlink == 0 {
+                return err(libc::ENOENT); // as link(2) of an unlinked file (not O_TMPFILE)
             }
             if n.rec.nlink >= LINK_MAX {
                 return err(libc::EMLINK);

@@ -175,7 +175,12 @@ fn lock_and_errors() {
     let t = tempfile::tempdir().unwrap();
     let fs = dir_fs(t.path());
     match Fs::open_store(cfg(StoreLocation::Dir(t.path().to_path_buf()))) {
-        Err(StoreError::Locked { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
+        Err(e @ StoreError::Locked { .. }) => {
+            let StoreError::Locked { pid, .. } = &e else { unreachable!() };
+            assert_eq!(*pid, Some(std::process::id()));
+            eprintln!("{e}");
+            assert!(e.to_string().contains(&t.path().display().to_string()) && !e.to_string().contains('\n'));
+        }
         other => panic!("{:?}", other.err()),
     }
     assert!(matches!(fsck(t.path()), Err(StoreError::Locked { .. })));
@@ -190,12 +195,14 @@ fn lock_and_errors() {
     }
     let e = Fs::open_store(cfg(StoreLocation::Dir(t.path().to_path_buf()))).err().unwrap();
     assert!(matches!(e, StoreError::NewerSchema { found: 99, .. }), "{e}");
+    eprintln!("{e}");
     // Garbage is reported as corrupt with the fix.
     let t2 = tempfile::tempdir().unwrap();
     std::fs::write(t2.path().join("store.redb"), vec![7u8; 10000]).unwrap();
     let e = Fs::open_store(cfg(StoreLocation::Dir(t2.path().to_path_buf()))).err().unwrap();
     assert!(matches!(e, StoreError::Corrupt { .. }), "{e}");
-    assert!(e.to_string().contains("ringfs fsck --store"), "{e}");
+    assert!(e.to_string().contains(&format!("ringfs fsck --store {}", t2.path().display())), "{e}");
+    eprintln!("{e}");
 }
 
 #[test]
@@ -317,6 +324,7 @@ fn unlinked_but_open_c06() {
     let st = fs.setattr(&C, a.ino, &SetAttr { mode: Some(0o600), fh: Some(fh), ..Default::default() }).unwrap();
     assert_eq!(st.mode, libc::S_IFREG | 0o600);
     assert_eq!(fs.read(fh, 0, 100).unwrap(), b"hel");
+    assert_eq!(fs.link(&C, a.ino, ROOT, os("relink")).unwrap_err(), Errno(libc::ENOENT));
     assert_eq!(list(&fs, d).len(), 2);
     fs.rmdir(&C, ROOT, os("d")).unwrap();
     assert_eq!(lookup(&fs, ROOT, "d").unwrap_err(), Errno(libc::ENOENT));
@@ -358,6 +366,7 @@ fn rename_cases() {
     // Over a hard link of itself: no-op success.
     fs.link(&C, f1, ROOT, os("f1b")).unwrap();
     fs.rename(&C, ROOT, os("f1"), ROOT, os("f1b"), 0).unwrap();
+    assert_eq!(fs.rename(&C, ROOT, os("f1"), ROOT, os("f1b"), libc::RENAME_NOREPLACE), Err(Errno(libc::EEXIST)));
     assert!(lookup(&fs, ROOT, "f1").is_ok() && lookup(&fs, ROOT, "f1b").is_ok());
     // Directories: into own subtree, nlink, "..".
     let x = fs.mkdir(&C, ROOT, os("x"), 0o755).unwrap().ino;

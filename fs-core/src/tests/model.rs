@@ -155,11 +155,11 @@ impl Model {
                     return Err(libc::EINVAL);
                 }
                 if let Some(d) = dst {
-                    if d == src && (a == b || matches!(d, Ent::File(_))) {
-                        return Ok(());
-                    }
                     if *flags == libc::RENAME_NOREPLACE {
                         return Err(libc::EEXIST);
+                    }
+                    if d == src && (a == b || matches!(d, Ent::File(_))) {
+                        return Ok(());
                     }
                     match (src, d) {
                         (Ent::Dir, Ent::File(_)) => return Err(libc::ENOTDIR),
