@@ -18,6 +18,8 @@ enum Op {
     Truncate(String, u16),
     Readdir(String),
     Remount,
+    /// fsyncdir, then stop as if killed, fsck, reopen (Dir stores only).
+    Crash,
 }
 
 fn path() -> impl Strategy<Value = String> {
@@ -36,6 +38,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (path(), 0u16..300).prop_map(|(p, s)| Op::Truncate(p, s)),
         2 => prop_oneof![Just(String::new()), path()].prop_map(Op::Readdir),
         1 => Just(Op::Remount),
+        1 => Just(Op::Crash),
     ]
 }
 
@@ -216,7 +219,7 @@ impl Model {
                 }
                 Ok(())
             }
-            Op::Remount => Ok(()),
+            Op::Remount | Op::Crash => Ok(()),
         }
     }
     fn children(&self, dir: &str) -> Vec<(String, Ent)> {
@@ -329,6 +332,17 @@ impl Harness {
                 }
                 Ok(())
             }
+            Op::Crash => {
+                self.forget_all();
+                let fs = self.fs.take().unwrap();
+                fs.fsyncdir(0).unwrap();
+                fs.simulate_crash();
+                let StoreLocation::Dir(d) = &self.loc else { unreachable!() };
+                let r = fsck(d).unwrap();
+                assert!(r.is_clean(), "after crash: {r}");
+                self.fs = Some(dir_fs(d));
+                Ok(())
+            }
             Op::Remount => {
                 self.forget_all();
                 let fs = self.fs.take().unwrap();
@@ -397,7 +411,7 @@ fn run(ops: Vec<Op>, loc: StoreLocation) {
     let mut h = Harness { fs: Some(fs), loc: loc.clone(), looked: Vec::new() };
     let mut m = Model::default();
     for (i, op) in ops.iter().enumerate() {
-        if matches!(op, Op::Remount) && loc == StoreLocation::Memory {
+        if matches!(op, Op::Remount | Op::Crash) && loc == StoreLocation::Memory {
             continue;
         }
         let want = m.apply(op);
