@@ -691,6 +691,11 @@ fn kill_9_leaves_consistent_store() {
         let r = fsck(t.path()).unwrap();
         assert!(r.is_clean(), "after kill: {r}");
         assert!(!r.clean_shutdown);
+        if round == 1 {
+            // As after a host crash that lost the working copies: fsynced
+            // files must come back from the store alone.
+            std::fs::remove_dir_all(t.path().join("wc")).unwrap();
+        }
         // ...and opens with every fsynced file intact (unless later removed).
         let fs = dir_fs(t.path());
         for (i, ino) in &synced {
