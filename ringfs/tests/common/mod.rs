@@ -474,18 +474,58 @@ impl TestMount {
         if raw_mode() {
             return problems;
         }
-        if is_mounted(&self.mp) || self.child.is_some() {
-            let o = run_timeout(
-                Command::new(RINGFS).arg("umount").arg(&self.mp),
-                Duration::from_secs(30),
-            );
-            if !o.status.success() {
-                let (so, se) = out_str(&o);
-                problems.push(format!("ringfs umount exited {}: {so}{se}", o.status));
+        // `ringfs umount` waits for the daemon process to go away; the daemon is our
+        // child, so reap it while umount runs (an unreaped zombie still "exists").
+        let mut daemon_status: Option<ExitStatus> = None;
+        if let Some(c) = self.child.as_mut() {
+            if let Ok(Some(st)) = c.try_wait() {
+                daemon_status = Some(st); // already gone (signal, crash)
+            }
+        }
+        if is_mounted(&self.mp) || (self.child.is_some() && daemon_status.is_none()) {
+            let mut cmd = Command::new(RINGFS);
+            cmd.arg("umount").arg(&self.mp).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+            match cmd.spawn() {
+                Err(e) => problems.push(format!("spawn ringfs umount: {e}")),
+                Ok(mut um) => {
+                    let deadline = Instant::now() + Duration::from_secs(30);
+                    let um_status = loop {
+                        if daemon_status.is_none() {
+                            if let Some(c) = self.child.as_mut() {
+                                if let Ok(Some(st)) = c.try_wait() {
+                                    daemon_status = Some(st);
+                                }
+                            }
+                        }
+                        if let Ok(Some(st)) = um.try_wait() {
+                            break Some(st);
+                        }
+                        if Instant::now() >= deadline {
+                            let _ = um.kill();
+                            let _ = um.wait();
+                            break None;
+                        }
+                        thread::sleep(Duration::from_millis(10));
+                    };
+                    let mut so = String::new();
+                    let mut se = String::new();
+                    if let Some(mut o) = um.stdout.take() {
+                        let _ = o.read_to_string(&mut so);
+                    }
+                    if let Some(mut e) = um.stderr.take() {
+                        let _ = e.read_to_string(&mut se);
+                    }
+                    match um_status {
+                        Some(st) if st.success() => {}
+                        Some(st) => problems.push(format!("ringfs umount exited {st}: {so}{se}")),
+                        None => problems.push(format!("ringfs umount hung for 30 s: {so}{se}")),
+                    }
+                }
             }
         }
         if let Some(mut child) = self.child.take() {
-            match wait_timeout(&mut child, Duration::from_secs(30)) {
+            let st = daemon_status.or_else(|| wait_timeout(&mut child, Duration::from_secs(30)));
+            match st {
                 Some(st) if st.success() => {}
                 Some(st) => problems.push(format!("daemon exited with {st}")),
                 None => {
