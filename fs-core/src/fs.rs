@@ -941,7 +941,8 @@ fn fstat_into(f: &File, a: &mut Attr) {
 }
 
 impl Fs {
-    /// Opens (creating if missing) the store. For a `Dir` store takes an
+    /// Opens (creating if missing) the store. (Named `open_store` because
+    /// [`Fs::open`] is open(2).) For a `Dir` store takes an
     /// exclusive flock on `DIR/ringfs.lock` (holding our pid), opens
     /// `DIR/store.redb`, checks the schema version and, after an unclean
     /// shutdown, frees unlinked inodes, deletes working copies that have no
@@ -2166,8 +2167,10 @@ impl Fs {
     }
 
     /// Clean shutdown: frees unlinked inodes, hashes every changed working
-    /// copy, commits durably, marks the store clean and releases the lock.
-    /// Idempotent. The `Fs` must not be used afterwards.
+    /// copy, commits durably, marks the store clean and releases
+    /// `ringfs.lock`. Idempotent. The `Fs` must not be used afterwards; redb
+    /// keeps its database file open (and locked) until the `Fs` is dropped,
+    /// so drop it before reopening the store.
     pub fn shutdown(&self) -> std::result::Result<(), StoreError> {
         if self.inner.shut.swap(true, Ordering::SeqCst) {
             return Ok(());
