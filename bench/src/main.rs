@@ -1,0 +1,186 @@
+//! `ringfs-bench`: the fs-bench reproduction. See `scripts/bench.sh`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, ValueEnum};
+
+use bench::{report, run, sys, targets};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Profile {
+    /// 14 rows, REPS=3, WARMUP=1, every available mode, one `npm install express`.
+    Quick,
+    /// 14 rows, REPS=5, WARMUP=1, cells C01–C12, npm express and toolchain installs.
+    Full,
+    /// CI: REPS=1, WARMUP=0, rows 1 and 6, raw disk and ringfs synced (< 1 minute).
+    Smoke,
+}
+
+/// Run the fs-bench reproduction against the real ringfs binary, raw disk, tmpfs
+/// and peers, and write results.md, results.json and ratios.svg.
+#[derive(Debug, Parser)]
+#[command(name = "ringfs-bench", version)]
+struct Cli {
+    #[arg(long, value_enum, default_value = "quick")]
+    profile: Profile,
+    /// Measured repetitions (default by profile; env REPS).
+    #[arg(long, env = "REPS")]
+    reps: Option<usize>,
+    /// Discarded warm-up repetitions (default by profile; env WARMUP).
+    #[arg(long, env = "WARMUP")]
+    warmup: Option<usize>,
+    /// Rows to run, e.g. 1,2,6 (default by profile).
+    #[arg(long, value_delimiter = ',')]
+    rows: Option<Vec<u32>>,
+    /// Target ids to run (default by profile; `--list-targets` shows them).
+    #[arg(long, value_delimiter = ',')]
+    targets: Option<Vec<String>>,
+    /// Run cells C01–C12 (default: only in the full profile).
+    #[arg(long)]
+    cells: Option<bool>,
+    /// npm workloads: express, toolchain (default by profile; "none" for none).
+    #[arg(long, value_delimiter = ',')]
+    npm: Option<Vec<String>>,
+    /// Samples per npm workload and target (default: 1 quick, REPS full).
+    #[arg(long)]
+    npm_reps: Option<usize>,
+    /// The ringfs binary (env RINGFS_BIN; default: target/release/ringfs of this checkout).
+    #[arg(long, env = "RINGFS_BIN")]
+    ringfs: Option<PathBuf>,
+    /// scripts/fsbench of this checkout (env FSBENCH_SCRIPTS).
+    #[arg(long, env = "FSBENCH_SCRIPTS")]
+    scripts: Option<PathBuf>,
+    /// Persistent cache: the clone fixture and the npm cache (env FSBENCH_CACHE).
+    #[arg(long, env = "FSBENCH_CACHE", default_value = "/var/tmp/ringfs-bench-cache")]
+    cache: PathBuf,
+    /// Where the per-run temp directory goes (raw disk target, stores, mountpoints).
+    #[arg(long, env = "FSBENCH_BASE", default_value = "/var/tmp")]
+    base: PathBuf,
+    /// Output directory for results.md, results.json, ratios.svg.
+    #[arg(long, default_value = "bench-out")]
+    out: PathBuf,
+    /// Random seed for the target order (default: from the clock).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Per-phase timeout in seconds.
+    #[arg(long, default_value_t = 900)]
+    timeout: u64,
+    /// Date printed in the report (default: today, UTC).
+    #[arg(long)]
+    date: Option<String>,
+    /// Skip scripts/fsbench/setup.sh (clone fixture, npm cache warm-up).
+    #[arg(long)]
+    no_setup: bool,
+    /// Print the targets with their availability and exit.
+    #[arg(long)]
+    list_targets: bool,
+}
+
+fn repo_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn today() -> String {
+    let out = std::process::Command::new("date").args(["-u", "+%Y-%m-%d"]).output();
+    out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default()
+}
+
+fn main() {
+    if let Err(e) = real_main() {
+        eprintln!("ringfs-bench: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main() -> Result<()> {
+    let cli = Cli::parse();
+    sys::install_signal_handlers()?;
+    let ringfs = cli.ringfs.clone().unwrap_or_else(|| repo_dir().join("target/release/ringfs"));
+    if !ringfs.is_file() {
+        bail!("no ringfs binary at {} (build it: cargo build --release -p ringfs, or pass --ringfs PATH)", ringfs.display());
+    }
+    let ringfs = ringfs.canonicalize()?;
+    let scripts = cli.scripts.clone().unwrap_or_else(|| repo_dir().join("scripts/fsbench")).canonicalize().context("scripts/fsbench")?;
+    if cli.list_targets {
+        let f = targets::Features::detect(&ringfs)?;
+        for t in targets::all_targets() {
+            match t.unavailable(&f) {
+                None => println!("{:<22} {:<36} available {}", t.id, t.label, t.ringfs_args(&f).unwrap_or_default().join(" ")),
+                Some(why) => println!("{:<22} {:<36} skipped: {why}", t.id, t.label),
+            }
+        }
+        return Ok(());
+    }
+    let (reps, warmup, rows, npm, cells, prof) = match cli.profile {
+        Profile::Quick => (3, 1, (1..=14).collect::<Vec<u32>>(), vec!["express".to_string()], false, "quick"),
+        Profile::Full => (5, 1, (1..=14).collect(), vec!["express".into(), "toolchain".into()], true, "full"),
+        Profile::Smoke => (1, 0, vec![1, 6], vec![], false, "smoke"),
+    };
+    let reps = cli.reps.unwrap_or(reps);
+    let targets = cli.targets.clone().or_else(|| {
+        (cli.profile == Profile::Smoke).then(|| vec!["raw".to_string(), "rf-dev-synced-ptoff".to_string(), "rf-dev-synced".to_string()])
+    });
+    let npm: Vec<String> = cli.npm.clone().unwrap_or(npm).into_iter().filter(|n| n != "none" && !n.is_empty()).collect();
+    let cache = {
+        std::fs::create_dir_all(&cli.cache)?;
+        cli.cache.canonicalize()?
+    };
+    let cfg = run::Config {
+        profile: prof.to_string(),
+        reps,
+        warmup: cli.warmup.unwrap_or(warmup),
+        rows: cli.rows.clone().unwrap_or(rows),
+        targets,
+        ringfs,
+        scripts: scripts.clone(),
+        cache: cache.clone(),
+        base: cli.base.clone(),
+        cells: cli.cells.unwrap_or(cells),
+        npm_reps: cli.npm_reps.unwrap_or(if cli.profile == Profile::Full { reps } else { 1 }),
+        npm: npm.clone(),
+        seed: cli.seed.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64),
+        timeout: Duration::from_secs(cli.timeout),
+        date: cli.date.clone().unwrap_or_else(today),
+    };
+    if !cli.no_setup {
+        let needs_setup = cfg.rows.contains(&13) || cfg.rows.contains(&14) || !npm.is_empty();
+        if needs_setup {
+            let mut c = std::process::Command::new("bash");
+            c.arg(scripts.join("setup.sh")).arg(&cache);
+            if !npm.is_empty() {
+                c.arg("--npm").arg(npm.join(","));
+            }
+            let st = c.status().context("running scripts/fsbench/setup.sh")?;
+            if !st.success() {
+                eprintln!("ringfs-bench: setup.sh failed; rows 13/14 and npm installs may FAIL");
+            }
+        }
+    }
+    // Only the special smoke default: the smoke's second mode is whichever synced mode exists.
+    let mut cfg = cfg;
+    if cli.profile == Profile::Smoke && cli.targets.is_none() {
+        let f = targets::Features::detect(&cfg.ringfs)?;
+        let pick = if targets::all_targets().iter().any(|t| t.id == "rf-dev-synced" && t.unavailable(&f).is_none()) {
+            "rf-dev-synced"
+        } else {
+            "rf-dev-synced-ptoff"
+        };
+        cfg.targets = Some(vec!["raw".into(), pick.into()]);
+    }
+    eprintln!(
+        "ringfs-bench: {} run, REPS={} WARMUP={}, rows {:?}, seed {}",
+        cfg.profile, cfg.reps, cfg.warmup, cfg.rows, cfg.seed
+    );
+    let results = run::run(&cfg)?;
+    let sums = report::summarize(&results);
+    let md = report::markdown(&results, &sums);
+    std::fs::create_dir_all(&cli.out)?;
+    std::fs::write(cli.out.join("results.md"), &md)?;
+    std::fs::write(cli.out.join("results.json"), serde_json::to_string_pretty(&report::json_doc(&results, &sums))?)?;
+    std::fs::write(cli.out.join("ratios.svg"), report::svg(&results, &sums))?;
+    println!("{md}");
+    eprintln!("ringfs-bench: wrote {}/results.md, results.json, ratios.svg", cli.out.display());
+    Ok(())
+}

@@ -1,0 +1,399 @@
+//! The run: targets interleaved in a fresh random order for every row of every
+//! repetition, every sample in a fresh directory, prep untimed, body timed,
+//! verify afterwards (a failed verify is a FAIL, never a time).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::rows::{self, Row};
+use crate::sys::{self, Ran, TempDir};
+use crate::targets::{self, Counters, Features, Instance, TargetSpec};
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub profile: String,
+    pub reps: usize,
+    pub warmup: usize,
+    pub rows: Vec<u32>,
+    /// Target ids to run (None: every target).
+    pub targets: Option<Vec<String>>,
+    pub ringfs: PathBuf,
+    pub scripts: PathBuf,
+    pub cache: PathBuf,
+    pub base: PathBuf,
+    pub cells: bool,
+    pub npm: Vec<String>,
+    pub npm_reps: usize,
+    pub seed: u64,
+    pub timeout: Duration,
+    pub date: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Sample {
+    pub section: &'static str,
+    pub row: String,
+    pub target: String,
+    pub rep: usize,
+    pub warmup: bool,
+    pub ok: bool,
+    /// Milliseconds of the timed body (the sum of its timed functions).
+    pub ms: Option<f64>,
+    pub phases_ms: BTreeMap<String, f64>,
+    pub error: Option<String>,
+    /// The daemon's counters during the body (ringfs targets).
+    pub counters: Option<Counters>,
+    pub info: BTreeMap<String, String>,
+    /// Cells: mount/unmount of the timed mount, and of the earlier (warm-up) mount.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mount_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unmount_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warm_mount_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warm_unmount_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remounted: Option<bool>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetResult {
+    #[serde(flatten)]
+    pub spec: TargetSpec,
+    /// "ran" or "skipped".
+    pub status: String,
+    pub reason: Option<String>,
+    pub args: Vec<String>,
+    pub effective: Value,
+    pub mount_ms: Option<f64>,
+    pub unmount_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Results {
+    pub meta: Value,
+    pub targets: Vec<TargetResult>,
+    pub rows: Vec<Row>,
+    pub samples: Vec<Sample>,
+}
+
+struct Ctx<'a> {
+    cfg: &'a Config,
+}
+
+impl Ctx<'_> {
+    fn phase(&self, scratch: &Path, row: &Row, phase: &str, dir: &Path) -> Result<Ran> {
+        let mut cmd = Command::new("bash");
+        cmd.arg(self.cfg.scripts.join("run.sh")).arg(row.script()).arg(phase).arg(dir);
+        cmd.env("FSBENCH_GIT_REPO", self.cfg.cache.join("git/bench.git"));
+        cmd.env("FSBENCH_NPM_CACHE", self.cfg.cache.join("npm"));
+        cmd.current_dir(dir);
+        sys::run(cmd, scratch, self.cfg.timeout)
+    }
+
+    /// One sample of `row` in the fresh directory `name` under the instance's root.
+    /// `between` runs after prep and before the body (a cell's remount).
+    fn sample(
+        &self,
+        inst: &mut Instance,
+        row: &Row,
+        name: &str,
+        between: &mut dyn FnMut(&mut Instance) -> Result<()>,
+    ) -> Result<Sample> {
+        let mut s = Sample {
+            section: "rows",
+            row: row.key.to_string(),
+            target: inst.spec.id.clone(),
+            rep: 0,
+            warmup: false,
+            ok: false,
+            ms: None,
+            phases_ms: BTreeMap::new(),
+            error: None,
+            counters: None,
+            info: BTreeMap::new(),
+            mount_ms: None,
+            unmount_ms: None,
+            warm_mount_ms: None,
+            warm_unmount_ms: None,
+            remounted: None,
+        };
+        let dir = inst.root().join(name);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let scratch = inst.scratch();
+        let result = (|| -> Result<()> {
+            let r = self.phase(&scratch, row, "prep", &dir)?;
+            if !r.ok() {
+                s.error = Some(format!("prep: {}", r.why()));
+                return Ok(());
+            }
+            between(inst)?;
+            let before = inst.counters();
+            let r = self.phase(&scratch, row, "body", &dir)?;
+            let after = inst.counters();
+            if !r.ok() {
+                s.error = Some(format!("body: {}", r.why()));
+                return Ok(());
+            }
+            for l in r.stdout.lines() {
+                let mut w = l.split_whitespace();
+                if let (Some("FSBENCH_US"), Some(f), Some(us)) = (w.next(), w.next(), w.next()) {
+                    if let Ok(us) = us.parse::<f64>() {
+                        s.phases_ms.insert(f.to_string(), us / 1e3);
+                    }
+                }
+            }
+            if s.phases_ms.is_empty() {
+                s.error = Some("body printed no FSBENCH_US line".into());
+                return Ok(());
+            }
+            if let (Some(b), Some(a)) = (&before, &after) {
+                s.counters = Some(Counters::delta(b, a));
+            }
+            let r = self.phase(&scratch, row, "verify", &dir)?;
+            for l in r.stdout.lines() {
+                if let Some(rest) = l.strip_prefix("FSBENCH_INFO ") {
+                    for kv in rest.split_whitespace() {
+                        if let Some((k, v)) = kv.split_once('=') {
+                            s.info.insert(k.into(), v.into());
+                        }
+                    }
+                }
+            }
+            if !r.ok() {
+                s.error = Some(format!("verify: {}", r.why()));
+                return Ok(());
+            }
+            s.ok = true;
+            s.ms = Some(s.phases_ms.values().sum());
+            Ok(())
+        })();
+        // Untimed clean-up, then flush dirty data so the next sample starts quiet.
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            if dir.exists() {
+                eprintln!("ringfs-bench: removing {}: {e}", dir.display());
+            }
+        }
+        let _ = std::fs::remove_file(inst.root().join(".fsbench-find-count"));
+        // SAFETY: sync(2) has no preconditions.
+        unsafe { libc::sync() };
+        result?;
+        if !s.ok && sys::interrupted() {
+            anyhow::bail!("interrupted");
+        }
+        Ok(s)
+    }
+}
+
+fn progress(section: &str, rep: usize, warmup: usize, row: &str, s: &Sample) {
+    let what = if rep < warmup { format!("warm-up {}", rep + 1) } else { format!("rep {}", rep + 1 - warmup) };
+    let res = match (&s.ms, &s.error) {
+        (Some(ms), _) => format!("{ms:.1} ms"),
+        (_, Some(e)) => format!("FAIL {e}"),
+        _ => "FAIL".into(),
+    };
+    eprintln!("[{section} {what}] {row:<16} {:<24} {res}", s.target);
+}
+
+/// Run the whole benchmark.
+pub fn run(cfg: &Config) -> Result<Results> {
+    let started = Instant::now();
+    let features = Features::detect(&cfg.ringfs)?;
+    let mut machine = sys::machine();
+    let base = TempDir::new(&cfg.base, "ringfs-bench.")?;
+    let ctx = Ctx { cfg };
+    let mut rng = fastrand::Rng::with_seed(cfg.seed);
+
+    // Which targets: selected, available, and mountable.
+    let mut results: Vec<TargetResult> = vec![];
+    let mut specs: Vec<TargetSpec> = vec![];
+    for spec in targets::all_targets() {
+        if let Some(sel) = &cfg.targets {
+            if !sel.iter().any(|s| s == &spec.id) {
+                continue;
+            }
+        }
+        let args = spec.ringfs_args(&features).unwrap_or_default();
+        let mut tr = TargetResult {
+            spec: spec.clone(),
+            status: "ran".into(),
+            reason: None,
+            args,
+            effective: Value::Null,
+            mount_ms: None,
+            unmount_ms: None,
+        };
+        if let Some(why) = spec.unavailable(&features) {
+            tr.status = "skipped".into();
+            tr.reason = Some(why);
+        } else {
+            specs.push(spec);
+        }
+        results.push(tr);
+    }
+    let find = |results: &mut Vec<TargetResult>, id: &str| -> usize { results.iter().position(|t| t.spec.id == id).unwrap() };
+
+    let mut samples: Vec<Sample> = vec![];
+    let rows: Vec<&Row> = cfg.rows.iter().filter_map(|n| rows::row(*n)).collect();
+    let npm_rows: Vec<&Row> = cfg.npm.iter().filter_map(|n| rows::npm(n)).collect();
+
+    // Rows and npm: every target mounted once for the run, samples interleaved.
+    if !rows.is_empty() || !npm_rows.is_empty() {
+        let mut live: Vec<Instance> = vec![];
+        for spec in &specs {
+            sys::check_interrupted()?;
+            let i = find(&mut results, &spec.id);
+            let mut inst = Instance::new(spec, &features, &base.path)?;
+            match inst.mount() {
+                Ok(ms) => {
+                    results[i].mount_ms = Some(ms);
+                    results[i].effective = inst.effective.clone();
+                    eprintln!("ringfs-bench: mounted {} in {ms:.0} ms", spec.id);
+                    live.push(inst);
+                }
+                Err(e) => {
+                    results[i].status = "skipped".into();
+                    results[i].reason = Some(format!("{e:#}"));
+                    eprintln!("ringfs-bench: skipping {}: {e:#}", spec.id);
+                }
+            }
+        }
+        let section = |samples: &mut Vec<Sample>, name: &'static str, list: &[&Row], reps: usize, warmup: usize, live: &mut Vec<Instance>, rng: &mut fastrand::Rng| -> Result<()> {
+            for rep in 0..warmup + reps {
+                for row in list {
+                    let mut order: Vec<usize> = (0..live.len()).collect();
+                    rng.shuffle(&mut order);
+                    for i in order {
+                        sys::check_interrupted()?;
+                        let name_dir = format!("s{rep}-{}", row.key);
+                        let mut s = ctx.sample(&mut live[i], row, &name_dir, &mut |_| Ok(()))?;
+                        s.section = name;
+                        s.rep = rep;
+                        s.warmup = rep < warmup;
+                        progress(name, rep, warmup, row.key, &s);
+                        samples.push(s);
+                    }
+                }
+            }
+            Ok(())
+        };
+        section(&mut samples, "rows", &rows, cfg.reps, cfg.warmup, &mut live, &mut rng)?;
+        section(&mut samples, "npm", &npm_rows, cfg.npm_reps, 0, &mut live, &mut rng)?;
+        for mut inst in live {
+            let i = find(&mut results, &inst.spec.id);
+            match inst.unmount() {
+                Ok(ms) => results[i].unmount_ms = Some(ms),
+                Err(e) => eprintln!("ringfs-bench: {e:#}"),
+            }
+        }
+    }
+
+    // Cells C01–C12: per cell a fresh store and mount; an untimed identical run on an
+    // earlier mount, then its unmount; then a fresh mount for the timed run.
+    if cfg.cells {
+        let cell_rows: Vec<&Row> = rows::ROWS.iter().filter(|r| r.n <= 12 && cfg.rows.contains(&r.n)).collect();
+        let cell_specs: Vec<TargetSpec> =
+            specs.iter().filter(|s| results.iter().any(|t| t.spec.id == s.id && t.status == "ran")).cloned().collect();
+        for rep in 0..cfg.warmup + cfg.reps {
+            for row in &cell_rows {
+                let mut order: Vec<usize> = (0..cell_specs.len()).collect();
+                rng.shuffle(&mut order);
+                for i in order {
+                    sys::check_interrupted()?;
+                    let s = cell(&ctx, &cell_specs[i], &features, &base.path, row, rep, cfg.warmup)?;
+                    progress("cells", rep, cfg.warmup, row.key, &s);
+                    samples.push(s);
+                }
+            }
+        }
+    }
+
+    machine["loadavg_end"] = json!(sys::loadavg());
+    let meta = json!({
+        "date": cfg.date,
+        "profile": cfg.profile,
+        "reps": cfg.reps,
+        "warmup": cfg.warmup,
+        "npm_reps": cfg.npm_reps,
+        "seed": cfg.seed,
+        "machine": machine,
+        "base_fs": sys::fs_type(&base.path),
+        "ringfs": features,
+        "scripts": cfg.scripts,
+        "duration_s": (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+    });
+    let mut all_rows: Vec<Row> = rows.iter().map(|r| (*r).clone()).collect();
+    all_rows.extend(npm_rows.iter().map(|r| (*r).clone()));
+    Ok(Results { meta, targets: results, rows: all_rows, samples })
+}
+
+fn cell(ctx: &Ctx, spec: &TargetSpec, features: &Features, base: &Path, row: &Row, rep: usize, warmup: usize) -> Result<Sample> {
+    let mut inst = Instance::new(spec, features, base)?;
+    let fail = |e: anyhow::Error| Sample {
+        section: "cells",
+        row: row.key.to_string(),
+        target: spec.id.clone(),
+        rep,
+        warmup: rep < warmup,
+        ok: false,
+        ms: None,
+        phases_ms: BTreeMap::new(),
+        error: Some(format!("{e:#}")),
+        counters: None,
+        info: BTreeMap::new(),
+        mount_ms: None,
+        unmount_ms: None,
+        warm_mount_ms: None,
+        warm_unmount_ms: None,
+        remounted: None,
+    };
+    let warm_mount = match inst.mount() {
+        Ok(ms) => ms,
+        Err(e) => return Ok(fail(e)),
+    };
+    // The untimed identical run on the earlier mount.
+    let warm = ctx.sample(&mut inst, row, "warm", &mut |_| Ok(()))?;
+    let remount = spec.survives_remount();
+    let mut warm_unmount = None;
+    let mut mount_ms = None;
+    let mut s = ctx.sample(&mut inst, row, "cell", &mut |inst: &mut Instance| {
+        // prep (e.g. cells 9–11's base file) has run on the earlier mount.
+        if remount {
+            warm_unmount = Some(inst.unmount()?);
+            mount_ms = Some(inst.mount()?);
+        }
+        Ok(())
+    });
+    let unmount_ms = inst.unmount();
+    drop(inst);
+    let mut s = match s.as_mut() {
+        Ok(s) => s.clone(),
+        Err(_) => return Ok(fail(s.err().unwrap())),
+    };
+    s.section = "cells";
+    s.rep = rep;
+    s.warmup = rep < warmup;
+    s.warm_mount_ms = Some(warm_mount);
+    s.warm_unmount_ms = warm_unmount;
+    s.mount_ms = mount_ms;
+    s.remounted = Some(remount);
+    match unmount_ms {
+        Ok(ms) => s.unmount_ms = Some(ms),
+        Err(e) => {
+            s.ok = false;
+            s.error = Some(format!("{e:#}"));
+        }
+    }
+    if !warm.ok {
+        s.info.insert("warm_run".into(), format!("FAIL {}", warm.error.unwrap_or_default()));
+    }
+    Ok(s)
+}
