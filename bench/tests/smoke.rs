@@ -1,0 +1,144 @@
+//! The CI smoke of the benchmark: REPS=1, two rows, two modes, through a real
+//! ringfs mount; checks the JSON/markdown/SVG shape and that nothing is left
+//! mounted or on disk, also when the run is interrupted with SIGINT.
+//!
+//! Needs root and /dev/fuse, and a built ringfs binary: RINGFS_BIN, or the
+//! `ringfs` next to this test's ringfs-bench (as `cargo test --workspace` builds it),
+//! or target/release/ringfs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn ringfs_bin() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("RINGFS_BIN") {
+        return Some(PathBuf::from(p));
+    }
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_ringfs-bench"));
+    let dir = exe.parent().unwrap();
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    [dir.join("ringfs"), dir.parent().unwrap().join("release/ringfs"), repo.join("target/release/ringfs"), repo.join("target/debug/ringfs")]
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
+fn can_mount() -> Option<PathBuf> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !Path::new("/dev/fuse").exists() {
+        eprintln!("skipping: needs root and /dev/fuse");
+        return None;
+    }
+    let bin = ringfs_bin();
+    assert!(bin.is_some(), "no ringfs binary: build it (cargo build -p ringfs) or set RINGFS_BIN");
+    bin
+}
+
+fn mounts_below(dir: &Path) -> Vec<String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    info.lines().filter_map(|l| l.split(' ').nth(4)).filter(|mp| Path::new(mp).starts_with(dir)).map(str::to_string).collect()
+}
+
+fn bench_cmd(ringfs: &Path, base: &Path, out: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ringfs-bench"));
+    c.args(["--profile", "smoke", "--no-setup", "--seed", "7"]).arg("--ringfs").arg(ringfs).arg("--base").arg(base).arg("--out").arg(out);
+    c
+}
+
+#[test]
+fn smoke_run_shape() {
+    let Some(ringfs) = can_mount() else { return };
+    let tmp = tempfile::tempdir_in("/var/tmp").unwrap();
+    let base = tmp.path().join("base");
+    let out = tmp.path().join("out");
+    std::fs::create_dir_all(&base).unwrap();
+    let t0 = Instant::now();
+    let st = bench_cmd(&ringfs, &base, &out).output().unwrap();
+    let stdout = String::from_utf8_lossy(&st.stdout);
+    assert!(st.status.success(), "smoke failed: {}\n{}", stdout, String::from_utf8_lossy(&st.stderr));
+    assert!(t0.elapsed() < Duration::from_secs(60), "smoke took {:?}", t0.elapsed());
+
+    // Nothing left behind: no mounts, the per-run temp dir removed.
+    assert!(mounts_below(tmp.path()).is_empty(), "left mounted: {:?}", mounts_below(tmp.path()));
+    assert_eq!(std::fs::read_dir(&base).unwrap().count(), 0, "temp dirs left in {}", base.display());
+
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let m = &doc["meta"];
+    assert!(m["machine"]["kernel"].is_string() && m["machine"]["cpus"].as_u64().unwrap() >= 1);
+    assert!(m["machine"]["loadavg_start"].is_string() && m["machine"]["loadavg_end"].is_string());
+    assert_eq!(m["reps"], 1);
+    let targets = doc["targets"].as_array().unwrap();
+    let ran: Vec<&str> = targets.iter().filter(|t| t["status"] == "ran").map(|t| t["id"].as_str().unwrap()).collect();
+    assert_eq!(ran.len(), 2, "two modes: {ran:?}");
+    assert_eq!(ran[0], "raw");
+    assert!(ran[1].starts_with("rf-"), "{ran:?}");
+    let samples = doc["samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 4, "two rows x two modes");
+    for s in samples {
+        assert_eq!(s["ok"], true, "sample failed: {s}");
+        assert!(s["ms"].as_f64().unwrap() > 0.0);
+        assert!(s["phases_ms"]["body"].as_f64().unwrap() > 0.0);
+        if s["target"] != "raw" {
+            let req = &s["counters"]["requests"];
+            assert!(req.is_object(), "ringfs sample without request counts: {s}");
+            if s["row"] == "01-create" {
+                assert!(req["CREATE"].as_u64().unwrap() >= 1000, "{req}");
+            }
+        } else {
+            assert!(s["counters"].is_null());
+        }
+    }
+    let summary = doc["summary"].as_array().unwrap();
+    assert_eq!(summary.len(), 4);
+    for s in summary {
+        assert!(s["median_ms"].as_f64().unwrap() > 0.0);
+        if s["target"] == "raw" {
+            assert!((s["ratio"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+        } else {
+            assert!(s["ratio"].as_f64().unwrap() > 0.0);
+            assert!(s["requests"].is_object());
+        }
+    }
+
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert_eq!(md, stdout.trim_end_matches('\n').to_string() + "\n", "stdout is the table");
+    for needle in ["| row | raw disk | ringfs", "| 1 create 1000 files |", "| 6 dd 64 MiB |", "×1.00", "kernel", "load average", "## Targets"] {
+        assert!(md.contains(needle), "markdown lacks {needle:?}:\n{md}");
+    }
+    let svg = std::fs::read_to_string(out.join("ratios.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert!(svg.contains("create 1000 files"));
+}
+
+#[test]
+fn sigint_unmounts_and_cleans_up() {
+    let Some(ringfs) = can_mount() else { return };
+    let tmp = tempfile::tempdir_in("/var/tmp").unwrap();
+    let base = tmp.path().join("base");
+    let out = tmp.path().join("out");
+    std::fs::create_dir_all(&base).unwrap();
+    // Row 2 (1000 stat processes) runs long enough to be interrupted mid-body.
+    let mut child = bench_cmd(&ringfs, &base, &out).args(["--rows", "2", "--reps", "3"]).spawn().unwrap();
+    let t0 = Instant::now();
+    while mounts_below(&base).is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no mount appeared");
+        assert!(child.try_wait().unwrap().is_none(), "bench ended before mounting");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling the child we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t1 = Instant::now();
+    let st = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(t1.elapsed() < Duration::from_secs(120), "bench did not stop after SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!st.success(), "an interrupted run is not a success");
+    assert!(mounts_below(tmp.path()).is_empty(), "left mounted: {:?}", mounts_below(tmp.path()));
+    assert_eq!(std::fs::read_dir(&base).unwrap().count(), 0, "temp dirs left in {}", base.display());
+    assert!(!out.join("results.md").exists(), "an interrupted run writes no table");
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The fs-bench reproduction: every available ringfs mode next to raw disk, tmpfs and
+# the peers (bindfs, fuse-overlayfs), in one run; prints the markdown table.
+#
+#   scripts/bench.sh           quick: 14 rows, REPS=3 (+1 warm-up), all available modes,
+#                              one `npm install express` per target
+#   scripts/bench.sh --full    full: REPS=5 (+1 warm-up), 14 rows, cells C01–C12,
+#                              npm express + front-end toolchain installs
+#   scripts/bench.sh --smoke   CI smoke: REPS=1, rows 1 and 6, raw disk + ringfs synced (< 1 min)
+#
+# Any other argument goes to ringfs-bench (see `ringfs-bench --help`), e.g.
+#   scripts/bench.sh --reps 2 --rows 1,6,12 --targets raw,tmpfs,rf-dev-synced-ptoff
+#   scripts/bench.sh --list-targets
+# Results: results.md, results.json (every sample), ratios.svg in $FSBENCH_OUT
+# (default target/fsbench/<profile>). Needs root and /dev/fuse (mounts).
+# Env: RINGFS_BIN=path skips building ringfs; REPS, WARMUP override the profile;
+#      FSBENCH_CACHE (default /var/tmp/ringfs-bench-cache: clone fixture, npm cache).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+profile=quick
+args=()
+for a in "$@"; do
+    case $a in
+        --full) profile=full ;;
+        --smoke) profile=smoke ;;
+        --quick) profile=quick ;;
+        *) args+=("$a") ;;
+    esac
+done
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "bench: must run as root (it mounts tmpfs and FUSE filesystems)" >&2
+    exit 1
+fi
+[ -e /dev/fuse ] || { echo "bench: /dev/fuse is missing (modprobe fuse)" >&2; exit 1; }
+if [ -w /sys/module/fuse/parameters/enable_uring ]; then
+    echo Y > /sys/module/fuse/parameters/enable_uring 2>/dev/null || true
+fi
+for tool in git npm node; do
+    command -v "$tool" >/dev/null || { echo "bench: $tool is not installed (run scripts/setup.sh)" >&2; exit 1; }
+done
+# Peers from Debian when installable; the harness lists them as skipped otherwise.
+if [ "$profile" != smoke ] && command -v apt-get >/dev/null; then
+    peers=()
+    command -v bindfs >/dev/null || peers+=(bindfs)
+    command -v fuse-overlayfs >/dev/null || peers+=(fuse-overlayfs)
+    if [ "${#peers[@]}" -gt 0 ]; then
+        echo "bench: installing peers: ${peers[*]}" >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${peers[@]}" >/dev/null 2>&1 \
+            || { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${peers[@]}" >/dev/null 2>&1; } \
+            || echo "bench: could not install ${peers[*]}; they will be reported as skipped" >&2
+    fi
+fi
+
+tgt=${CARGO_TARGET_DIR:-target}
+echo "bench: building ringfs and ringfs-bench (release)" >&2
+if [ -n "${RINGFS_BIN:-}" ]; then
+    cargo build --release -q -p bench --bin ringfs-bench
+else
+    cargo build --release -q -p ringfs -p bench --bin ringfs --bin ringfs-bench
+    export RINGFS_BIN="$tgt/release/ringfs"
+fi
+out=${FSBENCH_OUT:-$tgt/fsbench/$profile}
+exec "$tgt/release/ringfs-bench" --profile "$profile" --out "$out" ${args[@]+"${args[@]}"}
