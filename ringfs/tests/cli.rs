@@ -22,16 +22,21 @@ macro_rules! skip_if_raw {
 /// Run `ringfs mount ...` expecting it to fail fast. If it unexpectedly mounts or keeps
 /// running, it is stopped and the mount removed before the assertion fires.
 fn mount_expect_failure(mp: &Path, extra: &[&str]) -> (Output, String) {
+    // The mount stack at mp before (non-empty for the already-a-mount case).
+    let before: Vec<String> = mounts().into_iter().filter(|m| m.mount_point == mp).map(|m| m.dev).collect();
     let mut cmd = Command::new(RINGFS);
     cmd.arg("mount").arg(mp).args(extra).args(env_mount_args());
     let o = run_timeout(&mut cmd, Duration::from_secs(20));
     let (_, se) = out_str(&o);
-    if let Some(m) = mount_at(mp) {
-        let _ = ringfs(&["umount", &mp.display().to_string()]);
-        if is_mounted(mp) {
-            let _ = Command::new("umount").arg("-l").arg(mp).status();
+    let after: Vec<MountEntry> = mounts().into_iter().filter(|m| m.mount_point == mp).collect();
+    if after.len() > before.len() {
+        // A new mount appeared on top: detach only that one (the top of the stack).
+        let top = after.last().unwrap().clone();
+        if let Some((_, minor)) = top.dev.split_once(':') {
+            let _ = fs::write(format!("/sys/fs/fuse/connections/{minor}/abort"), "1");
         }
-        panic!("ringfs mount {extra:?} on {} should have failed but mounted ({m:?}); stderr: {se}", mp.display());
+        let _ = Command::new("umount").arg("-l").arg(mp).status();
+        panic!("ringfs mount {extra:?} on {} should have failed but mounted ({top:?}); stderr: {se}", mp.display());
     }
     assert!(!o.status.success(), "ringfs mount {extra:?} on {} should fail; stderr: {se}", mp.display());
     (o, se)
