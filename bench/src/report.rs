@@ -378,7 +378,8 @@ pub fn svg(r: &Results, sums: &[Summary]) -> String {
     let bottom = top + group_h * keys.len() as f64;
     let mut e = l0;
     while e <= l1 {
-        for mul in [1.0, 2.0, 5.0] {
+        let muls: &[f64] = if l1 - l0 > 3.0 { &[1.0] } else { &[1.0, 2.0, 5.0] };
+        for &mul in muls {
             let v = 10f64.powf(e) * mul;
             if v.log10() > l1 + 1e-9 {
                 continue;
