@@ -43,6 +43,9 @@ struct Cli {
     /// npm workloads: express, toolchain (default by profile; "none" for none).
     #[arg(long, value_delimiter = ',')]
     npm: Option<Vec<String>>,
+    /// Restore after restart at these file counts, e.g. 500,3000 (default: full profile only; "0" for none).
+    #[arg(long, value_delimiter = ',')]
+    restore: Option<Vec<usize>>,
     /// Samples per npm workload and target (default: 1 quick, REPS full).
     #[arg(long)]
     npm_reps: Option<usize>,
@@ -140,6 +143,13 @@ fn real_main() -> Result<()> {
         cells: cli.cells.unwrap_or(cells),
         npm_reps: cli.npm_reps.unwrap_or(if cli.profile == Profile::Full { reps } else { 1 }),
         npm: npm.clone(),
+        restore: cli
+            .restore
+            .clone()
+            .unwrap_or(if cli.profile == Profile::Full { vec![500, 3000] } else { vec![] })
+            .into_iter()
+            .filter(|n| *n > 0)
+            .collect(),
         seed: cli.seed.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64),
         timeout: Duration::from_secs(cli.timeout),
         date: cli.date.clone().unwrap_or_else(today),

@@ -59,9 +59,10 @@ pub fn summarize(r: &Results) -> Vec<Summary> {
             }
         }
     }
-    let sec_order = |s: &str| ["rows", "npm", "cells"].iter().position(|x| *x == s).unwrap_or(9);
-    let phase_order = |p: &str| ["body", "install", "readback"].iter().position(|x| *x == p).unwrap_or(9);
-    keys.sort_by(|a, b| (sec_order(&a.0), &a.1, phase_order(&a.2)).cmp(&(sec_order(&b.0), &b.1, phase_order(&b.2))));
+    let sec_order = |s: &str| ["rows", "npm", "cells", "restore"].iter().position(|x| *x == s).unwrap_or(9);
+    let phase_order = |p: &str| ["body", "install", "readback", "restore"].iter().position(|x| *x == p).unwrap_or(9);
+    let row_order = |k: &str| r.rows.iter().position(|x| x.key == k).unwrap_or(usize::MAX);
+    keys.sort_by(|a, b| (sec_order(&a.0), row_order(&a.1), &a.1, phase_order(&a.2)).cmp(&(sec_order(&b.0), row_order(&b.1), &b.1, phase_order(&b.2))));
     let mut out = vec![];
     for (sec, row, phase) in keys {
         let mut raw_median = None;
@@ -140,7 +141,7 @@ fn row_title(r: &Results, key: &str, phase: &str) -> String {
             x.title.to_string()
         }
     });
-    if phase == "body" {
+    if phase == "body" || phase == "restore" {
         base
     } else {
         format!("{base}: {phase}")
@@ -194,12 +195,15 @@ pub fn markdown(r: &Results, sums: &[Summary]) -> String {
          Every sample is verified afterwards (file counts, sizes, content hashes); a failed one is counted as FAIL, never as a time.\n"
     );
     let ran: Vec<_> = r.targets.iter().filter(|t| t.status == "ran").collect();
-    for (sec, heading) in [("rows", "fs-bench rows"), ("npm", "npm installs (from a warmed cache)"), ("cells", "Cells C01–C12 (fresh store and mount per cell, warm-up run on an earlier mount)")] {
+    for (sec, heading) in [("rows", "fs-bench rows"), ("npm", "npm installs (from a warmed cache)"), ("cells", "Cells C01–C12 (fresh store and mount per cell, warm-up run on an earlier mount)"), ("restore", "Restore after restart (daemon stopped and started on the same store, until `ls -R` answers)")] {
         let ss: Vec<&Summary> = sums.iter().filter(|x| x.section == sec).collect();
         if ss.is_empty() {
             continue;
         }
         let _ = writeln!(o, "## {heading}\n");
+        if sec == "restore" {
+            let _ = writeln!(o, "Time from `ringfs mount` to a complete `ls -R` on the restarted daemon; ringfs on-disk stores only (an in-memory store is empty after a restart).\n");
+        }
         let _ = write!(o, "| row |");
         for t in &ran {
             let _ = write!(o, " {} |", t.spec.label);
@@ -265,7 +269,7 @@ pub fn markdown(r: &Results, sums: &[Summary]) -> String {
             let _ = writeln!(o, "| row | total | by opcode |\n|---|---:|---|");
             for x in sums.iter().filter(|x| x.target == t.spec.id) {
                 let Some(req) = &x.requests else { continue };
-                if x.phase != "body" && x.phase != "install" {
+                if x.phase != "body" && x.phase != "install" && x.phase != "restore" {
                     continue;
                 }
                 let mut ops: Vec<(&String, &u64)> = req.iter().collect();
@@ -334,7 +338,7 @@ fn esc(s: &str) -> String {
 pub fn svg(r: &Results, sums: &[Summary]) -> String {
     let targets: Vec<_> = r.targets.iter().filter(|t| t.status == "ran" && t.spec.id != "raw").collect();
     let mut keys: Vec<(&str, &str, &str)> = vec![];
-    for s in sums.iter().filter(|s| s.section != "cells") {
+    for s in sums.iter().filter(|s| s.section == "rows" || s.section == "npm") {
         if !keys.contains(&(s.section.as_str(), s.row.as_str(), s.phase.as_str())) {
             keys.push((&s.section, &s.row, &s.phase));
         }
@@ -349,7 +353,7 @@ pub fn svg(r: &Results, sums: &[Summary]) -> String {
     let legend_h = 18.0 * targets.len() as f64 + 20.0;
     let h = top + group_h * keys.len() as f64 + 40.0 + legend_h;
     let w = left + plot_w + 120.0;
-    let ratios: Vec<f64> = sums.iter().filter(|s| s.section != "cells").filter_map(|s| s.ratio).filter(|x| *x > 0.0).collect();
+    let ratios: Vec<f64> = sums.iter().filter(|s| s.section == "rows" || s.section == "npm").filter_map(|s| s.ratio).filter(|x| *x > 0.0).collect();
     let lo = ratios.iter().cloned().fold(1.0f64, f64::min).min(0.5);
     let hi = ratios.iter().cloned().fold(1.0f64, f64::max).max(2.0);
     let (l0, l1) = (lo.log10().floor(), hi.log10().ceil());

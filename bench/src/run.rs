@@ -30,6 +30,8 @@ pub struct Config {
     pub cells: bool,
     pub npm: Vec<String>,
     pub npm_reps: usize,
+    /// Restore after restart at these file counts (ringfs on-disk stores).
+    pub restore: Vec<usize>,
     pub seed: u64,
     pub timeout: Duration,
     pub date: String,
@@ -315,6 +317,37 @@ pub fn run(cfg: &Config) -> Result<Results> {
         }
     }
 
+    // Restore after restart: populate, stop the daemon, start it on the same store and
+    // time until a full `ls -R` of the mount answers.
+    let mut restore_rows: Vec<Row> = vec![];
+    if !cfg.restore.is_empty() {
+        let rs: Vec<TargetSpec> = specs
+            .iter()
+            .filter(|s| s.is_ringfs() && s.survives_remount() && results.iter().any(|t| t.spec.id == s.id && t.status == "ran"))
+            .cloned()
+            .collect();
+        for &n in &cfg.restore {
+            let key: &'static str = Box::leak(format!("restore-{n}").into_boxed_str());
+            let title: &'static str = Box::leak(format!("restore after restart, {n} files (mount + ls -R)").into_boxed_str());
+            restore_rows.push(Row { n: 0, key, title });
+        }
+        for rep in 0..cfg.warmup + cfg.reps {
+            for (ri, &n) in cfg.restore.iter().enumerate() {
+                let mut order: Vec<usize> = (0..rs.len()).collect();
+                rng.shuffle(&mut order);
+                for i in order {
+                    sys::check_interrupted()?;
+                    let mut s = restore(&ctx, &rs[i], &features, &base.path, n)?;
+                    s.row = restore_rows[ri].key.to_string();
+                    s.rep = rep;
+                    s.warmup = rep < cfg.warmup;
+                    progress("restore", rep, cfg.warmup, &s.row.clone(), &s);
+                    samples.push(s);
+                }
+            }
+        }
+    }
+
     machine["loadavg_end"] = json!(sys::loadavg());
     let meta = json!({
         "date": cfg.date,
@@ -332,6 +365,7 @@ pub fn run(cfg: &Config) -> Result<Results> {
     });
     let mut all_rows: Vec<Row> = rows.iter().map(|r| (*r).clone()).collect();
     all_rows.extend(npm_rows.iter().map(|r| (*r).clone()));
+    all_rows.extend(restore_rows);
     Ok(Results { meta, targets: results, rows: all_rows, samples })
 }
 
@@ -394,6 +428,79 @@ fn cell(ctx: &Ctx, spec: &TargetSpec, features: &Features, base: &Path, row: &Ro
     }
     if !warm.ok {
         s.info.insert("warm_run".into(), format!("FAIL {}", warm.error.unwrap_or_default()));
+    }
+    Ok(s)
+}
+
+fn blank(section: &'static str, target: &str) -> Sample {
+    Sample {
+        section,
+        row: String::new(),
+        target: target.to_string(),
+        rep: 0,
+        warmup: false,
+        ok: false,
+        ms: None,
+        phases_ms: BTreeMap::new(),
+        error: None,
+        counters: None,
+        info: BTreeMap::new(),
+        mount_ms: None,
+        unmount_ms: None,
+        warm_mount_ms: None,
+        warm_unmount_ms: None,
+        remounted: None,
+    }
+}
+
+fn restore(ctx: &Ctx, spec: &TargetSpec, features: &Features, base: &Path, n: usize) -> Result<Sample> {
+    let mut s = blank("restore", &spec.id);
+    let mut inst = Instance::new(spec, features, base)?;
+    let res = (|| -> Result<()> {
+        s.warm_mount_ms = Some(inst.mount()?);
+        let tree = inst.root().join("tree");
+        for i in 0..n {
+            let d = tree.join(format!("d{}", i / 100));
+            if i % 100 == 0 {
+                std::fs::create_dir_all(&d)?;
+            }
+            std::fs::write(d.join(format!("f{i}")), format!("{i}\n"))?;
+        }
+        s.warm_unmount_ms = Some(inst.unmount()?);
+        let t0 = Instant::now();
+        s.mount_ms = Some(inst.mount()?);
+        let mut ls = Command::new("ls");
+        ls.arg("-R").arg(inst.root());
+        let r = sys::run(ls, &inst.scratch(), ctx.cfg.timeout)?;
+        let total = t0.elapsed().as_secs_f64() * 1e3;
+        if !r.ok() {
+            anyhow::bail!("ls -R: {}", r.why());
+        }
+        s.counters = inst.counters();
+        let files = r.stdout.lines().filter(|l| l.starts_with('f')).count();
+        if files != n {
+            anyhow::bail!("ls -R listed {files} files, want {n}");
+        }
+        for i in [0, n / 2, n - 1] {
+            let got = std::fs::read_to_string(tree.join(format!("d{}", i / 100)).join(format!("f{i}")))?;
+            if got != format!("{i}\n") {
+                anyhow::bail!("f{i} holds {got:?} after the restart");
+            }
+        }
+        s.phases_ms.insert("restore".into(), total);
+        s.ms = Some(total);
+        s.ok = true;
+        Ok(())
+    })();
+    if let Err(e) = res {
+        s.error = Some(format!("{e:#}"));
+    }
+    match inst.unmount() {
+        Ok(ms) => s.unmount_ms = Some(ms),
+        Err(e) => {
+            s.ok = false;
+            s.error.get_or_insert(format!("{e:#}"));
+        }
     }
     Ok(s)
 }
