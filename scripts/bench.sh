@@ -5,7 +5,8 @@
 #   scripts/bench.sh           quick: 14 rows, REPS=3 (+1 warm-up), all available modes,
 #                              one `npm install express` per target
 #   scripts/bench.sh --full    full: REPS=5 (+1 warm-up), 14 rows, cells C01–C12,
-#                              npm express + front-end toolchain installs
+#                              npm express + front-end toolchain installs, restore after
+#                              restart (500/3000 files), fs-core store benchmark (store.md)
 #   scripts/bench.sh --smoke   CI smoke: REPS=1, rows 1 and 6, raw disk + ringfs synced (< 1 min)
 #
 # Any other argument goes to ringfs-bench (see `ringfs-bench --help`), e.g.
@@ -62,4 +63,9 @@ else
     export RINGFS_BIN="$tgt/release/ringfs"
 fi
 out=${FSBENCH_OUT:-$tgt/fsbench/$profile}
-exec "$tgt/release/ringfs-bench" --profile "$profile" --out "$out" ${args[@]+"${args[@]}"}
+"$tgt/release/ringfs-bench" --profile "$profile" --out "$out" ${args[@]+"${args[@]}"}
+if [ "$profile" = full ]; then
+    # The store half of "Store and restore": fs-core without FUSE, memory vs disk store.
+    cargo build --release -q -p bench --bin ringfs-store-bench
+    "$tgt/release/ringfs-store-bench" --json "$out/store.json" | tee "$out/store.md"
+fi
