@@ -23,6 +23,9 @@ pub struct Summary {
     pub ratio: Option<f64>,
     /// Median per-opcode request counts over the samples (ringfs targets).
     pub requests: Option<BTreeMap<String, u64>>,
+    /// Median bytes written to / read from the daemon during the body (when `ringfs stats` reports them).
+    pub bytes_to_daemon: Option<u64>,
+    pub bytes_from_daemon: Option<u64>,
     pub first_error: Option<String>,
     pub mount_ms: Option<f64>,
     pub unmount_ms: Option<f64>,
@@ -108,6 +111,14 @@ pub fn summarize(r: &Results) -> Vec<Summary> {
                 max_ms: ms.last().copied(),
                 ratio: None,
                 requests,
+                bytes_to_daemon: {
+                    let mut v: Vec<u64> = ss.iter().filter(|s| s.ok).filter_map(|s| s.counters.as_ref()?.bytes_to_daemon).collect();
+                    (!v.is_empty()).then(|| median_u(&mut v))
+                },
+                bytes_from_daemon: {
+                    let mut v: Vec<u64> = ss.iter().filter(|s| s.ok).filter_map(|s| s.counters.as_ref()?.bytes_from_daemon).collect();
+                    (!v.is_empty()).then(|| median_u(&mut v))
+                },
                 first_error: ss.iter().find_map(|s| s.error.clone()),
                 mount_ms: median(&mut mounts),
                 unmount_ms: median(&mut umounts),
@@ -266,7 +277,7 @@ pub fn markdown(r: &Results, sums: &[Summary]) -> String {
         let _ = writeln!(o, "## Daemon requests per sample (median), ringfs targets\n");
         for t in rf {
             let _ = writeln!(o, "{}:\n", t.spec.label);
-            let _ = writeln!(o, "| row | total | by opcode |\n|---|---:|---|");
+            let _ = writeln!(o, "| row | requests | bytes to / from daemon | by opcode |\n|---|---:|---:|---|");
             for x in sums.iter().filter(|x| x.target == t.spec.id) {
                 let Some(req) = &x.requests else { continue };
                 if x.phase != "body" && x.phase != "install" && x.phase != "restore" {
@@ -277,7 +288,11 @@ pub fn markdown(r: &Results, sums: &[Summary]) -> String {
                 let total: u64 = req.values().sum();
                 let by = ops.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ");
                 let sec = if x.section == "rows" { String::new() } else { format!("{}: ", x.section) };
-                let _ = writeln!(o, "| {sec}{} | {total} | {by} |", row_title(r, &x.row, "body"));
+                let bytes = match (x.bytes_to_daemon, x.bytes_from_daemon) {
+                    (None, None) => "n/a".to_string(),
+                    (a, b) => format!("{} / {}", a.map_or("?".into(), |v| v.to_string()), b.map_or("?".into(), |v| v.to_string())),
+                };
+                let _ = writeln!(o, "| {sec}{} | {total} | {bytes} | {by} |", row_title(r, &x.row, "body"));
             }
             o.push('\n');
         }
