@@ -51,7 +51,8 @@ pub enum InitDecision {
 /// EXPORT_SUPPORT, PARALLEL_DIROPS, MAX_PAGES (`max_pages` 256),
 /// CACHE_SYMLINKS, INIT_EXT, DO_READDIRPLUS + READDIRPLUS_AUTO (if
 /// `opts.readdirplus`) and PASSTHROUGH with `max_stack_depth` 1 (if
-/// `opts.passthrough`), each only if the kernel offers it. Never
+/// `opts.passthrough`) and OVER_IO_URING (unless `opts.transport` is
+/// `Dev`), each only if the kernel offers it. Never
 /// WRITEBACK_CACHE, POSIX_LOCKS or FLOCK_LOCKS (locks stay kernel-local), nor
 /// HANDLE_KILLPRIV(_V2) (the kernel keeps clearing suid/sgid itself, because
 /// the `Filesystem` trait does not carry FUSE_OPEN_KILL_SUIDGID).
@@ -81,6 +82,9 @@ pub fn negotiate(init: &fuse_init_in, opts: &MountOptions) -> InitDecision {
     }
     if opts.passthrough {
         want |= FUSE_PASSTHROUGH;
+    }
+    if opts.transport != crate::transport::Transport::Dev {
+        want |= FUSE_OVER_IO_URING;
     }
     let flags = want & kernel_flags;
     let max_write = opts.max_write.max(4096);
@@ -486,7 +490,7 @@ mod tests {
 
     #[test]
     fn negotiation() {
-        let opts = MountOptions { passthrough: true, ..Default::default() };
+        let opts = MountOptions { passthrough: true, transport: crate::Transport::Dev, ..Default::default() };
         let all = u32::MAX;
         let init = fuse_init_in { major: 7, minor: 45, max_readahead: 131072, flags: all, flags2: all, unused: [0; 11] };
         let InitDecision::Accept { out, len, info } = negotiate(&init, &opts) else { panic!() };
@@ -501,6 +505,10 @@ mod tests {
             assert_ne!(f & good, 0, "{good:#x}");
         }
         assert_eq!(out.flags2 as u64, f >> 32);
+        // io_uring is asked for unless the transport is Dev.
+        let auto = MountOptions { transport: crate::Transport::Auto, ..opts.clone() };
+        let InitDecision::Accept { info, .. } = negotiate(&init, &auto) else { panic!() };
+        assert_ne!(info.flags & FUSE_OVER_IO_URING, 0);
         // A kernel without INIT_EXT: flags2 ignored, no passthrough.
         let old = fuse_init_in { minor: 22, flags: (FUSE_ASYNC_READ | FUSE_BIG_WRITES) as u32, flags2: all, ..init };
         let InitDecision::Accept { out, len, info } = negotiate(&old, &opts) else { panic!() };

@@ -11,6 +11,11 @@
 //!   answers INIT.
 //! - [`session`]: the `/dev/fuse` transport — [`mount`], [`Session::run`] worker
 //!   threads on cloned fds, [`unmount`], [`Notifier`], passthrough backing ids.
+//! - [`ring`]: the FUSE-over-io_uring transport (one queue per possible CPU,
+//!   a worker pool for slow requests), started by [`mount`] when
+//!   [`MountOptions::transport`] allows it.
+//! - [`transport`]: choosing ([`Transport`]) and reporting ([`TransportInfo`],
+//!   [`Session::transport_info`]) the transport.
 //! - [`stats`]: per-opcode request counters ([`OpStats`]).
 //!
 //! # Transport neutrality
@@ -18,7 +23,7 @@
 //! A transport only moves bytes. `/dev/fuse` reads one whole request into a buffer
 //! and calls `Dispatcher::dispatch(&request, &mut reply) -> bool` (true: send the
 //! reply), then `write(2)`s [`ReplyBuf::as_bytes`]. The FUSE-over-io_uring transport
-//! (a later issue) holds a request in three places — the in-header in the ring
+//! ([`ring`]) holds a request in three places — the in-header in the ring
 //! entry's `in_out` area, the first argument struct in `op_in`, the remaining
 //! arguments in the payload buffer — and calls
 //! [`Dispatcher::dispatch_parts`]`(in_out, op_in, payload, &mut reply)`; it then
@@ -50,8 +55,10 @@ pub mod dispatch;
 pub mod fs;
 pub mod reply;
 pub mod request;
+pub mod ring;
 pub mod session;
 pub mod stats;
+pub mod transport;
 
 pub use dispatch::{negotiate, Dispatcher, InitDecision};
 pub use fs::*;
@@ -61,3 +68,4 @@ pub use session::{
     backing_close, backing_open, clone_fd, mount, unmount, FuseDev, MountOptions, Notifier, OpStatsHandle, Session, Unmounter,
 };
 pub use stats::{OpCount, OpStats};
+pub use transport::{uring_available, Transport, TransportInfo, TransportKind};

@@ -21,6 +21,10 @@ use crate::fs::{ConnInfo, Filesystem};
 use crate::reply::ReplyBuf;
 use crate::request::{Operation, ParseOptions, Request};
 use crate::stats::OpStats;
+use crate::ring::{self, RingFault, Rings};
+pub use crate::transport::{Transport, TransportInfo, TransportKind};
+use crate::transport::{abort_connection, uring_available};
+use std::time::Duration;
 
 /// Options for [`mount`]. `Default` gives the values documented per field.
 #[derive(Clone, Debug)]
@@ -47,6 +51,20 @@ pub struct MountOptions {
     /// `fuse_init_out.max_background` (async requests in flight, e.g.
     /// readahead); the congestion threshold is 3/4 of it. Default 64.
     pub max_background: u16,
+    /// The transport (see [`Transport`]). Default [`Transport::Auto`].
+    pub transport: Transport,
+    /// io_uring: registered entries per queue (one queue per possible CPU),
+    /// i.e. requests one CPU can have in flight in the daemon. Each entry
+    /// holds a payload buffer of max_write bytes (allocated lazily by the
+    /// kernel's page faults). Default 4, at least 1.
+    pub queue_depth: u16,
+    /// io_uring: how long the start-up probe may wait for requests to come
+    /// through the ring before the ring is declared broken (and the mount
+    /// aborted). Default 5 s.
+    pub ring_start_timeout: Duration,
+    /// Test hook: make the ring fail to start. Default none.
+    #[doc(hidden)]
+    pub ring_fault: RingFault,
 }
 
 impl Default for MountOptions {
@@ -61,6 +79,10 @@ impl Default for MountOptions {
             readdirplus: true,
             max_write: 1 << 20,
             max_background: 64,
+            transport: Transport::Auto,
+            queue_depth: 4,
+            ring_start_timeout: Duration::from_secs(5),
+            ring_fault: RingFault::None,
         }
     }
 }
@@ -91,7 +113,7 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-fn cpath(p: &Path) -> io::Result<CString> {
+pub(crate) fn cpath(p: &Path) -> io::Result<CString> {
     CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
@@ -249,6 +271,18 @@ pub struct Session {
     info: ConnInfo,
     stats: Arc<OpStats>,
     bufsize: usize,
+    /// io_uring queues, registered, until `run` serves them.
+    rings: Option<Rings>,
+    transport: TransportInfo,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if self.rings.is_some() {
+            // Registered but never served: abort so no caller waits forever.
+            let _ = abort_connection(&self.mountpoint);
+        }
+    }
 }
 
 fn read_request(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
@@ -295,6 +329,59 @@ fn write_reply(fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<()> {
 /// Errors: those of open/mount(2) (ENOENT, EPERM, ...), ENODEV if the
 /// connection died, EPROTO if the kernel's protocol is too old.
 pub fn mount(mountpoint: &Path, opts: &MountOptions) -> io::Result<Session> {
+    let mut reason = None;
+    let try_uring = match opts.transport {
+        Transport::Dev => false,
+        t => match uring_available() {
+            Ok(()) => true,
+            Err(why) if t == Transport::Uring => {
+                return Err(io::Error::new(io::ErrorKind::Unsupported, format!("io_uring transport unavailable: {why}")))
+            }
+            Err(why) => {
+                reason = Some(format!("io_uring unavailable: {why}"));
+                false
+            }
+        },
+    };
+    let mut s = mount_once(mountpoint, opts, try_uring)?;
+    if try_uring {
+        if s.info.flags & FUSE_OVER_IO_URING == 0 {
+            let why = "the kernel did not accept FUSE_OVER_IO_URING in INIT".to_string();
+            if opts.transport == Transport::Uring {
+                s.abandon();
+                return Err(io::Error::new(io::ErrorKind::Unsupported, format!("io_uring transport unavailable: {why}")));
+            }
+            reason = Some(format!("io_uring unavailable: {why}"));
+        } else {
+            match s.start_rings(opts) {
+                Ok(()) => tracing::info!(mountpoint = %mountpoint.display(), transport = %s.transport, "FUSE transport"),
+                Err(why) => {
+                    s.abandon();
+                    if opts.transport == Transport::Uring {
+                        return Err(io::Error::other(format!(
+                            "io_uring transport failed to start: {why}; the connection was aborted and unmounted"
+                        )));
+                    }
+                    reason = Some(format!("io_uring failed to start ({why}); remounted on /dev/fuse"));
+                    s = mount_once(mountpoint, opts, false)?;
+                }
+            }
+        }
+    }
+    if let Some(r) = &reason {
+        tracing::warn!(mountpoint = %mountpoint.display(), "FUSE transport /dev/fuse: {r}");
+    }
+    s.transport.reason = reason;
+    Ok(s)
+}
+
+/// `mount(2)` + INIT, asking for FUSE_OVER_IO_URING if `uring`.
+fn mount_once(mountpoint: &Path, opts: &MountOptions, uring: bool) -> io::Result<Session> {
+    let mut opts = opts.clone();
+    if !uring {
+        opts.transport = Transport::Dev;
+    }
+    let opts = &opts;
     let fd = open_dev_fuse()?;
     let mut data = format!("fd={},rootmode=40000,user_id=0,group_id=0", fd.as_raw_fd());
     if opts.default_permissions {
@@ -331,7 +418,23 @@ pub fn mount(mountpoint: &Path, opts: &MountOptions) -> io::Result<Session> {
             if opts.passthrough && !info.passthrough {
                 tracing::warn!("kernel did not offer FUSE_PASSTHROUGH; file data goes through the daemon");
             }
-            Ok(Session { dev, mountpoint: mountpoint.to_path_buf(), info, stats: Arc::default(), bufsize })
+            let transport = TransportInfo {
+                requested: opts.transport,
+                kind: TransportKind::DevFuse,
+                queues: 0,
+                depth: 0,
+                payload_size: 0,
+                reason: None,
+            };
+            Ok(Session {
+                dev,
+                mountpoint: mountpoint.to_path_buf(),
+                info,
+                stats: Arc::default(),
+                bufsize,
+                rings: None,
+                transport,
+            })
         }
         Err(e) => {
             // SAFETY: umount2 with a valid path; best effort.
@@ -375,6 +478,53 @@ fn init_handshake(fd: BorrowedFd<'_>, opts: &MountOptions, bufsize: usize) -> io
 }
 
 impl Session {
+    /// Registers ring entries on every queue and checks that requests come
+    /// through; on success the session uses io_uring. Err: a reason, and the
+    /// caller must [`Self::abandon`] the connection.
+    fn start_rings(&mut self, opts: &MountOptions) -> Result<(), String> {
+        let nqueues = ring::possible_cpus().map_err(|e| format!("/sys/devices/system/cpu/possible: {e}"))?;
+        let payload = FUSE_MIN_READ_BUFFER.max((self.info.max_write as usize).div_ceil(4096) * 4096);
+        let depth = opts.queue_depth.max(1) as usize;
+        let mut rings = ring::start(&self.dev, nqueues, depth, payload, opts.ring_fault)?;
+        let probe = rings.probe(&self.mountpoint, opts.ring_start_timeout);
+        // Keep the rings even on failure: abandon() aborts the connection
+        // before their threads are stopped.
+        self.rings = Some(rings);
+        probe?;
+        self.transport = TransportInfo {
+            requested: opts.transport,
+            kind: TransportKind::IoUring,
+            queues: nqueues,
+            depth,
+            payload_size: payload,
+            reason: None,
+        };
+        Ok(())
+    }
+
+    /// Tears down a connection that must not be used: aborts it (via
+    /// `/sys/fs/fuse/connections/<id>/abort` when the control filesystem is
+    /// mounted), closes the rings and the fd (which aborts it too), and
+    /// detaches the mount. Nothing that waited on it stays blocked.
+    fn abandon(mut self) {
+        if let Err(e) = abort_connection(&self.mountpoint) {
+            tracing::debug!("abort via fusectl: {e}; closing the connection instead");
+        }
+        self.rings = None;
+        let mp = self.mountpoint.clone();
+        drop(self);
+        if let Ok(c) = cpath(&mp) {
+            // SAFETY: umount2 with a valid NUL-terminated path.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+
+    /// The transport in use: kind (`io_uring` or `/dev/fuse`), queue count
+    /// and depth, and why `/dev/fuse` was chosen when `Auto` fell back.
+    pub fn transport_info(&self) -> TransportInfo {
+        self.transport.clone()
+    }
+
     /// What INIT negotiated (protocol minor, flags, passthrough, max_write).
     pub fn conn_info(&self) -> ConnInfo {
         self.info
@@ -416,7 +566,17 @@ impl Session {
     /// and answered with EIO. Returns after every worker has ended, having
     /// called `fs.destroy()` (once, unless DESTROY already did). The first
     /// unexpected I/O error of any worker is returned.
-    pub fn run<F: Filesystem>(self, fs: Arc<F>, workers: usize) -> io::Result<()> {
+    ///
+    /// With the io_uring transport ([`Self::transport_info`]) it instead
+    /// serves each queue on its own thread (pinned to the queue's CPU), hands
+    /// slow requests ([`ring::is_slow`]) to `workers` pool threads (at least
+    /// one) and keeps one `/dev/fuse` reader for FORGET, BATCH_FORGET and
+    /// INTERRUPT. It ends when the kernel has completed every ring entry
+    /// (ENOTCONN on unmount or abort).
+    pub fn run<F: Filesystem>(mut self, fs: Arc<F>, workers: usize) -> io::Result<()> {
+        if let Some(rings) = self.rings.take() {
+            return self.run_uring(fs, workers, rings);
+        }
         fs.init(&self.info);
         let dispatcher = Arc::new(Dispatcher::new(fs, self.info, self.stats.clone()));
         let mut handles = Vec::new();
@@ -467,6 +627,49 @@ impl Session {
         }
         dispatcher.destroy();
         tracing::info!(mountpoint = %self.mountpoint.display(), "FUSE session ended");
+        result
+    }
+}
+
+impl Session {
+    fn run_uring<F: Filesystem>(&self, fs: Arc<F>, workers: usize, rings: Rings) -> io::Result<()> {
+        fs.init(&self.info);
+        let d = Arc::new(Dispatcher::new(fs, self.info, self.stats.clone()));
+        let (pool, pool_threads) = ring::Pool::start(workers.max(1));
+        let reader = {
+            let fd = clone_fd(&self.dev).or_else(|_| self.dev.as_fd().try_clone_to_owned())?;
+            let (d, bufsize) = (d.clone(), self.bufsize);
+            std::thread::Builder::new().name("fuse-dev-reader".into()).spawn(move || worker_loop(fd, &d, bufsize))
+        };
+        let mut result = Ok(());
+        let handler: Arc<dyn ring::Handler> = d.clone();
+        let threads = rings.serve(handler, pool.clone());
+        for h in threads {
+            let r = h.join().unwrap_or_else(|_| Err(io::Error::other("FUSE ring thread panicked")));
+            if let Err(e) = r {
+                tracing::error!("FUSE ring thread failed ({e}); aborting the connection");
+                let _ = abort_connection(&self.mountpoint);
+                if result.is_ok() {
+                    result = Err(e);
+                }
+            }
+        }
+        pool.shutdown();
+        for h in pool_threads {
+            let _ = h.join();
+        }
+        match reader {
+            Ok(h) => {
+                if let Err(e) = h.join().unwrap_or_else(|_| Err(io::Error::other("FUSE reader panicked"))) {
+                    if result.is_ok() {
+                        result = Err(e);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!("no /dev/fuse reader thread: {e}"),
+        }
+        d.destroy();
+        tracing::info!(mountpoint = %self.mountpoint.display(), "FUSE session (io_uring) ended");
         result
     }
 }

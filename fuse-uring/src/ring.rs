@@ -1,0 +1,823 @@
+//! The FUSE-over-io_uring transport (kernel ≥ 6.14, `CONFIG_FUSE_IO_URING`,
+//! module parameter `enable_uring=Y`).
+//!
+//! Only moves bytes: every request goes through the same
+//! [`Dispatcher::dispatch_parts`] as the `/dev/fuse` transport uses through
+//! `dispatch`. Kernel doc: Documentation/filesystems/fuse-io-uring.rst.
+//!
+//! # Structure
+//!
+//! - One [`Queue`] per **possible** CPU (the kernel routes a request to the
+//!   queue of the CPU its caller runs on and hangs if a queue is missing),
+//!   each with its own `IoUring` (128-byte SQEs, mandatory) and `depth`
+//!   registered entries. An entry owns a 288-byte header buffer (`in_out`,
+//!   `op_in`, `fuse_uring_ent_in_out`) and a payload buffer of the
+//!   negotiated maximum payload ([`QueueMem`]).
+//! - One thread per queue, started in `mount` (it must be the thread that
+//!   submits its entries' SQEs: the kernel hands a request to an entry as
+//!   task work of that thread, so any other thread, blocked in a syscall on
+//!   the mount, would deadlock it). It waits for CQEs; a CQE on an entry
+//!   means "a request is in this entry". Quick requests are dispatched
+//!   inline and answered with COMMIT_AND_FETCH, which also re-arms the entry.
+//! - Slow requests ([`is_slow`]: fsync, release, fallocate, copy_file_range,
+//!   large reads/writes) are handed to a [`Pool`] thread; the entry stays
+//!   owned by that job until the ring thread commits it. The job writes the
+//!   reply into the entry's buffers, queues the entry index on the queue's
+//!   [`Wakeup`] and writes its eventfd; the ring thread has a POLL_ADD on that
+//!   eventfd, so it wakes, and only the ring thread ever touches its ring.
+//!
+//! # Entry ownership
+//!
+//! At any time an entry's buffers belong to exactly one party: the kernel
+//! (from the REGISTER/COMMIT_AND_FETCH SQE until its CQE), the ring thread
+//! (after the CQE), or one pool job (from hand-off until it queues the
+//! entry on the wakeup list). That protocol is what makes the raw-pointer
+//! accesses in [`QueueMem`] sound. Buffers are freed only once every entry
+//! has been reported dead by the kernel (drained); a ring torn down any
+//! other way leaks them rather than risk a late kernel write.
+//!
+//! # Startup and failure detection
+//!
+//! After INIT was answered with FUSE_OVER_IO_URING, `start` starts the
+//! queue threads, which set up their rings and submit their REGISTERs. An
+//! immediate error CQE (bad size, qid, SQE size, not initialised) fails the
+//! start. `Rings::probe` then sends one STATFS from a thread pinned to each
+//! CPU the process may use; the ring threads answer it (ENOSYS) and hold any
+//! other request until `Session::run` hands them the dispatcher. A probe not
+//! answered within the timeout (e.g. a queue did not register) fails the
+//! start. The caller then aborts the connection, so nothing stays hung
+//! (`session::mount`).
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+
+use crate::abi::*;
+use crate::dispatch::Dispatcher;
+use crate::fs::Filesystem;
+use crate::reply::ReplyBuf;
+use crate::session::FuseDev;
+
+/// Offset of `op_in` in the header buffer.
+const OP_IN: usize = FUSE_URING_IN_OUT_HEADER_SZ;
+/// Offset of `fuse_uring_ent_in_out` in the header buffer.
+const ENT_IN_OUT: usize = OP_IN + FUSE_URING_OP_IN_OUT_SZ;
+/// Size of `struct fuse_uring_req_header` (288 bytes).
+pub const HEADER_SIZE: usize = ENT_IN_OUT + std::mem::size_of::<fuse_uring_ent_in_out>();
+/// user_data of the eventfd poll.
+const WAKE: u64 = u64::MAX;
+/// READ/WRITE larger than this go to the pool.
+pub const SLOW_IO_BYTES: u32 = 64 * 1024;
+
+type Ring = IoUring<squeue::Entry128, cqueue::Entry>;
+
+/// Deliberate start failures, for testing the fallback (never in production).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RingFault {
+    /// No fault.
+    #[default]
+    None,
+    /// Register a payload buffer that is too small: REGISTER fails.
+    SmallPayload,
+    /// Do not register the last queue: the ring never gets ready and the
+    /// probe times out (the classic hung-mount trap).
+    SkipLastQueue,
+}
+
+/// The number of queues the kernel expects: highest id in
+/// `/sys/devices/system/cpu/possible` + 1.
+pub fn possible_cpus() -> io::Result<usize> {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
+    parse_cpu_list(&s)
+        .and_then(|v| v.into_iter().max())
+        .map(|m| m + 1)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("cannot parse cpu list {s:?}")))
+}
+
+/// Parses a kernel cpu list such as `0-3,5,7-8`.
+pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
+    let mut v = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+                v.extend(a..=b);
+            }
+            None => v.push(part.parse().ok()?),
+        }
+    }
+    (!v.is_empty()).then_some(v)
+}
+
+/// Whether a request should leave the ring thread (it may block for long).
+pub fn is_slow(opcode: u32, op_in: &[u8]) -> bool {
+    match opcode {
+        FUSE_FSYNC | FUSE_FSYNCDIR | FUSE_FALLOCATE | FUSE_COPY_FILE_RANGE | FUSE_COPY_FILE_RANGE_64 | FUSE_SYNCFS
+        | FUSE_RELEASE => true,
+        FUSE_READ => fuse_read_in::read_from(op_in).is_some_and(|a| a.size > SLOW_IO_BYTES),
+        FUSE_WRITE => fuse_write_in::read_from(op_in).is_some_and(|a| a.size > SLOW_IO_BYTES),
+        _ => false,
+    }
+}
+
+struct EntryMem {
+    hdr: *mut u8,
+    payload: *mut u8,
+}
+
+/// The header and payload buffers of one queue's entries (see the module
+/// doc on ownership). Heap memory, allocated zeroed (untouched pages stay
+/// unbacked), never moved.
+pub(crate) struct QueueMem {
+    entries: Vec<EntryMem>,
+    payload_len: usize,
+    /// `[header, payload]` per entry, as REGISTER reads them.
+    iov: Vec<[libc::iovec; 2]>,
+    /// Set once the kernel has released every entry: only then is freeing safe.
+    drained: AtomicBool,
+}
+
+// SAFETY: the raw pointers are owned heap buffers; access follows the
+// single-owner protocol of the module doc.
+unsafe impl Send for QueueMem {}
+// SAFETY: as above.
+unsafe impl Sync for QueueMem {}
+
+fn hdr_layout() -> std::alloc::Layout {
+    std::alloc::Layout::from_size_align(HEADER_SIZE, 64).expect("layout")
+}
+fn payload_layout(len: usize) -> std::alloc::Layout {
+    std::alloc::Layout::from_size_align(len, 4096).expect("layout")
+}
+
+impl QueueMem {
+    fn new(depth: usize, payload_len: usize) -> io::Result<QueueMem> {
+        let mut m = QueueMem { entries: Vec::new(), payload_len, iov: Vec::new(), drained: AtomicBool::new(true) };
+        for _ in 0..depth {
+            // SAFETY: non-zero-sized layouts.
+            let hdr = unsafe { std::alloc::alloc_zeroed(hdr_layout()) };
+            // SAFETY: as above.
+            let payload = unsafe { std::alloc::alloc_zeroed(payload_layout(payload_len)) };
+            if hdr.is_null() || payload.is_null() {
+                return Err(io::Error::from_raw_os_error(libc::ENOMEM));
+            }
+            m.entries.push(EntryMem { hdr, payload });
+            m.iov.push([
+                libc::iovec { iov_base: hdr as *mut _, iov_len: HEADER_SIZE },
+                libc::iovec { iov_base: payload as *mut _, iov_len: payload_len },
+            ]);
+        }
+        Ok(m)
+    }
+
+    /// The header buffer of entry `i`.
+    ///
+    /// # Safety
+    /// The caller owns entry `i` (module doc) for the lifetime of the slice.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn hdr(&self, i: usize) -> &mut [u8] {
+        std::slice::from_raw_parts_mut(self.entries[i].hdr, HEADER_SIZE)
+    }
+
+    /// The payload buffer of entry `i`.
+    ///
+    /// # Safety
+    /// As for [`Self::hdr`].
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn payload(&self, i: usize) -> &mut [u8] {
+        std::slice::from_raw_parts_mut(self.entries[i].payload, self.payload_len)
+    }
+}
+
+impl Drop for QueueMem {
+    fn drop(&mut self) {
+        if !self.drained.load(Ordering::Acquire) {
+            // The kernel may still own entries: leaking is the safe choice.
+            tracing::debug!(entries = self.entries.len(), "ring buffers not drained; leaking them");
+            return;
+        }
+        for e in &self.entries {
+            // SAFETY: allocated in `new` with these layouts, freed once.
+            unsafe {
+                std::alloc::dealloc(e.hdr, hdr_layout());
+                std::alloc::dealloc(e.payload, payload_layout(self.payload_len));
+            }
+        }
+    }
+}
+
+/// What a ring thread serves requests with: the session's dispatcher
+/// (type-erased, so the threads can start in `mount` before the filesystem
+/// type is known) and the pool for slow requests.
+pub(crate) trait Handler: Send + Sync {
+    /// [`Dispatcher::dispatch_parts`].
+    fn handle(&self, in_header: &[u8], op_in: &[u8], payload: &[u8], reply: &mut ReplyBuf) -> bool;
+}
+
+impl<F: Filesystem> Handler for Dispatcher<F> {
+    fn handle(&self, in_header: &[u8], op_in: &[u8], payload: &[u8], reply: &mut ReplyBuf) -> bool {
+        self.dispatch_parts(in_header, op_in, payload, reply)
+    }
+}
+
+/// Told to a ring thread once start-up is over.
+pub(crate) enum Start {
+    /// Serve requests.
+    Serve { handler: Arc<dyn Handler>, pool: Arc<Pool> },
+    /// The start failed or the session was dropped unserved: exit now
+    /// (closing the ring cancels its entries).
+    Stop,
+}
+
+/// State shared between `mount` (the probe) and the ring threads.
+#[derive(Default)]
+struct Control {
+    /// Thread ids whose STATFS is a probe, answered by the ring thread.
+    probe_tids: Mutex<Vec<i32>>,
+    /// Probe requests answered through a ring.
+    answered: std::sync::atomic::AtomicUsize,
+}
+
+/// One queue, owned by its thread: the ring, its entries, requests held.
+struct Queue {
+    qid: u16,
+    ring: Ring,
+    mem: Arc<QueueMem>,
+    dev: RawFd,
+}
+
+fn cmd_bytes(commit_id: u64, qid: u16) -> [u8; 80] {
+    let req = fuse_uring_cmd_req { flags: 0, commit_id, qid, padding: [0; 6] };
+    let mut cmd = [0u8; 80];
+    cmd[..std::mem::size_of::<fuse_uring_cmd_req>()].copy_from_slice(req.as_bytes());
+    cmd
+}
+
+/// Sets `sqe->len` (u32 at byte 24 of the SQE), which `UringCmd80` has no setter for.
+fn set_sqe_len(e: &mut squeue::Entry128, len: u32) {
+    // SAFETY: Entry128 is repr(C) and starts with the 64-byte io_uring_sqe,
+    // whose `len` field is the u32 at offset 24.
+    unsafe { (e as *mut squeue::Entry128 as *mut u8).add(24).cast::<u32>().write_unaligned(len) }
+}
+
+impl Queue {
+    fn push(&mut self, e: &squeue::Entry128) -> io::Result<()> {
+        loop {
+            // SAFETY: every buffer an SQE points to (iovecs, entry buffers)
+            // lives in `self.mem`, which outlives the ring's use of it.
+            if unsafe { self.ring.submission().push(e) }.is_ok() {
+                return Ok(());
+            }
+            self.ring.submit()?;
+        }
+    }
+
+    fn register(&mut self, i: usize) -> io::Result<()> {
+        let iov = self.mem.iov[i].as_ptr();
+        let mut e = opcode::UringCmd80::new(types::Fd(self.dev), FUSE_IO_URING_CMD_REGISTER)
+            .cmd(cmd_bytes(0, self.qid))
+            .addr(Some(iov as u64))
+            .build()
+            .user_data(i as u64);
+        set_sqe_len(&mut e, 2);
+        self.push(&e)
+    }
+
+    fn commit(&mut self, i: usize) -> io::Result<()> {
+        // SAFETY: we own entry i (it is being committed by us).
+        let commit_id = unsafe { ent_in_out(&self.mem, i) }.commit_id;
+        let e = opcode::UringCmd80::new(types::Fd(self.dev), FUSE_IO_URING_CMD_COMMIT_AND_FETCH)
+            .cmd(cmd_bytes(commit_id, self.qid))
+            .build()
+            .user_data(i as u64);
+        self.push(&e)
+    }
+
+    fn arm_wake(&mut self, efd: RawFd) -> io::Result<()> {
+        let e = opcode::PollAdd::new(types::Fd(efd), libc::POLLIN as u32).build().user_data(WAKE);
+        self.push(&e.into())
+    }
+
+    /// Completions available now, as (user_data, result).
+    fn reap(&mut self, out: &mut Vec<(u64, i32)>) {
+        out.clear();
+        out.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
+    }
+}
+
+/// # Safety
+/// The caller owns entry `i`.
+unsafe fn ent_in_out(mem: &QueueMem, i: usize) -> fuse_uring_ent_in_out {
+    fuse_uring_ent_in_out::read_from(&mem.hdr(i)[ENT_IN_OUT..]).expect("header buffer is 288 bytes")
+}
+
+/// Writes `reply` into entry `i`: out-header in `in_out`, all reply bytes in
+/// the payload, `payload_sz`. A body larger than the payload becomes EIO.
+///
+/// # Safety
+/// The caller owns entry `i`.
+unsafe fn put_reply(mem: &QueueMem, i: usize, reply: &mut ReplyBuf) {
+    if reply.body_len() > mem.payload_len {
+        tracing::error!(len = reply.body_len(), "reply larger than the ring payload; replying EIO");
+        reply.set_error(libc::EIO);
+    }
+    let hdr = mem.hdr(i);
+    hdr[..std::mem::size_of::<fuse_out_header>()].copy_from_slice(reply.header().as_bytes());
+    mem.payload(i)[..reply.body_len()].copy_from_slice(reply.body());
+    let mut meta = fuse_uring_ent_in_out::read_from(&hdr[ENT_IN_OUT..]).expect("288 bytes");
+    meta.payload_sz = reply.body_len() as u32;
+    hdr[ENT_IN_OUT..HEADER_SIZE].copy_from_slice(meta.as_bytes());
+}
+
+/// Dispatches the request held by entry `i` and writes the reply into the
+/// entry. Shared by ring threads and pool jobs.
+///
+/// # Safety
+/// The caller owns entry `i`.
+unsafe fn process_entry(mem: &QueueMem, i: usize, h: &dyn Handler, reply: &mut ReplyBuf) {
+    let (send, unique) = {
+        let hdr = mem.hdr(i);
+        let meta = ent_in_out(mem, i);
+        let payload = mem.payload(i);
+        let n = (meta.payload_sz as usize).min(payload.len());
+        let (in_out, rest) = hdr.split_at(OP_IN);
+        let op_in = &rest[..FUSE_URING_OP_IN_OUT_SZ];
+        let unique = fuse_in_header::read_from(in_out).map_or(meta.commit_id, |h| h.unique);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.handle(in_out, op_in, &payload[..n], reply)));
+        let send = r.unwrap_or_else(|_| {
+            tracing::error!(unique, "filesystem panicked; replying EIO");
+            false
+        });
+        (send, unique)
+    };
+    if !send {
+        // A ring entry is re-armed only by a commit, and requests without a
+        // reply never come through the ring: answer EIO.
+        reply.reset(unique);
+        reply.set_error(libc::EIO);
+    }
+    put_reply(mem, i, reply);
+    if reply.body_len() > 4 << 20 {
+        *reply = ReplyBuf::with_capacity(64 * 1024);
+    }
+}
+
+/// The ring threads of one connection (one per queue), started by [`start`].
+pub(crate) struct Rings {
+    threads: Vec<std::thread::JoinHandle<io::Result<()>>>,
+    starts: Vec<(mpsc::Sender<Start>, Arc<Wakeup>)>,
+    control: Arc<Control>,
+    /// Registered entries per queue.
+    pub(crate) depth: usize,
+    /// Keeps the fd the SQEs name open.
+    _dev: FuseDev,
+}
+
+impl std::fmt::Debug for Rings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rings").field("queues", &self.threads.len()).field("depth", &self.depth).finish()
+    }
+}
+
+/// Starts one thread per queue (`nqueues`), each setting up its ring with
+/// `depth` entries of `payload_len`-byte payloads and registering them
+/// **from that thread** (the kernel delivers a request to an entry as task
+/// work of the thread that submitted the entry's last SQE, so the thread
+/// serving an entry must be the one that registered it). Waits until every
+/// queue reports its REGISTERs accepted or rejected. Errors are reasons.
+pub(crate) fn start(dev: &FuseDev, nqueues: usize, depth: usize, payload_len: usize, fault: RingFault) -> Result<Rings, String> {
+    let depth = depth.max(1);
+    let control = Arc::new(Control::default());
+    let mut rings = Rings { threads: Vec::new(), starts: Vec::new(), control: control.clone(), depth, _dev: dev.clone() };
+    let payload_len = if fault == RingFault::SmallPayload { 4096 } else { payload_len };
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    for qid in 0..nqueues {
+        let wake = Arc::new(Wakeup::new().map_err(|e| format!("eventfd: {e}"))?);
+        let (start_tx, start_rx) = mpsc::channel();
+        let skip = fault == RingFault::SkipLastQueue && qid == nqueues - 1;
+        let (ready, control, w) = (ready_tx.clone(), control.clone(), wake.clone());
+        let dev = dev.as_fd().as_raw_fd();
+        let h = std::thread::Builder::new()
+            .name(format!("fuse-ring-{qid}"))
+            .spawn(move || queue_thread(qid as u16, dev, depth, payload_len, skip, ready, start_rx, w, control))
+            .map_err(|e| format!("ring thread: {e}"));
+        match h {
+            Ok(h) => {
+                rings.threads.push(h);
+                rings.starts.push((start_tx, wake));
+            }
+            Err(e) => {
+                rings.stop();
+                return Err(e);
+            }
+        }
+    }
+    drop(ready_tx);
+    for _ in 0..nqueues {
+        match ready_rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                rings.stop();
+                return Err(e);
+            }
+            Err(_) => {
+                rings.stop();
+                return Err("a ring thread did not report its registration".into());
+            }
+        }
+    }
+    Ok(rings)
+}
+
+fn gettid() -> i32 {
+    // SAFETY: no arguments, cannot fail.
+    unsafe { libc::gettid() }
+}
+
+fn pin_to_cpu(cpu: usize) -> bool {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return false;
+    }
+    // SAFETY: a zeroed cpu_set_t is an empty set; cpu < CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: sched_getaffinity fills the zeroed set; CPU_ISSET reads within it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return vec![];
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    }
+}
+
+impl Rings {
+    /// The number of queues.
+    pub(crate) fn queues(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// Checks that requests really come through the rings: one STATFS on
+    /// `mountpoint` from a thread pinned to each CPU this process may run
+    /// on, answered (ENOSYS) by the ring threads without reaching the
+    /// filesystem. Other requests arriving meanwhile wait in their entries
+    /// until [`Self::serve`]. Err if a probe is not answered through a ring
+    /// within `timeout`; the caller must then abort the connection, which
+    /// also ends the blocked probe threads.
+    pub(crate) fn probe(&mut self, mountpoint: &Path, timeout: Duration) -> Result<(), String> {
+        let mut cpus: Vec<Option<usize>> =
+            allowed_cpus().into_iter().filter(|&c| c < self.queues()).map(Some).collect();
+        if cpus.is_empty() {
+            cpus.push(None);
+        }
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        for &cpu in &cpus {
+            let done = done_tx.clone();
+            let mp = crate::session::cpath(mountpoint).map_err(|e| e.to_string())?;
+            let (tid_tx, tid_rx) = mpsc::channel();
+            let (go_tx, go_rx) = mpsc::channel::<()>();
+            std::thread::Builder::new()
+                .name("fuse-ring-probe".into())
+                .spawn(move || {
+                    if let Some(cpu) = cpu {
+                        pin_to_cpu(cpu);
+                    }
+                    let _ = tid_tx.send(gettid());
+                    if go_rx.recv().is_err() {
+                        return;
+                    }
+                    // SAFETY: valid path and out-pointer.
+                    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+                    // SAFETY: as above.
+                    unsafe { libc::statfs(mp.as_ptr(), &mut st) };
+                    let _ = done.send(());
+                })
+                .map_err(|e| format!("probe thread: {e}"))?;
+            let tid = tid_rx.recv().map_err(|_| "probe thread died".to_string())?;
+            self.control.probe_tids.lock().unwrap_or_else(|e| e.into_inner()).push(tid);
+            let _ = go_tx.send(());
+        }
+        drop(done_tx);
+        let deadline = Instant::now() + timeout;
+        for _ in 0..cpus.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if done_rx.recv_timeout(left).is_err() {
+                let answered = self.control.answered.load(Ordering::SeqCst);
+                return Err(format!(
+                    "no answer through the ring within {timeout:?} ({answered} of {} probe requests arrived)",
+                    cpus.len()
+                ));
+            }
+        }
+        let answered = self.control.answered.load(Ordering::SeqCst);
+        if answered < cpus.len() {
+            return Err(format!("only {answered} of {} probe requests came through the ring", cpus.len()));
+        }
+        Ok(())
+    }
+
+    fn tell(&mut self, mut make: impl FnMut() -> Start) {
+        for (tx, wake) in &self.starts {
+            let _ = tx.send(make());
+            wake.signal();
+        }
+        self.starts.clear();
+    }
+
+    /// Lets every ring thread serve with `handler`; returns their handles.
+    pub(crate) fn serve(mut self, handler: Arc<dyn Handler>, pool: Arc<Pool>) -> Vec<std::thread::JoinHandle<io::Result<()>>> {
+        self.tell(|| Start::Serve { handler: handler.clone(), pool: pool.clone() });
+        std::mem::take(&mut self.threads)
+    }
+
+    /// Stops and joins every ring thread (their rings close; entries the
+    /// kernel held are cancelled). Call after aborting the connection.
+    pub(crate) fn stop(&mut self) {
+        self.tell(|| Start::Stop);
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Rings {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Wakes a ring thread: entries finished by pool jobs, or a [`Start`] message.
+pub(crate) struct Wakeup {
+    done: Mutex<Vec<usize>>,
+    efd: OwnedFd,
+}
+
+impl Wakeup {
+    fn new() -> io::Result<Wakeup> {
+        // SAFETY: plain eventfd(2).
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fresh fd owned by nobody else.
+        Ok(Wakeup { done: Mutex::new(Vec::new()), efd: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+    fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64.
+        unsafe { libc::write(self.efd.as_raw_fd(), &one as *const u64 as *const _, 8) };
+    }
+    fn finish(&self, i: usize) {
+        self.done.lock().unwrap_or_else(|e| e.into_inner()).push(i);
+        self.signal();
+    }
+    fn clear(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads 8 bytes into a live u64 (non-blocking fd).
+        unsafe { libc::read(self.efd.as_raw_fd(), &mut v as *mut u64 as *mut _, 8) };
+    }
+}
+
+struct Job {
+    mem: Arc<QueueMem>,
+    i: usize,
+    wake: Arc<Wakeup>,
+    handler: Arc<dyn Handler>,
+}
+
+/// The worker pool for slow requests, shared by all ring threads.
+pub(crate) struct Pool {
+    jobs: Mutex<(VecDeque<Job>, bool)>,
+    cv: Condvar,
+}
+
+impl Pool {
+    /// Starts `n` (≥ 1) worker threads.
+    pub(crate) fn start(n: usize) -> (Arc<Pool>, Vec<std::thread::JoinHandle<()>>) {
+        let pool = Arc::new(Pool { jobs: Mutex::new((VecDeque::new(), false)), cv: Condvar::new() });
+        let mut handles = Vec::new();
+        for k in 0..n.max(1) {
+            let p = pool.clone();
+            match std::thread::Builder::new().name(format!("fuse-slow-{k}")).spawn(move || p.work()) {
+                Ok(h) => handles.push(h),
+                Err(e) => tracing::warn!("slow-request worker {k}: {e}"),
+            }
+        }
+        (pool, handles)
+    }
+
+    fn work(&self) {
+        let mut reply = ReplyBuf::with_capacity(64 * 1024);
+        loop {
+            let job = {
+                let mut g = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    if let Some(j) = g.0.pop_front() {
+                        break j;
+                    }
+                    if g.1 {
+                        return;
+                    }
+                    g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+                }
+            };
+            // SAFETY: the ring thread handed entry job.i to this job.
+            unsafe { process_entry(&job.mem, job.i, &*job.handler, &mut reply) };
+            job.wake.finish(job.i);
+        }
+    }
+
+    fn submit(&self, job: Job) {
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner()).0.push_back(job);
+        self.cv.notify_one();
+    }
+
+    /// Lets the workers finish queued jobs and exit.
+    pub(crate) fn shutdown(&self) {
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        self.cv.notify_all();
+    }
+}
+
+/// The life of one queue's thread: set up and register (report on `ready`),
+/// answer probes and hold other requests until told to [`Start`], then
+/// serve until the kernel has ended every entry (unmount, abort).
+#[allow(clippy::too_many_arguments)]
+fn queue_thread(
+    qid: u16,
+    dev: RawFd,
+    depth: usize,
+    payload_len: usize,
+    skip_register: bool,
+    ready: mpsc::Sender<Result<(), String>>,
+    start: mpsc::Receiver<Start>,
+    wake: Arc<Wakeup>,
+    control: Arc<Control>,
+) -> io::Result<()> {
+    pin_to_cpu(qid as usize);
+    let setup = || -> Result<Queue, String> {
+        let ring = IoUring::<squeue::Entry128, cqueue::Entry>::builder()
+            .build((depth as u32 + 2).next_power_of_two())
+            .map_err(|e| format!("io_uring_setup with 128-byte SQEs failed: {e}"))?;
+        let mem = QueueMem::new(depth, payload_len).map_err(|e| format!("ring buffers: {e}"))?;
+        Ok(Queue { qid, ring, mem: Arc::new(mem), dev })
+    };
+    let mut q = match setup() {
+        Ok(q) => q,
+        Err(e) => {
+            let _ = ready.send(Err(format!("queue {qid}: {e}")));
+            return Ok(());
+        }
+    };
+    let mut cqes = Vec::new();
+    let mut held = Vec::new(); // entries holding a request received before Serve
+    if !skip_register {
+        // From the first REGISTER on, the kernel may own these buffers.
+        q.mem.drained.store(false, Ordering::Release);
+        let reg = (|| -> io::Result<()> {
+            for i in 0..depth {
+                q.register(i)?;
+            }
+            q.ring.submit().map(drop)
+        })();
+        if let Err(e) = reg {
+            let _ = ready.send(Err(format!("queue {qid}: submitting REGISTER: {e}")));
+            return Ok(());
+        }
+        // A rejected REGISTER completes while it is issued; an accepted one
+        // completes only when a request arrives.
+        q.reap(&mut cqes);
+        for &(i, res) in &cqes {
+            if res < 0 {
+                let e = io::Error::from_raw_os_error(-res);
+                let _ = ready.send(Err(format!("queue {qid}: FUSE_IO_URING_CMD_REGISTER failed: {e}")));
+                return Ok(());
+            }
+            held.push(i as usize);
+        }
+    }
+    q.arm_wake(wake.efd.as_raw_fd())?;
+    let _ = ready.send(Ok(()));
+    drop(ready);
+
+    // Start-up: answer probes, hold everything else.
+    let (handler, pool) = loop {
+        match q.ring.submit_and_wait(1) {
+            Ok(_) => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => {}
+            Err(e) => return Err(e),
+        }
+        q.reap(&mut cqes);
+        let mut msg = None;
+        for &(ud, res) in &cqes {
+            if ud == WAKE {
+                wake.clear();
+                if let Ok(m) = start.try_recv() {
+                    msg = Some(m);
+                }
+                q.arm_wake(wake.efd.as_raw_fd())?;
+                continue;
+            }
+            let i = ud as usize;
+            if res < 0 {
+                continue; // the entry is gone (connection aborted)
+            }
+            // SAFETY: this CQE hands entry i to this thread.
+            let h = fuse_in_header::read_from(unsafe { q.mem.hdr(i) }).expect("288 bytes");
+            let is_probe = h.opcode == FUSE_STATFS
+                && control.probe_tids.lock().unwrap_or_else(|e| e.into_inner()).contains(&(h.pid as i32));
+            if is_probe {
+                let mut reply = ReplyBuf::with_capacity(0);
+                reply.reset(h.unique);
+                reply.set_error(libc::ENOSYS);
+                // SAFETY: as above.
+                unsafe { put_reply(&q.mem, i, &mut reply) };
+                q.commit(i)?;
+                control.answered.fetch_add(1, Ordering::SeqCst);
+            } else {
+                held.push(i);
+            }
+        }
+        match msg {
+            Some(Start::Serve { handler, pool }) => break (handler, pool),
+            // Closing the ring cancels the entries; the buffers are leaked
+            // (not drained) in case the kernel still writes to them.
+            Some(Start::Stop) => return Ok(()),
+            None => {}
+        }
+    };
+
+    // Serving.
+    let mut reply = ReplyBuf::with_capacity(64 * 1024);
+    let mut live = q.mem.entries.len();
+    if skip_register {
+        live = 0;
+    }
+    cqes.clear();
+    cqes.extend(held.into_iter().map(|i| (i as u64, 0)));
+    loop {
+        for &(ud, res) in &cqes {
+            if ud == WAKE {
+                wake.clear();
+                let done = std::mem::take(&mut *wake.done.lock().unwrap_or_else(|e| e.into_inner()));
+                for i in done {
+                    q.commit(i)?;
+                }
+                q.arm_wake(wake.efd.as_raw_fd())?;
+                continue;
+            }
+            let i = ud as usize;
+            if res == -libc::ENOENT {
+                // The kernel no longer knew the committed request and did not
+                // re-arm the entry: register it again so the queue keeps it.
+                tracing::debug!(qid, entry = i, "stale commit; re-registering the entry");
+                q.register(i)?;
+                continue;
+            }
+            if res < 0 {
+                live -= 1;
+                continue;
+            }
+            // SAFETY: this CQE hands entry i to this thread.
+            let (opcode, slow) = unsafe {
+                let hdr = q.mem.hdr(i);
+                let opcode = fuse_in_header::read_from(hdr).map_or(0, |h| h.opcode);
+                (opcode, is_slow(opcode, &hdr[OP_IN..ENT_IN_OUT]))
+            };
+            if slow {
+                tracing::trace!(qid, opcode, "to the pool");
+                pool.submit(Job { mem: q.mem.clone(), i, wake: wake.clone(), handler: handler.clone() });
+            } else {
+                // SAFETY: as above.
+                unsafe { process_entry(&q.mem, i, &*handler, &mut reply) };
+                q.commit(i)?;
+            }
+        }
+        if live == 0 {
+            break;
+        }
+        match q.ring.submit_and_wait(1) {
+            Ok(_) => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => {}
+            Err(e) => return Err(e),
+        }
+        q.reap(&mut cqes);
+    }
+    // Every entry came back with an error: the kernel holds none of them.
+    q.mem.drained.store(true, Ordering::Release);
+    tracing::debug!(qid, "ring queue ended");
+    Ok(())
+}
