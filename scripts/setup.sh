@@ -27,7 +27,6 @@ declare -A want=(
     [python3]=python3
     [npm]=npm
     [node]=nodejs
-    [fusermount3]=fuse3
     [pkg-config]=pkg-config
     [cc]=build-essential
     [timeout]=coreutils
