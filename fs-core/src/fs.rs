@@ -101,6 +101,17 @@ struct Node {
     content_gen: u64,
     hashed_gen: u64,
     hash_lock: Arc<Mutex<()>>,
+    /// The working copy's (mtime, ctime, size) when we last looked: writes
+    /// that bypass the daemon (passthrough, shared mmap) change it.
+    wc_seen: Option<WcStamp>,
+}
+
+/// (mtime, ctime, size) of a working copy.
+type WcStamp = ((i64, u32), (i64, u32), u64);
+
+fn wc_stamp(m: &std::fs::Metadata) -> WcStamp {
+    use std::os::unix::fs::MetadataExt;
+    ((m.mtime(), m.mtime_nsec() as u32), (m.ctime(), m.ctime_nsec() as u32), m.size())
 }
 
 impl Node {
@@ -117,6 +128,7 @@ impl Node {
             content_gen: 0,
             hashed_gen: 0,
             hash_lock: Arc::new(Mutex::new(())),
+            wc_seen: None,
         }
     }
 }
@@ -1159,6 +1171,12 @@ impl Fs {
             }
         }
         let mut st = self.inner.lock();
+        if s.mtime.is_some() {
+            // Take in bypassing writes before our futimens below hides them.
+            if let Some(f) = st.node(ino)?.file.clone() {
+                note_bypass(&mut st, ino, &f);
+            }
+        }
         let n = st.node_mut(ino)?;
         let mut changed = s.size.is_some();
         if let Some(m) = s.mode {
@@ -1199,6 +1217,7 @@ impl Fs {
                     libc::timespec { tv_sec: n.rec.mtime.0 as _, tv_nsec: n.rec.mtime.1 as _ },
                 ];
                 unsafe { libc::futimens(f.file.as_raw_fd(), ts.as_ptr()) };
+                n.wc_seen = f.file.metadata().ok().map(|m| wc_stamp(&m));
             }
         }
         if let Some(c) = s.ctime {
@@ -1563,7 +1582,12 @@ fn note_bypass(st: &mut State, ino: u64, f: &OpenFile) {
     let Ok(m) = f.file.metadata() else { return };
     let Some(n) = st.nodes.get_mut(&ino) else { return };
     let wm = (m.mtime(), m.mtime_nsec() as u32);
-    let moved = wm > n.rec.mtime || n.rec.size != m.size();
+    let stamp = wc_stamp(&m);
+    // Any change since we last looked (the coarse host clock can leave a
+    // passthrough write's mtime below ours, so compare stamps too).
+    let seen_moved = n.wc_seen.is_some_and(|s| s != stamp);
+    n.wc_seen = Some(stamp);
+    let moved = wm > n.rec.mtime || n.rec.size != m.size() || seen_moved;
     if moved || n.rec.blocks != m.blocks() {
         n.rec.size = m.size();
         n.rec.blocks = m.blocks();
@@ -1616,6 +1640,7 @@ impl Fs {
         let file = match (&n.file, file) {
             (Some(f), Some(_)) => Some(f.clone()),
             (None, Some(f)) => {
+                n.wc_seen = f.file.metadata().ok().map(|m| wc_stamp(&m));
                 n.file = Some(f.clone());
                 Some(f)
             }

@@ -1,7 +1,9 @@
 //! The thin adapter from the FUSE session (`fuse_uring::Filesystem`) to the
 //! filesystem model (`fs_core::Fs`): type conversions and cache policy
-//! (entry/attr timeouts, FOPEN_* flags), nothing else.
+//! (entry/attr timeouts, FOPEN_* flags) and the passthrough backing ids
+//! (one per open inode, see [`Backing`]).
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,6 +18,89 @@ use fuse_uring::fs::{
 const FOPEN_KEEP_CACHE: u32 = 1 << 1;
 /// `FOPEN_NOFLUSH`: do not send FLUSH on close; ringfs has nothing to flush then.
 const FOPEN_NOFLUSH: u32 = 1 << 5;
+/// `FOPEN_PASSTHROUGH`: the kernel serves read/write/mmap from the backing
+/// file named by `backing_id` (kernel 6.9). Never with KEEP_CACHE (EIO).
+const FOPEN_PASSTHROUGH: u32 = 1 << 7;
+
+/// Passthrough backing ids: one per inode, registered on the inode's first
+/// open and closed after its last release. The kernel binds an inode to one
+/// backing file while it has open files, so every open of an inode in that
+/// time must name the same id; the refcount here guarantees it.
+///
+/// If registering fails (it should not once the start-up probe passed), the
+/// inode is served through the daemon for as long as it stays open
+/// (`id == None`), again so that all its opens agree.
+struct Backing {
+    dev: fuse_uring::session::FuseDev,
+    /// ino → (backing id or None for "through the daemon", open handles).
+    inodes: Mutex<BackingTable>,
+}
+
+#[derive(Default)]
+struct BackingTable {
+    by_ino: HashMap<u64, (Option<i32>, u32)>,
+    /// Handles counted in `by_ino`: fh → ino.
+    handles: HashMap<u64, u64>,
+}
+
+impl Backing {
+    /// The open flags and backing id for a new handle `fh` of `ino` whose
+    /// working copy is `fd` (None: not a regular file).
+    fn open(&self, ino: u64, fh: u64, fd: Option<std::os::fd::RawFd>) -> Opened {
+        let Some(fd) = fd else {
+            return Opened { fh, open_flags: FOPEN_NOFLUSH, backing_id: 0 };
+        };
+        let mut t = self.inodes.lock().unwrap_or_else(|p| p.into_inner());
+        let id = match t.by_ino.get_mut(&ino) {
+            Some(e) => {
+                e.1 += 1;
+                e.0
+            }
+            None => {
+                // SAFETY: `fd` is the working copy fs-core keeps open while the
+                // inode has handles; we hold one (fh) right now.
+                let file = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+                let id = match fuse_uring::session::backing_open(&self.dev, file) {
+                    Ok(id) => Some(id),
+                    Err(e) => {
+                        tracing::warn!("passthrough: registering the backing file of inode {ino} failed: {e}; serving it through the daemon");
+                        None
+                    }
+                };
+                t.by_ino.insert(ino, (id, 1));
+                id
+            }
+        };
+        t.handles.insert(fh, ino);
+        match id {
+            Some(id) => Opened { fh, open_flags: FOPEN_PASSTHROUGH | FOPEN_NOFLUSH, backing_id: id },
+            None => Opened { fh, open_flags: FOPEN_NOFLUSH, backing_id: 0 },
+        }
+    }
+
+    /// After the release of `fh`: closes the inode's backing id if this was its last handle.
+    fn release(&self, fh: u64) {
+        let mut t = self.inodes.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(ino) = t.handles.remove(&fh) else { return };
+        let close = match t.by_ino.get_mut(&ino) {
+            Some(e) if e.1 > 1 => {
+                e.1 -= 1;
+                None
+            }
+            Some(_) => t.by_ino.remove(&ino).and_then(|e| e.0),
+            None => None,
+        };
+        if let Some(id) = close {
+            if let Err(e) = fuse_uring::session::backing_close(&self.dev, id) {
+                tracing::warn!("passthrough: closing backing id {id} of inode {ino}: {e}");
+            }
+        }
+    }
+
+    fn open_ids(&self) -> usize {
+        self.inodes.lock().unwrap_or_else(|p| p.into_inner()).by_ino.values().filter(|e| e.0.is_some()).count()
+    }
+}
 
 /// Cache policy for kernel replies. ringfs is the only writer of its
 /// workspace, so entries and attributes can be cached long; the kernel
@@ -39,11 +124,37 @@ pub struct Adapter {
     fs: Arc<Fs>,
     cache: CachePolicy,
     conn: Mutex<Option<ConnInfo>>,
+    backing: Option<Backing>,
 }
 
 impl Adapter {
     pub fn new(fs: Arc<Fs>, cache: CachePolicy) -> Adapter {
-        Adapter { fs, cache, conn: Mutex::new(None) }
+        Adapter { fs, cache, conn: Mutex::new(None), backing: None }
+    }
+
+    /// Serve regular files with FUSE passthrough, registering working copies
+    /// as backing files on `dev` (the session fd). Call before the session
+    /// runs, and only when INIT negotiated passthrough and registering a
+    /// backing file works (CAP_SYS_ADMIN).
+    pub fn enable_passthrough(&mut self, dev: fuse_uring::session::FuseDev) {
+        self.backing = Some(Backing { dev, inodes: Mutex::new(BackingTable::default()) });
+    }
+
+    /// Passthrough is in use.
+    pub fn passthrough(&self) -> bool {
+        self.backing.is_some()
+    }
+
+    /// Backing ids currently registered (inodes open in passthrough mode).
+    pub fn backing_ids(&self) -> usize {
+        self.backing.as_ref().map(|b| b.open_ids()).unwrap_or(0)
+    }
+
+    fn file_opened(&self, ino: u64, fh: u64) -> Opened {
+        match &self.backing {
+            Some(b) => b.open(ino, fh, self.fs.backing_fd(fh)),
+            None => Opened { fh, open_flags: FOPEN_KEEP_CACHE | FOPEN_NOFLUSH, backing_id: 0 },
+        }
     }
 
     /// What INIT negotiated, once it has run.
@@ -100,10 +211,6 @@ fn xattr(v: fs_core::XattrValue) -> XattrReply {
         fs_core::XattrValue::Size(n) => XattrReply::Size(n),
         fs_core::XattrValue::Data(d) => XattrReply::Data(d),
     }
-}
-
-fn file_opened(fh: u64) -> Opened {
-    Opened { fh, open_flags: FOPEN_KEEP_CACHE | FOPEN_NOFLUSH, backing_id: 0 }
 }
 
 impl Filesystem for Adapter {
@@ -178,12 +285,13 @@ impl Filesystem for Adapter {
     }
 
     fn open(&self, ctx: &RequestCtx, nodeid: u64, flags: u32) -> Result<Opened> {
-        self.fs.open(&caller(ctx), nodeid, flags).map(file_opened).map_err(err)
+        let fh = self.fs.open(&caller(ctx), nodeid, flags).map_err(err)?;
+        Ok(self.file_opened(nodeid, fh))
     }
 
     fn create(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, _umask: u32, flags: u32) -> Result<(Entry, Opened)> {
         let (a, fh) = self.fs.create(&caller(ctx), parent, name, mode, flags).map_err(err)?;
-        Ok((self.entry(&a), file_opened(fh)))
+        Ok((self.entry(&a), self.file_opened(a.ino, fh)))
     }
 
     fn read(&self, _ctx: &RequestCtx, _nodeid: u64, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
@@ -199,7 +307,11 @@ impl Filesystem for Adapter {
     }
 
     fn release(&self, _ctx: &RequestCtx, _nodeid: u64, fh: u64, _flags: u32) -> Result<()> {
-        self.fs.release(fh).map_err(err)
+        let r = self.fs.release(fh).map_err(err);
+        if let Some(b) = &self.backing {
+            b.release(fh);
+        }
+        r
     }
 
     fn fsync(&self, _ctx: &RequestCtx, _nodeid: u64, fh: u64, datasync: bool) -> Result<()> {

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// ringfs: a FUSE workspace filesystem for AI agents and developers.
 ///
@@ -70,6 +70,21 @@ pub struct MountArgs {
     /// Write the daemon's log here (with --daemon; default: discard).
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
+
+    /// FUSE passthrough (kernel serves file reads, writes and mmap from the
+    /// backing file): `auto` uses it where the kernel (≥ 6.9) and
+    /// CAP_SYS_ADMIN allow, `on` refuses to mount without it, `off` sends
+    /// all data through the daemon.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = Passthrough::Auto)]
+    pub passthrough: Passthrough,
+}
+
+/// `ringfs mount --passthrough`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Passthrough {
+    Auto,
+    On,
+    Off,
 }
 
 #[derive(Debug, Args)]

@@ -17,7 +17,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
 use crate::adapter::{Adapter, CachePolicy};
-use crate::cli::MountArgs;
+use crate::cli::{MountArgs, Passthrough};
 use crate::{control, mountpoint};
 
 /// Environment variable through which a `--daemon` parent hands its child
@@ -95,7 +95,8 @@ fn daemonize(args: &MountArgs) -> Result<()> {
 struct Features {
     transport: &'static str,
     transport_reason: &'static str,
-    passthrough_reason: &'static str,
+    passthrough_mode: Passthrough,
+    passthrough_reason: String,
 }
 
 fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
@@ -115,7 +116,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         hash_threads: args.hash_threads.max(1),
     };
     let fs = Arc::new(fs_core::Fs::open_store(cfg)?);
-    let opts = fuse_uring::session::MountOptions::default();
+    let opts = fuse_uring::session::MountOptions { passthrough: args.passthrough != Passthrough::Off, ..Default::default() };
     let session = match fuse_uring::session::mount(&mp, &opts) {
         Ok(s) => s,
         Err(e) => {
@@ -123,12 +124,32 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
             return Err(anyhow::Error::from(e).context(format!("mounting on {}", mp.display())));
         }
     };
+    let mut adapter = Adapter::new(fs.clone(), CachePolicy::default());
+    let passthrough_reason = match passthrough_check(args.passthrough, &session) {
+        Ok(()) => {
+            adapter.enable_passthrough(session.device());
+            "on".to_string()
+        }
+        Err(reason) if args.passthrough == Passthrough::On => {
+            let _ = fuse_uring::session::unmount(&mp);
+            drop(session);
+            let _ = fs.shutdown();
+            bail!("--passthrough on: FUSE passthrough is not available: {reason}");
+        }
+        Err(reason) => {
+            if args.passthrough == Passthrough::Auto {
+                tracing::warn!("passthrough off: {reason}; file data goes through the daemon");
+            }
+            reason
+        }
+    };
     let features = Features {
         transport: "/dev/fuse",
         transport_reason: "FUSE-over-io_uring is not built yet (issue: io_uring transport)",
-        passthrough_reason: "passthrough is not built yet (issue: passthrough and local-only paths)",
+        passthrough_mode: args.passthrough,
+        passthrough_reason,
     };
-    let adapter = Arc::new(Adapter::new(fs.clone(), CachePolicy::default()));
+    let adapter = Arc::new(adapter);
     let op_stats = session.stats();
 
     // Signals and `ringfs umount` both end the session by unmounting.
@@ -174,6 +195,37 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     Ok(())
 }
 
+/// Whether FUSE passthrough can be used on `session`: INIT negotiated it
+/// and registering a backing file works (CAP_SYS_ADMIN in the initial user
+/// namespace). Err: why not, one line.
+fn passthrough_check(mode: Passthrough, session: &fuse_uring::session::Session) -> std::result::Result<(), String> {
+    if mode == Passthrough::Off {
+        return Err("--passthrough off".into());
+    }
+    if !session.conn_info().passthrough {
+        return Err("the kernel did not offer FUSE_PASSTHROUGH (needs Linux 6.9 or newer)".into());
+    }
+    let probe = std::env::temp_dir().join(format!(".ringfs-passthrough-probe-{}", std::process::id()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&probe)
+        .map_err(|e| format!("cannot create a probe file {}: {e}", probe.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    match fuse_uring::session::backing_open(session.device(), &file) {
+        Ok(id) => {
+            let _ = fuse_uring::session::backing_close(session.device(), id);
+            Ok(())
+        }
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            Err("registering a backing file needs CAP_SYS_ADMIN in the initial user namespace (EPERM)".into())
+        }
+        Err(e) => Err(format!("registering a backing file failed: {e}")),
+    }
+}
+
 fn absolute_store(dir: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating store directory {}", dir.display()))?;
     dir.canonicalize().with_context(|| format!("store directory {}", dir.display()))
@@ -211,8 +263,11 @@ impl DaemonInfo {
             },
             "features": {
                 "passthrough": {
-                    "enabled": conn.map(|c| c.passthrough).unwrap_or(false),
+                    "enabled": self.adapter.passthrough(),
+                    "mode": format!("{:?}", self.features.passthrough_mode).to_lowercase(),
+                    "negotiated": conn.map(|c| c.passthrough).unwrap_or(false),
                     "reason": self.features.passthrough_reason,
+                    "backing_ids": self.adapter.backing_ids(),
                 },
                 "readdirplus": true,
                 "writeback_cache": { "enabled": false, "reason": "excluded by passthrough; the daemon caches nothing dirty" },
