@@ -41,6 +41,17 @@ fn flag_values(help: &str, flag: &str) -> Option<Vec<String>> {
     // The flag's own paragraph: up to the next line starting with "  -".
     let end = rest[1..].find("\n  -").map_or(rest.len(), |e| e + 1);
     let para = &rest[..end];
+    if let Some(i) = para.find("Possible values:") {
+        // clap's long help with documented values: "- name: what" lines.
+        let vals: Vec<String> = para[i..]
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.trim().strip_prefix("- "))
+            .map(|l| l.split(|c: char| c == ':' || c.is_whitespace()).next().unwrap_or("").to_string())
+            .filter(|v| !v.is_empty())
+            .collect();
+        return Some(vals);
+    }
     if let Some(i) = para.find("possible values:") {
         let tail = &para[i + "possible values:".len()..];
         let tail = &tail[..tail.find(']').unwrap_or(tail.len())];
@@ -419,6 +430,8 @@ mod tests {
         assert_eq!(flag_values(help, "--transport"), Some(vec!["auto".into(), "uring".into(), "dev".into()]));
         assert_eq!(flag_values(help, "--memory"), Some(vec![]));
         assert_eq!(flag_values(help, "--passthrough"), None);
+        let long = "      --transport <TRANSPORT>\n          Which\n\n          Possible values:\n          - auto:  io_uring if the kernel offers it\n          - uring: FUSE-over-io_uring\n          - dev\n\n      --memory\n";
+        assert_eq!(flag_values(long, "--transport"), Some(vec!["auto".into(), "uring".into(), "dev".into()]));
         let short = "      --passthrough <auto|on|off>  Whether\n      --x\n";
         assert_eq!(flag_values(short, "--passthrough"), Some(vec!["auto".into(), "on".into(), "off".into()]));
     }
