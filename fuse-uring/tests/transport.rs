@@ -1,0 +1,347 @@
+//! Transport selection, start-up failure handling, the slow-request pool and
+//! teardown (umount, `unmount()`, kill -9), on both transports where it
+//! applies. Needs root, /dev/fuse and, for io_uring,
+//! `/sys/module/fuse/parameters/enable_uring` = Y.
+
+mod support;
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use fuse_uring::ring::RingFault;
+use fuse_uring::*;
+use support::*;
+
+fn opts(t: Transport) -> MountOptions {
+    MountOptions { transport: t, ..Default::default() }
+}
+
+fn mounted_here(mnt: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let m = mnt.to_str().unwrap();
+    info.lines().any(|l| l.split(' ').nth(4) == Some(m))
+}
+
+/// Runs `f` on a thread; None if it does not finish within `limit` (the
+/// thread is left behind: the caller must then unblock it, e.g. by aborting).
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit).ok()
+}
+
+fn pin_to(cpu: usize) {
+    // SAFETY: zeroed cpu_set_t is empty; cpu is small.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+#[test]
+fn transport_info_reports_what_is_used() {
+    let m = Mounted::new(opts(Transport::Uring));
+    let t = &m.transport;
+    assert_eq!((t.kind, t.requested, t.reason.as_deref()), (TransportKind::IoUring, Transport::Uring, None));
+    assert_eq!(t.queues, fuse_uring::ring::possible_cpus().unwrap());
+    assert_eq!(t.depth, 4);
+    assert!(t.payload_size >= m.info.max_write as usize && t.payload_size >= 8192, "{t:?}");
+    assert_eq!(t.kind.as_str(), "io_uring");
+    assert!(t.to_string().starts_with("io_uring ("), "{t}");
+    assert_ne!(m.info.flags & fuse_uring::abi::FUSE_OVER_IO_URING, 0);
+    std::fs::write(m.path("f"), b"x").unwrap();
+    assert!(m.stats.get(fuse_uring::abi::FUSE_STATFS) == 0, "the start-up probe is not counted");
+    m.finish().unwrap();
+
+    let m = Mounted::new(MountOptions { queue_depth: 2, ..opts(Transport::Auto) });
+    assert_eq!((m.transport.kind, m.transport.depth), (TransportKind::IoUring, 2), "Auto picks io_uring here");
+    m.finish().unwrap();
+
+    let m = Mounted::new(opts(Transport::Dev));
+    let t = &m.transport;
+    assert_eq!((t.kind, t.queues, t.depth, t.reason.as_deref()), (TransportKind::DevFuse, 0, 0, None));
+    assert_eq!(m.info.flags & fuse_uring::abi::FUSE_OVER_IO_URING, 0);
+    assert_eq!(t.to_string(), "/dev/fuse");
+    m.finish().unwrap();
+}
+
+/// A ring that fails to start: Auto remounts on /dev/fuse (and says why),
+/// Uring returns an error and leaves no mount behind.
+fn failed_start(fault: RingFault, reason_has: &str) {
+    let o = MountOptions { ring_fault: fault, ring_start_timeout: Duration::from_secs(1), ..opts(Transport::Auto) };
+    let m = Mounted::new(o.clone());
+    assert_eq!(m.transport.kind, TransportKind::DevFuse, "{:?}", m.transport);
+    let reason = m.transport.reason.clone().unwrap();
+    assert!(reason.contains(reason_has) && reason.contains("remounted on /dev/fuse"), "{reason}");
+    std::fs::write(m.path("works"), b"on /dev/fuse").unwrap();
+    assert_eq!(std::fs::read(m.path("works")).unwrap(), b"on /dev/fuse");
+    m.finish().unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let started = Instant::now();
+    let err = mount(&mnt, &MountOptions { transport: Transport::Uring, ..o }).expect_err("Uring must fail");
+    assert!(err.to_string().contains("failed to start") && err.to_string().contains(reason_has), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(!mounted_here(&mnt), "nothing left mounted");
+    // The mount point is usable (not a dead FUSE mount).
+    assert!(std::fs::metadata(&mnt).unwrap().is_dir());
+}
+
+#[test]
+fn register_error_falls_back_or_fails_cleanly() {
+    failed_start(RingFault::SmallPayload, "REGISTER failed");
+}
+
+#[test]
+fn ring_that_never_gets_ready_is_aborted() {
+    failed_start(RingFault::SkipLastQueue, "no answer through the ring");
+}
+
+#[test]
+fn slow_request_does_not_stall_its_queue() {
+    let fs = MemFs::with_ttl(Duration::ZERO);
+    *fs.hold_fsync.lock().unwrap() = true;
+    let m = Mounted::with_fs(opts(Transport::Uring), fs);
+    std::fs::write(m.path("f"), b"data").unwrap();
+    let (p, fs) = (m.path("f"), m.fs.clone());
+    // FSYNC from CPU 0 blocks in the filesystem...
+    let syncer = std::thread::spawn(move || {
+        pin_to(0);
+        let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        f.sync_all()
+    });
+    let t0 = Instant::now();
+    while m.stats.get(fuse_uring::abi::FUSE_FSYNC) == 0 && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(m.stats.get(fuse_uring::abi::FUSE_FSYNC), 1, "fsync reached the daemon");
+    // ...while other requests from the same CPU are still answered.
+    let p = m.path("f");
+    let r = within(Duration::from_secs(10), move || {
+        pin_to(0);
+        (0..50).map(|_| std::fs::metadata(&p).map(|md| md.len())).collect::<io::Result<Vec<_>>>()
+    });
+    // Release the fsync whatever happened, so nothing stays blocked.
+    *fs.hold_fsync.lock().unwrap() = false;
+    fs.fsync_cv.notify_all();
+    let lens = r.expect("GETATTR on CPU 0 stalled behind a slow FSYNC").unwrap();
+    assert!(lens.iter().all(|&l| l == 4));
+    syncer.join().unwrap().unwrap();
+    assert_eq!(fs.fsyncs.load(Ordering::SeqCst), 1);
+    m.finish().unwrap();
+}
+
+fn parallel_clients(t: Transport) {
+    let m = Mounted::new(MountOptions { max_write: 128 * 1024, ..opts(t) });
+    let threads: Vec<_> = (0..4)
+        .map(|k| {
+            let dir = m.path(&format!("d{k}"));
+            std::thread::spawn(move || {
+                std::fs::create_dir(&dir).unwrap();
+                for i in 0..100 {
+                    let p = dir.join(format!("f{i}"));
+                    let data: Vec<u8> = (0..(i * 997 + k * 131) % 300_000).map(|b| (b % 251) as u8).collect();
+                    std::fs::write(&p, &data).unwrap();
+                    assert_eq!(std::fs::read(&p).unwrap(), data);
+                    std::fs::remove_file(&p).unwrap();
+                }
+                std::fs::remove_dir(&dir).unwrap();
+            })
+        })
+        .collect();
+    for th in threads {
+        th.join().unwrap();
+    }
+    assert!(names(&m.mnt).is_empty());
+    m.finish().unwrap();
+}
+
+#[test]
+fn parallel_clients_dev() {
+    parallel_clients(Transport::Dev);
+}
+
+#[test]
+fn parallel_clients_uring() {
+    parallel_clients(Transport::Uring);
+}
+
+/// Teardown 1: `umount` (the command) while the session runs; `run` returns
+/// Ok (on io_uring every entry completed with ENOTCONN) and destroy ran.
+fn umount_command(t: Transport) {
+    let m = Mounted::new(opts(t));
+    std::fs::write(m.path("f"), b"x").unwrap();
+    let st = Command::new("umount").arg(&m.mnt).status().unwrap();
+    assert!(st.success());
+    let mut m = m;
+    let thread = m.thread.take().unwrap();
+    let r = within(Duration::from_secs(10), move || thread.join().unwrap());
+    assert!(r.expect("run() did not return after umount").is_ok());
+    assert!(m.fs.destroyed.load(Ordering::SeqCst));
+    assert!(!mounted_here(&m.mnt));
+}
+
+#[test]
+fn umount_command_dev() {
+    umount_command(Transport::Dev);
+}
+
+#[test]
+fn umount_command_uring() {
+    umount_command(Transport::Uring);
+}
+
+/// Teardown 2: the daemon's own stop (what `ringfs` does on SIGTERM:
+/// `Unmounter::unmount`) while clients keep issuing requests.
+fn unmount_under_load(t: Transport) {
+    let mut m = Mounted::with_fs(opts(t), MemFs::with_ttl(Duration::ZERO));
+    std::fs::write(m.path("f"), b"x").unwrap();
+    let p = m.path("f");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..2)
+        .map(|_| {
+            let (p, stop) = (p.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) && std::fs::metadata(&p).is_ok() {
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    unmount(&m.mnt).unwrap();
+    let thread = m.thread.take().unwrap();
+    let r = within(Duration::from_secs(10), move || thread.join().unwrap());
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        assert!(c.join().unwrap() > 0);
+    }
+    assert!(r.expect("run() did not return after unmount").is_ok());
+    assert!(m.fs.destroyed.load(Ordering::SeqCst));
+    assert!(!mounted_here(&m.mnt));
+}
+
+#[test]
+fn unmount_under_load_dev() {
+    unmount_under_load(Transport::Dev);
+}
+
+#[test]
+fn unmount_under_load_uring() {
+    unmount_under_load(Transport::Uring);
+}
+
+const CHILD_ENV: &str = "FUSE_URING_TEST_CHILD";
+
+/// Not a test on its own: the daemon process of the kill -9 tests (runs
+/// only when `FUSE_URING_TEST_CHILD=<mountpoint>,<transport>` is set).
+#[test]
+fn child_daemon_for_kill_tests() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else { return };
+    let (mnt, t) = spec.split_once(',').unwrap();
+    let session = mount(Path::new(mnt), &opts(t.parse().unwrap())).unwrap();
+    println!("READY {}", session.transport_info().kind);
+    io::stdout().flush().unwrap();
+    let _ = session.run(Arc::new(MemFs::new()), 2);
+    std::process::exit(0);
+}
+
+/// Teardown 3: kill -9 of the daemon. Accesses then fail (ENOTCONN) instead
+/// of hanging, and `umount` succeeds.
+fn kill9(t: Transport) {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt: PathBuf = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_daemon_for_kill_tests", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, format!("{},{}", mnt.display(), t))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let ready = loop {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            break None;
+        }
+        // libtest prints "test <name> ... " before the test's own output.
+        if let Some((_, kind)) = line.trim().split_once("READY ") {
+            break Some(kind.to_string());
+        }
+    };
+    let cleanup = |mnt: &Path| {
+        let _ = fuse_uring::transport::abort_connection(mnt);
+        let _ = Command::new("umount").arg("-l").arg(mnt).status();
+    };
+    let Some(kind) = ready else {
+        let _ = child.kill();
+        let _ = child.wait();
+        cleanup(&mnt);
+        panic!("child daemon did not start");
+    };
+    let want = if t == Transport::Uring { "io_uring" } else { "/dev/fuse" };
+    assert_eq!(kind, want);
+    std::fs::write(mnt.join("f"), b"served by the child").unwrap();
+    assert_eq!(std::fs::read(mnt.join("f")).unwrap(), b"served by the child");
+    // An open file keeps the kernel's view busy across the kill.
+    let mut f = std::fs::File::open(mnt.join("f")).unwrap();
+
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGKILL) }, 0);
+    let t0 = Instant::now();
+    let exited = loop {
+        if child.try_wait().unwrap().is_some() {
+            break true;
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    if !exited {
+        cleanup(&mnt);
+        let _ = child.wait();
+        panic!("the killed daemon did not exit");
+    }
+    // No hang: requests fail with ENOTCONN.
+    let mut buf = [0u8; 4];
+    let read = within(Duration::from_secs(5), move || f.read(&mut buf).map_err(|e| e.raw_os_error()));
+    let m2 = mnt.clone();
+    let stat = within(Duration::from_secs(5), move || std::fs::metadata(m2.join("f")).map_err(|e| e.raw_os_error()).map(|m| m.ino()));
+    if read.is_none() || stat.is_none() {
+        cleanup(&mnt);
+        panic!("access to the dead mount hung (read {read:?}, stat {stat:?})");
+    }
+    assert_eq!(stat.unwrap(), Err(Some(libc::ENOTCONN)));
+    assert!(read.unwrap().is_err());
+    let st = Command::new("umount").arg(&mnt).status().unwrap();
+    if !st.success() {
+        cleanup(&mnt);
+        panic!("umount after kill -9 failed");
+    }
+    assert!(!mounted_here(&mnt));
+}
+
+#[test]
+fn kill9_dev() {
+    kill9(Transport::Dev);
+}
+
+#[test]
+fn kill9_uring() {
+    kill9(Transport::Uring);
+}
