@@ -667,11 +667,19 @@ fn queue_thread(
     wake: Arc<Wakeup>,
     control: Arc<Control>,
 ) -> io::Result<()> {
+    // Requests come from this CPU: serve them here (as libfuse does).
     pin_to_cpu(qid as usize);
     let setup = || -> Result<Queue, String> {
+        let entries = (depth as u32 + 2).next_power_of_two();
+        // Only this thread submits, and it runs the ring's task work itself
+        // when it waits for completions (no interruptions while it serves a
+        // request). Kernels without DEFER_TASKRUN (< 6.1) get a plain ring.
         let ring = IoUring::<squeue::Entry128, cqueue::Entry>::builder()
-            .build((depth as u32 + 2).next_power_of_two())
-            .map_err(|e| format!("io_uring_setup with 128-byte SQEs failed: {e}"))?;
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .build(entries)
+            .or_else(|_| IoUring::<squeue::Entry128, cqueue::Entry>::builder().build(entries))
+        .map_err(|e| format!("io_uring_setup with 128-byte SQEs failed: {e}"))?;
         let mem = QueueMem::new(depth, payload_len).map_err(|e| format!("ring buffers: {e}"))?;
         Ok(Queue { qid, ring, mem: Arc::new(mem), dev })
     };
