@@ -142,6 +142,7 @@ impl Work {
 }
 
 /// One round: `clients` threads each doing `ops` operations; µs/op per client, averaged.
+#[allow(clippy::needless_range_loop)] // `i` also picks offsets
 fn round(mnt: &Path, work: Work, clients: usize, ops: usize, tag: &mut u64) -> f64 {
     *tag += 1;
     let barrier = Barrier::new(clients);

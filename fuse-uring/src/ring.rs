@@ -721,6 +721,9 @@ fn queue_thread(
     let _ = ready.send(Ok(()));
     drop(ready);
 
+    // Entries not yet ended by the kernel (an error CQE ends one for good).
+    let mut live = if skip_register { 0 } else { depth };
+
     // Start-up: answer probes, hold everything else.
     let (handler, pool) = loop {
         match q.ring.submit_and_wait(1) {
@@ -741,7 +744,8 @@ fn queue_thread(
             }
             let i = ud as usize;
             if res < 0 {
-                continue; // the entry is gone (connection aborted)
+                live -= 1; // the entry is gone (connection aborted)
+                continue;
             }
             // SAFETY: this CQE hands entry i to this thread.
             let h = fuse_in_header::read_from(unsafe { q.mem.hdr(i) }).expect("288 bytes");
@@ -770,10 +774,6 @@ fn queue_thread(
 
     // Serving.
     let mut reply = ReplyBuf::with_capacity(64 * 1024);
-    let mut live = q.mem.entries.len();
-    if skip_register {
-        live = 0;
-    }
     cqes.clear();
     cqes.extend(held.into_iter().map(|i| (i as u64, 0)));
     loop {

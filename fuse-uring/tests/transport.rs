@@ -345,3 +345,33 @@ fn kill9_dev() {
 fn kill9_uring() {
     kill9(Transport::Uring);
 }
+
+/// A session dropped without `run` (e.g. the daemon failed after mounting)
+/// aborts its connection: callers get ENOTCONN instead of hanging.
+fn dropped_unserved(t: Transport) {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let session = mount(&mnt, &opts(t)).unwrap();
+    drop(session);
+    let m2 = mnt.clone();
+    let r = within(Duration::from_secs(5), move || std::fs::metadata(&m2).map_err(|e| e.raw_os_error()).map(drop));
+    let ok = r.is_some();
+    if !ok {
+        let _ = fuse_uring::transport::abort_connection(&mnt);
+    }
+    let st = Command::new("umount").arg(&mnt).status().unwrap();
+    assert!(ok, "stat on an unserved, dropped session hung");
+    assert_eq!(r.unwrap(), Err(Some(libc::ENOTCONN)));
+    assert!(st.success());
+}
+
+#[test]
+fn dropped_unserved_dev() {
+    dropped_unserved(Transport::Dev);
+}
+
+#[test]
+fn dropped_unserved_uring() {
+    dropped_unserved(Transport::Uring);
+}
