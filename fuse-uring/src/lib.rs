@@ -32,12 +32,29 @@
 //! decoder ([`request::Args`] abstracts where the argument bytes are), the same
 //! filesystem call and the same encoder.
 //!
+//! # Choosing and reporting the transport
+//!
+//! [`MountOptions::transport`] is [`Transport::Auto`] (default),
+//! [`Transport::Uring`] or [`Transport::Dev`] (parse `"auto"|"uring"|"dev"`
+//! with `FromStr`); [`MountOptions::queue_depth`] (default 4) sets the
+//! registered entries per queue. [`mount`] starts the ring (one queue per
+//! possible CPU, threads started right there), probes it and, if it does not
+//! work, aborts that connection and remounts on `/dev/fuse` (`Auto`) or
+//! returns an error (`Uring`): never a hung mount. [`Session::transport_info`]
+//! returns a [`TransportInfo`]: `kind` ("io_uring" | "/dev/fuse"), `queues`,
+//! `depth`, `payload_size`, `requested`, and `reason` (why `/dev/fuse` when
+//! `Auto` did not get io_uring). Its `Display` is one line for `ringfs status`.
+//! `Session::run(fs, workers)` is unchanged: with io_uring, `workers` is the
+//! size of the pool for slow requests ([`ring::is_slow`]).
+//!
 //! # Example
 //!
 //! ```no_run
 //! # use std::sync::Arc;
 //! # struct MyFs; impl fuse_uring::Filesystem for MyFs {}
-//! let session = fuse_uring::mount("/mnt/ws".as_ref(), &fuse_uring::MountOptions::default())?;
+//! let opts = fuse_uring::MountOptions { transport: "auto".parse().unwrap(), ..Default::default() };
+//! let session = fuse_uring::mount("/mnt/ws".as_ref(), &opts)?;
+//! println!("transport: {}", session.transport_info()); // e.g. "io_uring (2 queues x 4 entries)"
 //! let stats = session.stats();        // Arc<OpStats>, e.g. for `ringfs stats`
 //! let notifier = session.notifier();  // cache invalidations
 //! let unmounter = session.unmounter();

@@ -602,12 +602,18 @@ struct Job {
 pub(crate) struct Pool {
     jobs: Mutex<(VecDeque<Job>, bool)>,
     cv: Condvar,
+    /// Worker threads actually started; with none, slow requests run inline.
+    workers: std::sync::atomic::AtomicUsize,
 }
 
 impl Pool {
     /// Starts `n` (≥ 1) worker threads.
     pub(crate) fn start(n: usize) -> (Arc<Pool>, Vec<std::thread::JoinHandle<()>>) {
-        let pool = Arc::new(Pool { jobs: Mutex::new((VecDeque::new(), false)), cv: Condvar::new() });
+        let pool = Arc::new(Pool {
+            jobs: Mutex::new((VecDeque::new(), false)),
+            cv: Condvar::new(),
+            workers: Default::default(),
+        });
         let mut handles = Vec::new();
         for k in 0..n.max(1) {
             let p = pool.clone();
@@ -616,6 +622,7 @@ impl Pool {
                 Err(e) => tracing::warn!("slow-request worker {k}: {e}"),
             }
         }
+        pool.workers.store(handles.len(), Ordering::Release);
         (pool, handles)
     }
 
@@ -805,7 +812,7 @@ fn queue_thread(
                 let opcode = fuse_in_header::read_from(hdr).map_or(0, |h| h.opcode);
                 (opcode, is_slow(opcode, &hdr[OP_IN..ENT_IN_OUT]))
             };
-            if slow {
+            if slow && pool.workers.load(Ordering::Acquire) > 0 {
                 tracing::trace!(qid, opcode, "to the pool");
                 pool.submit(Job { mem: q.mem.clone(), i, wake: wake.clone(), handler: handler.clone() });
             } else {

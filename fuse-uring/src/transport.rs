@@ -153,6 +153,12 @@ fn unescape(s: &str) -> Vec<u8> {
 pub fn connection_id(mountpoint: &Path) -> Option<u32> {
     use std::os::unix::ffi::OsStrExt;
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    // Resolve the parent only: stat-ing the mount point itself could hang.
+    let resolved = match (mountpoint.parent(), mountpoint.file_name()) {
+        (Some(p), Some(name)) if !p.as_os_str().is_empty() => p.canonicalize().ok().map(|p| p.join(name)),
+        _ => None,
+    };
+    let mountpoint = resolved.as_deref().unwrap_or(mountpoint);
     let want = mountpoint.as_os_str().as_bytes();
     let mut found = None;
     for line in info.lines() {
