@@ -12,7 +12,7 @@
 # Any other argument goes to ringfs-bench (see `ringfs-bench --help`), e.g.
 #   scripts/bench.sh --reps 2 --rows 1,6,12 --targets raw,tmpfs,rf-dev-synced-ptoff
 #   scripts/bench.sh --list-targets
-# Results: results.md, results.json (every sample), ratios.svg in $FSBENCH_OUT
+# Results: results.md, results.json (every sample), ratios.svg in $FSBENCH_RESULTS
 # (default target/fsbench/<profile>). Needs root and /dev/fuse (mounts).
 # Env: RINGFS_BIN=path skips building ringfs; REPS, WARMUP override the profile;
 #      FSBENCH_CACHE (default /var/tmp/ringfs-bench-cache: clone fixture, npm cache).
@@ -62,7 +62,7 @@ else
     cargo build --release -q -p ringfs -p bench --bin ringfs --bin ringfs-bench
     export RINGFS_BIN="$tgt/release/ringfs"
 fi
-out=${FSBENCH_OUT:-$tgt/fsbench/$profile}
+out=${FSBENCH_RESULTS:-$tgt/fsbench/$profile}
 "$tgt/release/ringfs-bench" --profile "$profile" --out "$out" ${args[@]+"${args[@]}"}
 if [ "$profile" = full ]; then
     # The store half of "Store and restore": fs-core without FUSE, memory vs disk store.

@@ -183,6 +183,8 @@ fn real_main() -> Result<()> {
         "ringfs-bench: {} run, REPS={} WARMUP={}, rows {:?}, seed {}",
         cfg.profile, cfg.reps, cfg.warmup, cfg.rows, cfg.seed
     );
+    // Fail before the run, not after it, if the output directory cannot be made.
+    std::fs::create_dir_all(&cli.out).with_context(|| format!("creating the output directory {}", cli.out.display()))?;
     let results = run::run(&cfg)?;
     let sums = report::summarize(&results);
     let md = report::markdown(&results, &sums);
