@@ -8,7 +8,9 @@
 //! - `create+unlink`: create (and close) a new file, then unlink it (CREATE,
 //!   FLUSH, UNLINK; RELEASE is asynchronous);
 //! - `read 4KiB`: `pread` of 4 KiB from a file opened with FOPEN_DIRECT_IO,
-//!   passthrough off (one READ per call, no page cache).
+//!   passthrough off (one READ per call, no page cache);
+//! - `write + fdatasync`: WRITE then FSYNC, which the io_uring transport
+//!   hands to its worker pool (measures that hop).
 //!
 //! Both mounts are up at once and every round measures both transports back
 //! to back (alternating which goes first), so background load hits both
@@ -95,6 +97,12 @@ impl Filesystem for BenchFs {
     fn release(&self, _: &RequestCtx, _: u64, _: u64, _: u32) -> Result<()> {
         Ok(())
     }
+    fn write(&self, _: &RequestCtx, _: u64, _: u64, _: u64, data: &[u8], _: u32) -> Result<u32> {
+        Ok(data.len() as u32)
+    }
+    fn fsync(&self, _: &RequestCtx, _: u64, _: u64, _: bool) -> Result<()> {
+        Ok(())
+    }
 }
 
 struct BenchMount {
@@ -129,6 +137,7 @@ enum Work {
     Stat,
     CreateUnlink,
     Read4k,
+    WriteFsync,
 }
 
 impl Work {
@@ -137,6 +146,7 @@ impl Work {
             Work::Stat => "stat (attr timeout 0)",
             Work::CreateUnlink => "create+unlink",
             Work::Read4k => "read 4 KiB (direct, no passthrough)",
+            Work::WriteFsync => "write 100 B + fdatasync (pool hop)",
         }
     }
 }
@@ -153,7 +163,7 @@ fn round(mnt: &Path, work: Work, clients: usize, ops: usize, tag: &mut u64) -> f
                 let tag = *tag;
                 s.spawn(move || {
                     let stat_path = mnt.join("data");
-                    let file = std::fs::File::open(mnt.join("data")).unwrap();
+                    let file = std::fs::OpenOptions::new().read(true).write(true).open(mnt.join("data")).unwrap();
                     let mut buf = vec![0u8; 4096];
                     let names: Vec<PathBuf> =
                         if work == Work::CreateUnlink { (0..ops).map(|i| mnt.join(format!("c{tag}-{c}-{i}"))).collect() } else { vec![] };
@@ -173,6 +183,10 @@ fn round(mnt: &Path, work: Work, clients: usize, ops: usize, tag: &mut u64) -> f
                             Work::Read4k => {
                                 let off = ((i * 7 + c * 131) % (DATA_LEN / 4096)) as u64 * 4096;
                                 assert_eq!(file.read_at(&mut buf, off).unwrap(), 4096);
+                            }
+                            Work::WriteFsync => {
+                                assert_eq!(file.write_at(&buf[..100], 0).unwrap(), 100);
+                                file.sync_data().unwrap();
                             }
                         }
                     }
@@ -213,7 +227,7 @@ fn main() {
     println!("| workload | clients | /dev/fuse µs/op | io_uring µs/op | io_uring vs /dev/fuse |");
     println!("|---|---:|---:|---:|---:|");
     let mut tag = 0;
-    for work in [Work::Stat, Work::CreateUnlink, Work::Read4k] {
+    for work in [Work::Stat, Work::CreateUnlink, Work::Read4k, Work::WriteFsync] {
         for clients in [1, 2] {
             // Warm-up round on each.
             round(&dev.mnt, work, clients, ops / 10 + 1, &mut tag);
