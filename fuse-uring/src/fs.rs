@@ -242,6 +242,16 @@ pub trait Filesystem: Send + Sync + 'static {
     fn init(&self, info: &ConnInfo) {}
     /// Called on DESTROY or when the session ends.
     fn destroy(&self) {}
+    /// Whether a request may block for long (disk sync, hashing, large
+    /// copies). The io_uring transport runs such requests on its worker pool,
+    /// so the ring thread of that CPU keeps serving; others run inline (a pool
+    /// hop costs two thread wake-ups). `size` is the READ/WRITE size (else 0).
+    /// Default: [`crate::ring::is_slow_default`] (FSYNC, FSYNCDIR, FALLOCATE,
+    /// COPY_FILE_RANGE(_64), SYNCFS, RELEASE, READ/WRITE > 64 KiB).
+    /// `/dev/fuse` ignores it (its workers all block alike).
+    fn is_slow(&self, opcode: u32, size: u32) -> bool {
+        crate::ring::is_slow_default(opcode, size)
+    }
 
     /// LOOKUP: find `name` in directory `parent`. Answer ENOENT or a negative entry (`attr.ino == 0`, cached for `entry_timeout`) if absent. With EXPORT_SUPPORT negotiated the kernel may also look up `.` and `..`.
     fn lookup(&self, ctx: &RequestCtx, parent: u64, name: &OsStr) -> Result<Entry> {

@@ -45,7 +45,7 @@
 //! `depth`, `payload_size`, `requested`, and `reason` (why `/dev/fuse` when
 //! `Auto` did not get io_uring). Its `Display` is one line for `ringfs status`.
 //! `Session::run(fs, workers)` is unchanged: with io_uring, `workers` is the
-//! size of the pool for slow requests ([`ring::is_slow`]).
+//! size of the pool for slow requests ([`Filesystem::is_slow`]).
 //!
 //! # Example
 //!

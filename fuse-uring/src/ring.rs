@@ -19,8 +19,8 @@
 //!   the mount, would deadlock it). It waits for CQEs; a CQE on an entry
 //!   means "a request is in this entry". Quick requests are dispatched
 //!   inline and answered with COMMIT_AND_FETCH, which also re-arms the entry.
-//! - Slow requests ([`is_slow`]: fsync, release, fallocate, copy_file_range,
-//!   large reads/writes) are handed to a [`Pool`] thread; the entry stays
+//! - Slow requests ([`Filesystem::is_slow`], default [`is_slow_default`]:
+//!   fsync, release, fallocate, copy_file_range, large reads/writes) are handed to a [`Pool`] thread; the entry stays
 //!   owned by that job until the ring thread commits it. The job writes the
 //!   reply into the entry's buffers, queues the entry index on the queue's
 //!   [`Wakeup`] and writes its eventfd; the ring thread has a POLL_ADD on that
@@ -116,14 +116,23 @@ pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
     (!v.is_empty()).then_some(v)
 }
 
-/// Whether a request should leave the ring thread (it may block for long).
-pub fn is_slow(opcode: u32, op_in: &[u8]) -> bool {
+/// The default of [`Filesystem::is_slow`](crate::Filesystem::is_slow):
+/// requests that may block for long and so leave the ring thread.
+pub fn is_slow_default(opcode: u32, size: u32) -> bool {
     match opcode {
         FUSE_FSYNC | FUSE_FSYNCDIR | FUSE_FALLOCATE | FUSE_COPY_FILE_RANGE | FUSE_COPY_FILE_RANGE_64 | FUSE_SYNCFS
         | FUSE_RELEASE => true,
-        FUSE_READ => fuse_read_in::read_from(op_in).is_some_and(|a| a.size > SLOW_IO_BYTES),
-        FUSE_WRITE => fuse_write_in::read_from(op_in).is_some_and(|a| a.size > SLOW_IO_BYTES),
+        FUSE_READ | FUSE_WRITE => size > SLOW_IO_BYTES,
         _ => false,
+    }
+}
+
+/// The READ/WRITE size from a ring entry's `op_in`, else 0.
+fn io_size(opcode: u32, op_in: &[u8]) -> u32 {
+    match opcode {
+        FUSE_READ => fuse_read_in::read_from(op_in).map_or(0, |a| a.size),
+        FUSE_WRITE => fuse_write_in::read_from(op_in).map_or(0, |a| a.size),
+        _ => 0,
     }
 }
 
@@ -219,11 +228,16 @@ impl Drop for QueueMem {
 pub(crate) trait Handler: Send + Sync {
     /// [`Dispatcher::dispatch_parts`].
     fn handle(&self, in_header: &[u8], op_in: &[u8], payload: &[u8], reply: &mut ReplyBuf) -> bool;
+    /// [`Filesystem::is_slow`].
+    fn is_slow(&self, opcode: u32, size: u32) -> bool;
 }
 
 impl<F: Filesystem> Handler for Dispatcher<F> {
     fn handle(&self, in_header: &[u8], op_in: &[u8], payload: &[u8], reply: &mut ReplyBuf) -> bool {
         self.dispatch_parts(in_header, op_in, payload, reply)
+    }
+    fn is_slow(&self, opcode: u32, size: u32) -> bool {
+        self.filesystem().is_slow(opcode, size)
     }
 }
 
@@ -810,7 +824,7 @@ fn queue_thread(
             let (opcode, slow) = unsafe {
                 let hdr = q.mem.hdr(i);
                 let opcode = fuse_in_header::read_from(hdr).map_or(0, |h| h.opcode);
-                (opcode, is_slow(opcode, &hdr[OP_IN..ENT_IN_OUT]))
+                (opcode, handler.is_slow(opcode, io_size(opcode, &hdr[OP_IN..ENT_IN_OUT])))
             };
             if slow && pool.workers.load(Ordering::Acquire) > 0 {
                 tracing::trace!(qid, opcode, "to the pool");

@@ -569,7 +569,7 @@ impl Session {
     ///
     /// With the io_uring transport ([`Self::transport_info`]) it instead
     /// serves each queue on its own thread (pinned to the queue's CPU), hands
-    /// slow requests ([`ring::is_slow`]) to `workers` pool threads (at least
+    /// slow requests ([`Filesystem::is_slow`]) to `workers` pool threads (at least
     /// one) and keeps one `/dev/fuse` reader for FORGET, BATCH_FORGET and
     /// INTERRUPT. It ends when the kernel has completed every ring entry
     /// (ENOTCONN on unmount or abort).

@@ -218,5 +218,10 @@ mod tests {
         assert_eq!(crate::ring::parse_cpu_list("0-3,5\n"), Some(vec![0, 1, 2, 3, 5]));
         assert_eq!(crate::ring::parse_cpu_list("0"), Some(vec![0]));
         assert_eq!(crate::ring::parse_cpu_list(""), None);
+        use crate::abi::*;
+        use crate::ring::is_slow_default as slow;
+        assert!(slow(FUSE_FSYNC, 0) && slow(FUSE_RELEASE, 0) && slow(FUSE_COPY_FILE_RANGE_64, 0));
+        assert!(slow(FUSE_READ, 128 * 1024) && !slow(FUSE_READ, 4096) && !slow(FUSE_WRITE, 65536));
+        assert!(!slow(FUSE_GETATTR, 0) && !slow(FUSE_LOOKUP, 0) && !slow(FUSE_CREATE, 0));
     }
 }
