@@ -375,3 +375,34 @@ fn dropped_unserved_dev() {
 fn dropped_unserved_uring() {
     dropped_unserved(Transport::Uring);
 }
+
+/// FORGET (and BATCH_FORGET) never come through the ring: the `/dev/fuse`
+/// reader kept beside the rings receives them; notifications go out on
+/// `/dev/fuse` too.
+#[test]
+fn forgets_and_notifications_use_dev_fuse_beside_the_ring() {
+    use fuse_uring::abi::{FUSE_BATCH_FORGET, FUSE_FORGET, FUSE_ROOT_ID};
+    use std::ffi::OsStr;
+    let m = Mounted::new(opts(Transport::Uring));
+    let mut inos = Vec::new();
+    for i in 0..20 {
+        let name = format!("f{i}");
+        std::fs::write(m.path(&name), b"x").unwrap();
+        inos.push((name.clone(), std::fs::metadata(m.path(&name)).unwrap().ino()));
+    }
+    // Remove behind the kernel's back and announce it: the dentries go, the
+    // unused inodes are evicted, and the kernel sends FORGETs.
+    let ctx = RequestCtx { unique: 0, uid: 0, gid: 0, pid: 0 };
+    for (name, ino) in &inos {
+        m.fs.unlink(&ctx, FUSE_ROOT_ID, OsStr::new(name)).unwrap();
+        m.notifier.delete(FUSE_ROOT_ID, *ino, OsStr::new(name)).unwrap();
+    }
+    let t0 = Instant::now();
+    let forgets = || m.stats.get(FUSE_FORGET) + m.stats.get(FUSE_BATCH_FORGET);
+    while forgets() == 0 && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(forgets() >= 1, "{:?}", m.stats.snapshot());
+    assert!(names(&m.mnt).is_empty());
+    m.finish().unwrap();
+}
