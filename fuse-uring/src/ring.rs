@@ -7,12 +7,12 @@
 //!
 //! # Structure
 //!
-//! - One [`Queue`] per **possible** CPU (the kernel routes a request to the
+//! - One `Queue` per **possible** CPU (the kernel routes a request to the
 //!   queue of the CPU its caller runs on and hangs if a queue is missing),
 //!   each with its own `IoUring` (128-byte SQEs, mandatory) and `depth`
 //!   registered entries. An entry owns a 288-byte header buffer (`in_out`,
 //!   `op_in`, `fuse_uring_ent_in_out`) and a payload buffer of the
-//!   negotiated maximum payload ([`QueueMem`]).
+//!   negotiated maximum payload (`QueueMem`).
 //! - One thread per queue, started in `mount` (it must be the thread that
 //!   submits its entries' SQEs: the kernel hands a request to an entry as
 //!   task work of that thread, so any other thread, blocked in a syscall on
@@ -20,10 +20,12 @@
 //!   means "a request is in this entry". Quick requests are dispatched
 //!   inline and answered with COMMIT_AND_FETCH, which also re-arms the entry.
 //! - Slow requests ([`Filesystem::is_slow`], default [`is_slow_default`]:
-//!   fsync, release, fallocate, copy_file_range, large reads/writes) are handed to a [`Pool`] thread; the entry stays
-//!   owned by that job until the ring thread commits it. The job writes the
+//!   fsync, release, fallocate, copy_file_range, large reads/writes) are
+//!   handed to a `Pool` thread; the entry stays owned by that job until the
+//!   ring thread commits it (a hop costs two thread wake-ups, measured
+//!   +25..70 µs on a loaded 2-CPU machine). The job writes the
 //!   reply into the entry's buffers, queues the entry index on the queue's
-//!   [`Wakeup`] and writes its eventfd; the ring thread has a POLL_ADD on that
+//!   `Wakeup` and writes its eventfd; the ring thread has a POLL_ADD on that
 //!   eventfd, so it wakes, and only the ring thread ever touches its ring.
 //!
 //! # Entry ownership
@@ -32,7 +34,7 @@
 //! (from the REGISTER/COMMIT_AND_FETCH SQE until its CQE), the ring thread
 //! (after the CQE), or one pool job (from hand-off until it queues the
 //! entry on the wakeup list). That protocol is what makes the raw-pointer
-//! accesses in [`QueueMem`] sound. Buffers are freed only once every entry
+//! accesses in `QueueMem` sound. Buffers are freed only once every entry
 //! has been reported dead by the kernel (drained); a ring torn down any
 //! other way leaks them rather than risk a late kernel write.
 //!
@@ -47,6 +49,15 @@
 //! answered within the timeout (e.g. a queue did not register) fails the
 //! start. The caller then aborts the connection, so nothing stays hung
 //! (`session::mount`).
+//!
+//! # Teardown
+//!
+//! On unmount or abort the kernel completes every registered entry with
+//! -ENOTCONN (a commit to a dead connection fails too); a queue thread ends
+//! when all its entries have ended, then `Session::run` returns. On kill -9
+//! the kernel cancels the entries when the rings close and aborts the
+//! connection when the last `/dev/fuse` reference goes: callers get
+//! ENOTCONN and `umount` succeeds.
 
 use std::collections::VecDeque;
 use std::io;
@@ -116,7 +127,7 @@ pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
     (!v.is_empty()).then_some(v)
 }
 
-/// The default of [`Filesystem::is_slow`](crate::Filesystem::is_slow):
+/// The default of [`Filesystem::is_slow`]:
 /// requests that may block for long and so leave the ring thread.
 pub fn is_slow_default(opcode: u32, size: u32) -> bool {
     match opcode {
