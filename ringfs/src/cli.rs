@@ -59,9 +59,20 @@ pub struct MountArgs {
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub commit_interval_ms: u64,
 
-    /// Number of /dev/fuse worker threads (each on its own cloned fd).
+    /// Number of /dev/fuse worker threads (each on its own cloned fd); with
+    /// io_uring, the size of the pool that serves slow requests (fsync, ...).
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub workers: usize,
+
+    /// Kernel transport: `auto` uses FUSE-over-io_uring (kernel ≥ 6.14) when
+    /// /sys/module/fuse/parameters/enable_uring is Y, else /dev/fuse with one
+    /// log line; `uring` refuses to mount without it; `dev` always uses /dev/fuse.
+    #[arg(long, value_enum, value_name = "KIND", default_value_t = TransportArg::Auto)]
+    pub transport: TransportArg,
+
+    /// io_uring: registered ring entries per queue (one queue per possible CPU).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub queue_depth: u16,
 
     /// Number of threads that cut and hash released files.
     #[arg(long, value_name = "N", default_value_t = 2)]
@@ -77,6 +88,27 @@ pub struct MountArgs {
     /// all data through the daemon.
     #[arg(long, value_enum, value_name = "MODE", default_value_t = Passthrough::Auto)]
     pub passthrough: Passthrough,
+}
+
+/// `ringfs mount --transport`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TransportArg {
+    /// io_uring when the kernel offers it and enable_uring is Y, else /dev/fuse.
+    Auto,
+    /// FUSE-over-io_uring or fail.
+    Uring,
+    /// /dev/fuse worker threads.
+    Dev,
+}
+
+impl From<TransportArg> for fuse_uring::Transport {
+    fn from(t: TransportArg) -> Self {
+        match t {
+            TransportArg::Auto => fuse_uring::Transport::Auto,
+            TransportArg::Uring => fuse_uring::Transport::Uring,
+            TransportArg::Dev => fuse_uring::Transport::Dev,
+        }
+    }
 }
 
 /// `ringfs mount --passthrough`.

@@ -93,8 +93,7 @@ fn daemonize(args: &MountArgs) -> Result<()> {
 /// What `ringfs status` reports about features, decided at mount time.
 #[derive(Clone)]
 struct Features {
-    transport: &'static str,
-    transport_reason: &'static str,
+    transport: fuse_uring::TransportInfo,
     passthrough_mode: Passthrough,
     passthrough_reason: String,
 }
@@ -116,7 +115,12 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         hash_threads: args.hash_threads.max(1),
     };
     let fs = Arc::new(fs_core::Fs::open_store(cfg)?);
-    let opts = fuse_uring::session::MountOptions { passthrough: args.passthrough != Passthrough::Off, ..Default::default() };
+    let opts = fuse_uring::session::MountOptions {
+        passthrough: args.passthrough != Passthrough::Off,
+        transport: args.transport.into(),
+        queue_depth: args.queue_depth.max(1),
+        ..Default::default()
+    };
     let session = match fuse_uring::session::mount(&mp, &opts) {
         Ok(s) => s,
         Err(e) => {
@@ -144,8 +148,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         }
     };
     let features = Features {
-        transport: "/dev/fuse",
-        transport_reason: "FUSE-over-io_uring is not built yet (issue: io_uring transport)",
+        transport: session.transport_info(),
         passthrough_mode: args.passthrough,
         passthrough_reason,
     };
@@ -252,9 +255,14 @@ impl DaemonInfo {
             "pid": std::process::id(),
             "store": self.store,
             "transport": {
-                "name": self.features.transport,
+                "name": self.features.transport.kind.as_str(),
+                "requested": self.features.transport.requested.as_str(),
+                "summary": self.features.transport.to_string(),
+                "queues": self.features.transport.queues,
+                "queue_depth": self.features.transport.depth,
+                "payload_bytes": self.features.transport.payload_size,
                 "workers": self.workers,
-                "io_uring": { "enabled": false, "reason": self.features.transport_reason },
+                "reason": self.features.transport.reason,
             },
             "kernel": {
                 "protocol": conn.map(|c| format!("7.{}", c.proto_minor)),
@@ -393,8 +401,13 @@ pub fn format_status(v: &Value) -> String {
     out += &format!("mountpoint:       {}\n", g(&["mountpoint"]));
     out += &format!("daemon pid:       {}\n", g(&["pid"]));
     out += &format!("store:            {}\n", g(&["store"]));
-    out += &format!("transport:        {} ({} workers)\n", g(&["transport", "name"]), g(&["transport", "workers"]));
-    out += &format!("io_uring:         off ({})\n", g(&["transport", "io_uring", "reason"]));
+    out += &format!("transport:        {} (requested {})\n", g(&["transport", "summary"]), g(&["transport", "requested"]));
+    out += &format!(
+        "queues:           {} x {} entries, {} pool/worker threads\n",
+        g(&["transport", "queues"]),
+        g(&["transport", "queue_depth"]),
+        g(&["transport", "workers"])
+    );
     out += &format!("protocol:         {} (max_write {})\n", g(&["kernel", "protocol"]), g(&["kernel", "max_write"]));
     let pt = if v["features"]["passthrough"]["enabled"].as_bool() == Some(true) {
         "on".to_string()
