@@ -372,6 +372,8 @@ pub fn mount(mountpoint: &Path, opts: &MountOptions) -> io::Result<Session> {
         tracing::warn!(mountpoint = %mountpoint.display(), "FUSE transport /dev/fuse: {r}");
     }
     s.transport.reason = reason;
+    // mount_once records the transport it was told to use; report the one asked for.
+    s.transport.requested = opts.transport;
     Ok(s)
 }
 
