@@ -82,10 +82,19 @@ fn cmd_umount(args: UmountArgs) -> Result<()> {
     }
 }
 
+/// Whether `pid` still runs: kill(pid, 0) succeeds (kill(2)) and it is not
+/// a zombie waiting for its parent to reap it (proc(5), `/proc/PID/stat`
+/// state `Z`), which happens when the daemon's parent is the caller's.
 fn process_alive(pid: i32) -> bool {
-    // kill(pid, 0) succeeds while the process exists (kill(2)); a zombie
-    // child of ours would linger, but the daemon is never our child here.
-    unsafe { libc::kill(pid, 0) == 0 }
+    // SAFETY: signal 0 only checks for existence and permission.
+    if unsafe { libc::kill(pid, 0) } != 0 {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')) != Some(true),
+        Err(_) => false,
+    }
 }
 
 /// Ask the daemon serving `mountpoint` a question, explaining a dead mount.
