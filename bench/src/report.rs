@@ -235,7 +235,7 @@ pub fn markdown(r: &Results, sums: &[Summary]) -> String {
                 ("cells", Some(x)) => format!("C{:02} {}", x.n, x.title),
                 _ => row_title(r, row, phase),
             };
-            let _ = write!(o, "| {title} |");
+            let _ = write!(o, "| {} |", title.replace('|', "\\|"));
             for t in &ran {
                 let cell = ss.iter().find(|x| x.row == *row && x.phase == *phase && x.target == t.spec.id).copied();
                 let _ = write!(o, " {} |", cell_text(cell));
@@ -292,7 +292,7 @@ pub fn markdown(r: &Results, sums: &[Summary]) -> String {
                     (None, None) => "n/a".to_string(),
                     (a, b) => format!("{} / {}", a.map_or("?".into(), |v| v.to_string()), b.map_or("?".into(), |v| v.to_string())),
                 };
-                let _ = writeln!(o, "| {sec}{} | {total} | {bytes} | {by} |", row_title(r, &x.row, "body"));
+                let _ = writeln!(o, "| {sec}{} | {total} | {bytes} | {by} |", row_title(r, &x.row, "body").replace('|', "\\|"));
             }
             o.push('\n');
         }
