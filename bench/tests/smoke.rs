@@ -57,7 +57,8 @@ fn smoke_run_shape() {
     let st = bench_cmd(&ringfs, &base, &out).output().unwrap();
     let stdout = String::from_utf8_lossy(&st.stdout);
     assert!(st.status.success(), "smoke failed: {}\n{}", stdout, String::from_utf8_lossy(&st.stderr));
-    assert!(t0.elapsed() < Duration::from_secs(60), "smoke took {:?}", t0.elapsed());
+    // The smoke is meant to take well under a minute; allow for debug builds on a loaded CI machine.
+    assert!(t0.elapsed() < Duration::from_secs(180), "smoke took {:?}", t0.elapsed());
 
     // Nothing left behind: no mounts, the per-run temp dir removed.
     assert!(mounts_below(tmp.path()).is_empty(), "left mounted: {:?}", mounts_below(tmp.path()));
