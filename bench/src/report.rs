@@ -124,14 +124,12 @@ pub fn summarize(r: &Results) -> Vec<Summary> {
                 unmount_ms: median(&mut umounts),
             });
         }
-        let n = out.len();
         for s in out.iter_mut().rev().take_while(|s| s.section == sec && s.row == row && s.phase == phase) {
             s.ratio = match (s.median_ms, raw_median) {
                 (Some(m), Some(r)) if r > 0.0 => Some(m / r),
                 _ => None,
             };
         }
-        let _ = n;
     }
     out
 }
