@@ -50,7 +50,8 @@ fn main() -> ExitCode {
 /// `ringfs umount`: ask the daemon to stop; if it is gone, remove the stale mount.
 fn cmd_umount(args: UmountArgs) -> Result<()> {
     let mp = mountpoint::absolute(&args.mountpoint)?;
-    match control::call(&mp, &control::Request::Shutdown) {
+    let had_socket = control::socket_path(&mp).exists();
+    match call_daemon(&mp, &control::Request::Shutdown) {
         Ok(reply) => {
             let pid = reply.get("pid").and_then(|p| p.as_u64()).unwrap_or(0) as i32;
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(args.timeout);
@@ -75,6 +76,10 @@ fn cmd_umount(args: UmountArgs) -> Result<()> {
                 let _ = std::fs::remove_file(control::socket_path(&mp));
                 eprintln!("ringfs: removed stale mount {} (no daemon was serving it)", mp.display());
                 Ok(())
+            } else if had_socket {
+                // The daemon was there but went away while we asked: it was
+                // already stopping (SIGTERM, an external umount) and is done.
+                Ok(())
             } else {
                 Err(e.context(format!("{} is not a ringfs mount", mp.display())))
             }
@@ -97,10 +102,33 @@ fn process_alive(pid: i32) -> bool {
     }
 }
 
+/// How long a client waits for a daemon whose mount is visible but whose
+/// control socket is not bound yet (it is still negotiating transports).
+const STARTING_DAEMON_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Send `req` to the daemon serving the absolute path `mp`. A ringfs mount
+/// without a socket may belong to a daemon still starting: retry for up to
+/// [`STARTING_DAEMON_WAIT`] before giving up.
+fn call_daemon(mp: &std::path::Path, req: &control::Request) -> Result<serde_json::Value> {
+    let deadline = std::time::Instant::now() + STARTING_DAEMON_WAIT;
+    loop {
+        match control::call(mp, req) {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                let starting = !control::socket_path(mp).exists() && mountpoint::is_ringfs_mount(mp)?;
+                if !starting || std::time::Instant::now() > deadline {
+                    return Err(e);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+    }
+}
+
 /// Ask the daemon serving `mountpoint` a question, explaining a dead mount.
 fn ask(mountpoint: &std::path::Path, req: control::Request) -> Result<serde_json::Value> {
     let mp = mountpoint::absolute(mountpoint)?;
-    match control::call(&mp, &req) {
+    match call_daemon(&mp, &req) {
         Ok(v) => Ok(v),
         Err(e) => {
             if mountpoint::is_ringfs_mount(&mp)? {
