@@ -20,6 +20,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 
 use crate::chunk;
+use crate::local::{BackDir, IgnorePolicy};
 use crate::store::*;
 use crate::types::*;
 
@@ -104,6 +105,12 @@ struct Node {
     /// The working copy's (mtime, ctime, size) when we last looked: writes
     /// that bypass the daemon (passthrough, shared mmap) change it.
     wc_seen: Option<WcStamp>,
+    /// Local-only: metadata in the LOCAL_* tables, never hashed or journaled.
+    local: bool,
+    /// The bytes live in the local backing directory (else in `wc/`).
+    data_local: bool,
+    /// Directories: their name in their parent (for path-based policy).
+    dname: Vec<u8>,
 }
 
 /// (mtime, ctime, size) of a working copy.
@@ -129,6 +136,9 @@ impl Node {
             hashed_gen: 0,
             hash_lock: Arc::new(Mutex::new(())),
             wc_seen: None,
+            local: false,
+            data_local: false,
+            dname: Vec::new(),
         }
     }
 }
@@ -148,6 +158,8 @@ struct State {
     dirty_dirents: DirentChanges,
     dirty_xattrs: HashMap<(u64, Vec<u8>), Option<Vec<u8>>>,
     freed: HashSet<u64>,
+    /// Freed local-only inodes (removed from the LOCAL_* tables only).
+    freed_local: HashSet<u64>,
     hash_queued: HashSet<u64>,
     /// Reserved inode numbers whose (empty) working copy already exists.
     pool: Vec<u64>,
@@ -173,6 +185,27 @@ impl State {
     }
     fn child(&self, parent: u64, name: &[u8]) -> Option<(u64, u64)> {
         self.nodes.get(&parent)?.dir.as_ref()?.by_name.get(name).copied()
+    }
+    /// Path of directory `dir` relative to the root ("" for the root).
+    fn dir_path(&self, mut dir: u64) -> Vec<u8> {
+        let mut parts: Vec<&[u8]> = Vec::new();
+        while dir != ROOT && parts.len() < 4096 {
+            let Some(n) = self.nodes.get(&dir) else { break };
+            parts.push(&n.dname);
+            dir = n.rec.parent;
+        }
+        parts.reverse();
+        parts.join(&b'/')
+    }
+    fn is_local(&self, ino: u64) -> bool {
+        self.nodes.get(&ino).map(|n| n.local).unwrap_or(false)
+    }
+    fn set_dname(&mut self, child: u64, name: &[u8]) {
+        if let Some(c) = self.nodes.get_mut(&child) {
+            if c.dir.is_some() {
+                c.dname = name.to_vec();
+            }
+        }
     }
     fn touch_inode(&mut self, ino: u64) {
         self.dirty_inodes.insert(ino);
@@ -200,6 +233,7 @@ impl State {
         d.by_cookie.insert(cookie, name.to_vec());
         self.dirty_inodes.insert(parent);
         self.dirty_dirents.insert((parent, name.to_vec()), Some((child, cookie)));
+        self.set_dname(child, name);
         cookie
     }
     /// Points an existing entry at another child, keeping its cookie.
@@ -209,6 +243,7 @@ impl State {
         e.0 = child;
         let cookie = e.1;
         self.dirty_dirents.insert((parent, name.to_vec()), Some((child, cookie)));
+        self.set_dname(child, name);
     }
     fn remove_entry(&mut self, parent: u64, name: &[u8]) -> Option<(u64, u64)> {
         let d = self.nodes.get_mut(&parent)?.dir.as_mut()?;
@@ -230,8 +265,12 @@ impl State {
         }
         self.dirty_inodes.remove(&ino);
         self.hash_queued.remove(&ino);
-        self.freed.insert(ino);
-        Some(Freed { ino, regular: is_reg(n.rec.mode) })
+        if n.local {
+            self.freed_local.insert(ino);
+        } else {
+            self.freed.insert(ino);
+        }
+        Some(Freed { ino, regular: is_reg(n.rec.mode), data_local: n.data_local })
     }
     fn alloc_ino(&mut self) -> u64 {
         let i = self.next_ino;
@@ -243,6 +282,7 @@ impl State {
             + self.dirty_dirents.len()
             + self.dirty_xattrs.len()
             + self.freed.len()
+            + self.freed_local.len()
             + self.hash_queued.len()) as u64
     }
 }
@@ -251,11 +291,20 @@ impl State {
 struct Freed {
     ino: u64,
     regular: bool,
+    data_local: bool,
 }
 
 pub(crate) struct Inner {
     db: Database,
     wc_dir: PathBuf,
+    /// The working-copy directory and the local-only directory, used only
+    /// through their descriptors (confined, see [`BackDir`]).
+    wc: BackDir,
+    local: BackDir,
+    policy: Option<IgnorePolicy>,
+    /// The LOCAL_* tables may hold records (patterns now, or local-only
+    /// inodes loaded from an earlier mount): commits must clean them up.
+    local_tables: bool,
     store_desc: String,
     store_dir: Option<PathBuf>,
     state: Mutex<State>,
@@ -281,6 +330,7 @@ pub(crate) struct Inner {
     /// Held for the life of the Fs: the flock on DIR/ringfs.lock.
     lock_file: Mutex<Option<File>>,
     _tmp: Option<tempfile::TempDir>,
+    _tmp_local: Option<tempfile::TempDir>,
 }
 
 /// The filesystem. `Send + Sync`; every method takes `&self`. Inode numbers
@@ -367,7 +417,7 @@ fn root_rec() -> InodeRec {
 /// Creates or loads the tables, checks the schema, and after an unclean
 /// shutdown repairs what a crash can leave behind. Marks the store in use
 /// (clean = 0) durably.
-fn load(db: &Database, dbpath: &Path, wc_dir: &Path) -> std::result::Result<Loaded, StoreError> {
+fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir) -> std::result::Result<Loaded, StoreError> {
     let c = |e: redb::Error| corrupt(dbpath, e);
     let mut txn = db.begin_write().map_err(|e| c(e.into()))?;
     txn.set_durability(Durability::Immediate).map_err(|e| c(e.into()))?;
@@ -422,6 +472,35 @@ fn load(db: &Database, dbpath: &Path, wc_dir: &Path) -> std::result::Result<Load
                 n.xattrs.insert(name.to_vec(), v.value().to_vec());
             }
         }
+        // Local-only inodes: same layouts in the LOCAL_* tables.
+        let t = txn.open_table(LOCAL_INODES).map_err(|e| c(e.into()))?;
+        for r in t.iter().map_err(|e| c(e.into()))? {
+            let (k, v) = r.map_err(|e| c(e.into()))?;
+            let rec: InodeRec = dec(v.value()).map_err(|e| corrupt(dbpath, format!("local inode {}: {e}", k.value())))?;
+            st.next_ino = st.next_ino.max(k.value() + 1);
+            if k.value() == ROOT || st.nodes.contains_key(&k.value()) {
+                continue; // the synced record wins
+            }
+            let mut n = Node::new(rec);
+            n.local = true;
+            n.data_local = true;
+            st.nodes.insert(k.value(), n);
+        }
+        let t = txn.open_table(LOCAL_SYMLINKS).map_err(|e| c(e.into()))?;
+        for r in t.iter().map_err(|e| c(e.into()))? {
+            let (k, v) = r.map_err(|e| c(e.into()))?;
+            if let Some(n) = st.nodes.get_mut(&k.value()).filter(|n| n.local) {
+                n.symlink = Some(v.value().to_vec());
+            }
+        }
+        let t = txn.open_table(LOCAL_XATTRS).map_err(|e| c(e.into()))?;
+        for r in t.iter().map_err(|e| c(e.into()))? {
+            let (k, v) = r.map_err(|e| c(e.into()))?;
+            let (ino, name) = k.value();
+            if let Some(n) = st.nodes.get_mut(&ino).filter(|n| n.local) {
+                n.xattrs.insert(name.to_vec(), v.value().to_vec());
+            }
+        }
         let t = txn.open_table(MANIFESTS).map_err(|e| c(e.into()))?;
         for r in t.iter().map_err(|e| c(e.into()))? {
             let (k, _) = r.map_err(|e| c(e.into()))?;
@@ -429,33 +508,67 @@ fn load(db: &Database, dbpath: &Path, wc_dir: &Path) -> std::result::Result<Load
         }
         let t = txn.open_table(JOURNAL).map_err(|e| c(e.into()))?;
         sync_pos = t.last().map_err(|e| c(e.into()))?.map(|(k, _)| k.value()).unwrap_or(0);
-        let t = txn.open_table(DIRENTS).map_err(|e| c(e.into()))?;
-        let mut bad = Vec::new();
-        for r in t.iter().map_err(|e| c(e.into()))? {
-            let (k, v) = r.map_err(|e| c(e.into()))?;
-            let (parent, name) = k.value();
-            let (child, cookie) = v.value();
-            let ok = st.nodes.contains_key(&child)
-                && st.nodes.get(&parent).map(|p| p.dir.is_some()).unwrap_or(false);
-            if !ok {
-                bad.push((parent, name.to_vec()));
-                continue;
+        for table in [DIRENTS, LOCAL_DIRENTS] {
+            let t = txn.open_table(table).map_err(|e| c(e.into()))?;
+            let mut bad = Vec::new();
+            for r in t.iter().map_err(|e| c(e.into()))? {
+                let (k, v) = r.map_err(|e| c(e.into()))?;
+                let (parent, name) = k.value();
+                let (child, cookie) = v.value();
+                let ok = st.nodes.contains_key(&child)
+                    && st.nodes.get(&parent).map(|p| p.dir.is_some() && !p.dir.as_ref().unwrap().by_name.contains_key(name)).unwrap_or(false);
+                if !ok {
+                    bad.push((parent, name.to_vec()));
+                    continue;
+                }
+                let p = st.nodes.get_mut(&parent).unwrap();
+                p.rec.next_cookie = p.rec.next_cookie.max(cookie + 1);
+                let d = p.dir.as_mut().unwrap();
+                d.by_name.insert(name.to_vec(), (child, cookie));
+                d.by_cookie.insert(cookie, name.to_vec());
+                if let Some(ch) = st.nodes.get_mut(&child) {
+                    if ch.dir.is_some() {
+                        ch.dname = name.to_vec();
+                    }
+                }
             }
-            let p = st.nodes.get_mut(&parent).unwrap();
-            p.rec.next_cookie = p.rec.next_cookie.max(cookie + 1);
-            let d = p.dir.as_mut().unwrap();
-            d.by_name.insert(name.to_vec(), (child, cookie));
-            d.by_cookie.insert(cookie, name.to_vec());
-        }
-        drop(t);
-        if !bad.is_empty() {
-            tracing::warn!("store recovery: removing {} dangling directory entries", bad.len());
-            let mut t = txn.open_table(DIRENTS).map_err(|e| c(e.into()))?;
-            for (p, n) in bad {
-                t.remove((p, &n[..])).map_err(|e| c(e.into()))?;
+            drop(t);
+            if !bad.is_empty() {
+                tracing::warn!("store recovery: removing {} dangling directory entries", bad.len());
+                let mut t = txn.open_table(table).map_err(|e| c(e.into()))?;
+                for (p, n) in bad {
+                    t.remove((p, &n[..])).map_err(|e| c(e.into()))?;
+                }
             }
         }
     }
+    // Where each file's bytes are, and directory link counts over both sides.
+    let local_names: HashSet<u64> = local.names().iter().filter_map(|n| n.parse().ok()).collect();
+    let any_local = !local_names.is_empty() || st.nodes.values().any(|n| n.local);
+    if any_local {
+        for (ino, n) in st.nodes.iter_mut() {
+            n.data_local = local_names.contains(ino);
+        }
+        let subdirs: Vec<(u64, u32)> = st
+            .nodes
+            .iter()
+            .filter_map(|(&i, n)| n.dir.as_ref().map(|d| (i, d.by_name.values().filter(|(c, _)| st.nodes.get(c).map(|c| c.dir.is_some()).unwrap_or(false)).count() as u32)))
+            .collect();
+        for (i, k) in subdirs {
+            let n = st.nodes.get_mut(&i).unwrap();
+            if n.rec.nlink > 0 {
+                n.rec.nlink = 2 + k;
+            }
+        }
+    }
+    let data_exists = |st: &State, ino: u64| {
+        let dl = st.nodes.get(&ino).map(|n| n.data_local).unwrap_or(false);
+        if dl {
+            local_names.contains(&ino)
+        } else {
+            wc.exists(&ino.to_string())
+        }
+    };
     let mut rehash = Vec::new();
     let (mut dcount, mut dbytes) = (0i64, 0i64);
     if !clean {
@@ -464,16 +577,20 @@ fn load(db: &Database, dbpath: &Path, wc_dir: &Path) -> std::result::Result<Load
         let orphans: Vec<u64> = st.nodes.iter().filter(|(&i, n)| i != ROOT && n.rec.nlink == 0).map(|(&i, _)| i).collect();
         for ino in &orphans {
             let n = st.nodes.remove(ino).unwrap();
-            txn.open_table(INODES).map_err(|e| c(e.into()))?.remove(*ino).map_err(|e| c(e.into()))?;
-            txn.open_table(SYMLINKS).map_err(|e| c(e.into()))?.remove(*ino).map_err(|e| c(e.into()))?;
-            let mut xt = txn.open_table(XATTRS).map_err(|e| c(e.into()))?;
-            for name in n.xattrs.keys() {
-                xt.remove((*ino, &name[..])).map_err(|e| c(e.into()))?;
+            for (it, st_) in [(INODES, SYMLINKS), (LOCAL_INODES, LOCAL_SYMLINKS)] {
+                txn.open_table(it).map_err(|e| c(e.into()))?.remove(*ino).map_err(|e| c(e.into()))?;
+                txn.open_table(st_).map_err(|e| c(e.into()))?.remove(*ino).map_err(|e| c(e.into()))?;
+            }
+            for xtab in [XATTRS, LOCAL_XATTRS] {
+                let mut xt = txn.open_table(xtab).map_err(|e| c(e.into()))?;
+                for name in n.xattrs.keys() {
+                    xt.remove((*ino, &name[..])).map_err(|e| c(e.into()))?;
+                }
             }
         }
-        // Manifests whose inode is gone.
+        // Manifests whose inode is gone (or local-only now).
         for ino in has_manifest.iter().copied().collect::<Vec<_>>() {
-            if !st.nodes.get(&ino).map(|n| is_reg(n.rec.mode)).unwrap_or(false) {
+            if !st.nodes.get(&ino).map(|n| is_reg(n.rec.mode) && !n.local).unwrap_or(false) {
                 let (cn, cb) = remove_manifest(&txn, ino).map_err(c)?;
                 dcount -= cn as i64;
                 dbytes -= cb as i64;
@@ -481,36 +598,56 @@ fn load(db: &Database, dbpath: &Path, wc_dir: &Path) -> std::result::Result<Load
             }
         }
         // Working copies: delete those with no inode, re-hash the rest.
-        if let Ok(rd) = std::fs::read_dir(wc_dir) {
-            for e in rd.flatten() {
-                let keep = e
-                    .file_name()
-                    .to_str()
-                    .and_then(|s| s.parse::<u64>().ok())
-                    .map(|i| st.nodes.get(&i).map(|n| is_reg(n.rec.mode)).unwrap_or(false))
-                    .unwrap_or(false);
-                if !keep {
-                    let _ = std::fs::remove_file(e.path());
-                }
+        for name in wc.names() {
+            let keep = name.parse::<u64>().ok().map(|i| st.nodes.get(&i).map(|n| is_reg(n.rec.mode) && !n.data_local).unwrap_or(false)).unwrap_or(false);
+            if !keep {
+                let _ = wc.unlink(&name);
             }
         }
-        for (&ino, n) in st.nodes.iter_mut() {
-            if is_reg(n.rec.mode) && wc_dir.join(ino.to_string()).exists() {
+        // In the local directory only our own names (numbers, restores).
+        for name in local.names() {
+            let ours = name.parse::<u64>().ok();
+            let keep = ours.map(|i| st.nodes.get(&i).map(|n| is_reg(n.rec.mode) && n.data_local).unwrap_or(false)).unwrap_or(true);
+            if !keep || name.starts_with(".restore-") {
+                let _ = local.unlink(&name);
+            }
+        }
+        let regular: Vec<u64> = st.nodes.iter().filter(|(_, n)| is_reg(n.rec.mode)).map(|(&i, _)| i).collect();
+        for ino in regular {
+            if !data_exists(&st, ino) {
+                continue;
+            }
+            let n = st.nodes.get_mut(&ino).unwrap();
+            if n.local {
+                // Local-only bytes are the truth: take their size and mtime.
+                if let Ok(m) = local.open_ro(&ino.to_string()).and_then(|f| f.metadata()) {
+                    use std::os::unix::fs::MetadataExt;
+                    n.rec.size = m.size();
+                    n.rec.blocks = m.blocks();
+                    n.rec.mtime = n.rec.mtime.max((m.mtime(), m.mtime_nsec() as u32));
+                    st.dirty_inodes.insert(ino);
+                }
+            } else {
                 n.content_gen = 1;
                 rehash.push(ino);
             }
         }
         tracing::info!("store recovery after unclean shutdown: {} orphan inodes freed, {} working copies to re-hash", orphans.len(), rehash.len());
     }
+    let candidates: Vec<u64> = st
+        .nodes
+        .iter()
+        .filter(|(i, n)| is_reg(n.rec.mode) && (n.local || !has_manifest.contains(i)) && n.content_gen == 0 && n.rec.size > 0)
+        .map(|(&i, _)| i)
+        .collect();
     let mut lost = Vec::new();
-    for (&ino, n) in st.nodes.iter_mut() {
-        if is_reg(n.rec.mode) && !has_manifest.contains(&ino) && n.content_gen == 0 && n.rec.size > 0 {
-            // No stored content and no working copy to re-hash: the data is lost.
-            if !wc_dir.join(ino.to_string()).exists() {
-                n.rec.size = 0;
-                n.rec.blocks = 0;
-                lost.push(ino);
-            }
+    for ino in candidates {
+        // No stored content and no working copy to re-hash: the data is lost.
+        if !data_exists(&st, ino) {
+            let n = st.nodes.get_mut(&ino).unwrap();
+            n.rec.size = 0;
+            n.rec.blocks = 0;
+            lost.push(ino);
         }
     }
     st.dirty_inodes.extend(lost);
@@ -536,8 +673,106 @@ impl Inner {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn wc_path(&self, ino: u64) -> PathBuf {
-        self.wc_dir.join(ino.to_string())
+    /// Where a file's bytes live: the local-only directory or `wc/`.
+    fn data_dir(&self, data_local: bool) -> &BackDir {
+        if data_local {
+            &self.local
+        } else {
+            &self.wc
+        }
+    }
+
+    /// Is `name` in `parent` local-only (for a new entry of that kind)?
+    fn local_for(&self, st: &State, parent: u64, name: &[u8], is_dir: bool) -> bool {
+        if st.is_local(parent) {
+            return true;
+        }
+        match &self.policy {
+            Some(p) => p.matches(&join_path(&st.dir_path(parent), name), is_dir),
+            None => false,
+        }
+    }
+
+    /// The inodes whose side changes if `ino` (named `name` in `parent`)
+    /// becomes `local`, with its subtree re-evaluated by path:
+    /// (ino, local, parent, name). EXDEV if a file with several links would
+    /// change sides (`strict`; otherwise such files are left alone).
+    fn plan_sides(&self, st: &State, ino: u64, local: bool, parent: u64, name: &[u8], strict: bool) -> Result<Vec<(u64, bool, u64, Vec<u8>)>> {
+        let mut out = Vec::new();
+        let start_path = if self.policy.is_some() && !local { join_path(&st.dir_path(parent), name) } else { Vec::new() };
+        let mut stack = vec![(ino, local, parent, name.to_vec(), start_path)];
+        while let Some((i, local, parent, name, path)) = stack.pop() {
+            let Some(n) = st.nodes.get(&i) else { continue };
+            if n.local != local {
+                if n.dir.is_none() && n.rec.nlink > 1 {
+                    if strict {
+                        return err(libc::EXDEV);
+                    }
+                    continue;
+                }
+                out.push((i, local, parent, name.clone()));
+            }
+            if let Some(d) = &n.dir {
+                if !local && self.policy.is_none() && !d.by_name.values().any(|(c, _)| st.is_local(*c)) {
+                    continue; // nothing below can change
+                }
+                for (cname, (c, _)) in &d.by_name {
+                    let Some(cn) = st.nodes.get(c) else { continue };
+                    let cpath = if local || self.policy.is_none() { Vec::new() } else { join_path(&path, cname) };
+                    let cl = local || self.policy.as_ref().map(|p| p.matches(&cpath, cn.dir.is_some())).unwrap_or(false);
+                    stack.push((*c, cl, i, cname.clone(), cpath));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Moves inodes to their new side (see [`Inner::plan_sides`]): their
+    /// bytes (renameat between the backing directories; a file stays
+    /// where it is if that fails, e.g. across filesystems) and every
+    /// record of theirs is rewritten on the new side at the next commit.
+    fn apply_sides(&self, st: &mut State, plan: &[(u64, bool, u64, Vec<u8>)]) {
+        for (ino, local, parent, name) in plan {
+            let (ino, local) = (*ino, *local);
+            let Some(n) = st.nodes.get_mut(&ino) else { continue };
+            n.local = local;
+            let reg = is_reg(n.rec.mode);
+            if reg && n.data_local != local {
+                let fname = ino.to_string();
+                let (from, to) = (self.data_dir(n.data_local), self.data_dir(local));
+                if !from.exists(&fname) {
+                    n.data_local = local;
+                } else if let Err(e) = from.rename_to(&fname, to, &fname) {
+                    tracing::warn!("moving the bytes of inode {ino} between {} and {}: {e}; they stay", from.path().display(), to.path().display());
+                } else {
+                    n.data_local = local;
+                }
+            }
+            if reg && !local {
+                // Now synced: its content enters the store.
+                n.content_gen += 1;
+            }
+            let xattrs: Vec<(Vec<u8>, Vec<u8>)> = n.xattrs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let children: Vec<(Vec<u8>, (u64, u64))> =
+                n.dir.as_ref().map(|d| d.by_name.iter().map(|(k, v)| (k.clone(), *v)).collect()).unwrap_or_default();
+            let opens = n.opens;
+            st.dirty_inodes.insert(ino);
+            st.dirty_inodes.insert(*parent);
+            for (k, v) in xattrs {
+                st.dirty_xattrs.insert((ino, k), Some(v));
+            }
+            for (k, v) in children {
+                st.dirty_dirents.insert((ino, k), Some(v));
+            }
+            if let Some(e) = st.child(*parent, name) {
+                st.dirty_dirents.insert((*parent, name.clone()), Some(e));
+            }
+            if local {
+                st.hash_queued.remove(&ino);
+            } else if reg && opens == 0 {
+                self.queue_hash(st, ino);
+            }
+        }
     }
 
     fn queue_hash(&self, st: &mut State, ino: u64) {
@@ -560,27 +795,63 @@ impl Inner {
         txn.set_durability(durability)?;
         // Drain after taking the writer: a content transaction that
         // committed before us saw only inodes we now include.
-        let (inodes, dirents, xattrs, freed, next_ino) = {
+        let (inodes, dirents, xattrs, freed, freed_local, loc, next_ino) = {
             let mut st = self.lock();
+            let st = &mut *st;
+            let any_local = self.local_tables;
             let inodes: Vec<InodeChange> = std::mem::take(&mut st.dirty_inodes)
                 .into_iter()
-                .map(|i| (i, st.nodes.get(&i).map(|n| (n.rec.clone(), n.symlink.clone()))))
+                .map(|i| {
+                    let v = st.nodes.get(&i).map(|n| {
+                        let mut rec = n.rec.clone();
+                        if any_local && !n.local {
+                            // The store sees only synced subdirectories.
+                            if let Some(d) = &n.dir {
+                                let local_subdirs = d
+                                    .by_name
+                                    .values()
+                                    .filter(|(c, _)| st.nodes.get(c).map(|c| c.local && c.dir.is_some()).unwrap_or(false))
+                                    .count() as u32;
+                                rec.nlink = rec.nlink.saturating_sub(local_subdirs);
+                            }
+                        }
+                        (rec, n.symlink.clone())
+                    });
+                    (i, v)
+                })
                 .collect();
-            (
-                inodes,
-                std::mem::take(&mut st.dirty_dirents),
-                std::mem::take(&mut st.dirty_xattrs),
-                std::mem::take(&mut st.freed),
-                st.next_ino,
-            )
+            let dirents = std::mem::take(&mut st.dirty_dirents);
+            let xattrs = std::mem::take(&mut st.dirty_xattrs);
+            // Which of the inodes named here are local-only now.
+            let mut loc = HashSet::new();
+            if any_local {
+                let mut mark = |i: u64| {
+                    if st.nodes.get(&i).map(|n| n.local).unwrap_or(false) {
+                        loc.insert(i);
+                    }
+                };
+                for (i, _) in &inodes {
+                    mark(*i);
+                }
+                for ((p, _), v) in &dirents {
+                    mark(*p);
+                    if let Some((c, _)) = v {
+                        mark(*c);
+                    }
+                }
+                for (i, _) in xattrs.keys() {
+                    mark(*i);
+                }
+            }
+            (inodes, dirents, xattrs, std::mem::take(&mut st.freed), std::mem::take(&mut st.freed_local), loc, st.next_ino)
         };
-        let empty = inodes.is_empty() && dirents.is_empty() && xattrs.is_empty() && freed.is_empty();
+        let empty = inodes.is_empty() && dirents.is_empty() && xattrs.is_empty() && freed.is_empty() && freed_local.is_empty();
         let pending = self.content_pending.swap(false, Ordering::SeqCst);
         if empty && !force && !pending && clean.is_none() {
             txn.abort()?;
             return Ok(());
         }
-        let r = self.write_commit(&txn, &inodes, &dirents, &xattrs, &freed, next_ino, clean);
+        let r = self.write_commit(&txn, &inodes, &dirents, &xattrs, &freed, &freed_local, &loc, next_ino, clean);
         let r = match r {
             Ok(v) => txn.commit().map_err(redb::Error::from).map(|_| v),
             Err(e) => Err(e),
@@ -609,6 +880,7 @@ impl Inner {
                     st.dirty_xattrs.entry(k).or_insert(v);
                 }
                 st.freed.extend(freed);
+                st.freed_local.extend(freed_local);
                 Err(e)
             }
         }
@@ -622,6 +894,11 @@ impl Inner {
         f(&self.chunk_bytes, db);
     }
 
+    /// Writes one group commit. Synced inodes, names and xattrs go to the
+    /// main tables with journal records; local-only ones (`loc`) to the
+    /// LOCAL_* tables without any. An inode or name that changed sides is
+    /// removed from the other side (for the synced side that is journaled
+    /// as its disappearance, and a synced file's manifest is dropped).
     #[allow(clippy::type_complexity, clippy::too_many_arguments)]
     fn write_commit(
         &self,
@@ -630,43 +907,103 @@ impl Inner {
         dirents: &HashMap<(u64, Vec<u8>), Option<(u64, u64)>>,
         xattrs: &HashMap<(u64, Vec<u8>), Option<Vec<u8>>>,
         freed: &HashSet<u64>,
+        freed_local: &HashSet<u64>,
+        loc: &HashSet<u64>,
         next_ino: u64,
         clean: Option<bool>,
     ) -> std::result::Result<(u64, i64, i64), redb::Error> {
         let mut seq = self.sync_pos.load(Ordering::SeqCst);
         let mut journal: Vec<JournalRecord> = Vec::new();
+        let has_local = self.local_tables || !freed_local.is_empty();
+        let (mut dc, mut db) = (0i64, 0i64);
         {
             let mut t = txn.open_table(DIRENTS)?;
+            let mut lt = txn.open_table(LOCAL_DIRENTS)?;
             for ((p, name), v) in dirents {
+                let local = loc.contains(p) || matches!(v, Some((c, _)) if loc.contains(c));
                 match v {
-                    Some((child, cookie)) => {
+                    Some((child, cookie)) if !local => {
                         t.insert((*p, &name[..]), (*child, *cookie))?;
                         journal.push(JournalRecord::Linked { parent: *p, name: name.clone(), child: *child });
+                        if has_local {
+                            lt.remove((*p, &name[..]))?;
+                        }
+                    }
+                    Some((child, cookie)) => {
+                        lt.insert((*p, &name[..]), (*child, *cookie))?;
+                        if t.remove((*p, &name[..]))?.is_some() {
+                            journal.push(JournalRecord::Unlinked { parent: *p, name: name.clone() });
+                        }
                     }
                     None => {
-                        t.remove((*p, &name[..]))?;
-                        journal.push(JournalRecord::Unlinked { parent: *p, name: name.clone() });
+                        let had = t.remove((*p, &name[..]))?.is_some();
+                        if had || (!has_local && !loc.contains(p)) {
+                            journal.push(JournalRecord::Unlinked { parent: *p, name: name.clone() });
+                        }
+                        if has_local {
+                            lt.remove((*p, &name[..]))?;
+                        }
                     }
                 }
             }
             let mut t = txn.open_table(INODES)?;
             let mut s = txn.open_table(SYMLINKS)?;
+            let mut lt = txn.open_table(LOCAL_INODES)?;
+            let mut ls = txn.open_table(LOCAL_SYMLINKS)?;
             for (ino, v) in inodes {
-                if let Some((rec, link)) = v {
+                let Some((rec, link)) = v else { continue };
+                if loc.contains(ino) {
+                    lt.insert(*ino, &enc(rec)[..])?;
+                    if let Some(l) = link {
+                        ls.insert(*ino, &l[..])?;
+                    }
+                    // It left the synced side: drop its record and content.
+                    let had = t.remove(*ino)?.is_some();
+                    s.remove(*ino)?;
+                    let had_manifest = txn.open_table(MANIFESTS)?.get(*ino)?.is_some();
+                    if had_manifest {
+                        let (c, b) = remove_manifest(txn, *ino)?;
+                        dc -= c as i64;
+                        db -= b as i64;
+                    }
+                    if had || had_manifest {
+                        journal.push(JournalRecord::Removed { ino: *ino });
+                    }
+                } else {
                     t.insert(*ino, &enc(rec)[..])?;
                     if let Some(l) = link {
                         s.insert(*ino, &l[..])?;
                     }
                     journal.push(JournalRecord::Attrs { ino: *ino });
+                    if has_local {
+                        lt.remove(*ino)?;
+                        ls.remove(*ino)?;
+                    }
                 }
             }
             let mut x = txn.open_table(XATTRS)?;
+            let mut lx = txn.open_table(LOCAL_XATTRS)?;
             for ((ino, name), v) in xattrs {
-                match v {
-                    Some(val) => x.insert((*ino, &name[..]), &val[..])?,
-                    None => x.remove((*ino, &name[..]))?,
+                let local = loc.contains(ino) || freed_local.contains(ino);
+                match (v, local) {
+                    (Some(val), false) => {
+                        x.insert((*ino, &name[..]), &val[..])?;
+                        if has_local {
+                            lx.remove((*ino, &name[..]))?;
+                        }
+                    }
+                    (Some(val), true) => {
+                        lx.insert((*ino, &name[..]), &val[..])?;
+                        x.remove((*ino, &name[..]))?;
+                    }
+                    (None, _) => {
+                        x.remove((*ino, &name[..]))?;
+                        if has_local {
+                            lx.remove((*ino, &name[..]))?;
+                        }
+                    }
                 };
-                if !freed.contains(ino) {
+                if !freed.contains(ino) && !local {
                     journal.push(JournalRecord::Attrs { ino: *ino });
                 }
             }
@@ -674,8 +1011,11 @@ impl Inner {
                 t.remove(*ino)?;
                 s.remove(*ino)?;
             }
+            for ino in freed_local {
+                lt.remove(*ino)?;
+                ls.remove(*ino)?;
+            }
         }
-        let (mut dc, mut db) = (0i64, 0i64);
         for ino in freed {
             let (c, b) = remove_manifest(txn, *ino)?;
             dc -= c as i64;
@@ -712,19 +1052,19 @@ impl Inner {
             let mut st = self.lock();
             st.hash_queued.remove(&ino);
             match st.nodes.get(&ino) {
-                Some(n) if is_reg(n.rec.mode) && n.content_gen != n.hashed_gen => n.hash_lock.clone(),
+                Some(n) if is_reg(n.rec.mode) && !n.local && n.content_gen != n.hashed_gen => n.hash_lock.clone(),
                 _ => return Ok(()),
             }
         };
         let _g = hl.lock().unwrap_or_else(|p| p.into_inner());
-        let gen = {
+        let (gen, data_local) = {
             let st = self.lock();
             match st.nodes.get(&ino) {
-                Some(n) if n.content_gen != n.hashed_gen => n.content_gen,
+                Some(n) if !n.local && n.content_gen != n.hashed_gen => (n.content_gen, n.data_local),
                 _ => return Ok(()),
             }
         };
-        let f = match File::open(self.wc_path(ino)) {
+        let f = match self.data_dir(data_local).open_ro(&ino.to_string()) {
             Ok(f) => f,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
             Err(e) => return Err(e.into()),
@@ -740,10 +1080,10 @@ impl Inner {
         {
             let st = self.lock();
             match st.nodes.get(&ino) {
-                Some(n) if n.content_gen == gen => {}
+                Some(n) if n.content_gen == gen && !n.local => {}
                 _ => {
                     let _ = txn.abort();
-                    return Ok(()); // freed, or changed again: a later release re-hashes
+                    return Ok(()); // freed, changed again (a later release re-hashes) or now local-only
                 }
             }
         }
@@ -820,15 +1160,28 @@ impl Inner {
 
     /// Opens (and if needed restores) the working copy of a regular file.
     fn open_wc(&self, ino: u64) -> Result<File> {
-        let p = self.wc_path(ino);
-        match OpenOptions::new().read(true).write(true).open(&p) {
+        let (data_local, local) = {
+            let st = self.lock();
+            let n = st.node(ino)?;
+            (n.data_local, n.local)
+        };
+        let dir = self.data_dir(data_local);
+        let name = ino.to_string();
+        match dir.open_rw(&name) {
             Ok(f) => return Ok(f),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
             Err(e) => return Err(e.into()),
         }
+        let mtime = self.lock().node(ino)?.rec.mtime;
+        if local {
+            // Local-only bytes have no copy in the store.
+            let f = dir.create(&name, false)?;
+            set_mtime(&f, mtime);
+            return Ok(f);
+        }
         // Missing: rebuild from the manifest, or start empty.
-        let tmp = self.wc_dir.join(format!(".restore-{ino}"));
-        let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+        let tmp = format!(".restore-{ino}");
+        let f = dir.create(&tmp, true)?;
         let size = self.lock().node(ino)?.rec.size;
         let rtx = self.db.begin_read().map_err(db_errno)?;
         let mt = rtx.open_table(MANIFESTS).map_err(db_errno)?;
@@ -845,7 +1198,8 @@ impl Inner {
             f.write_all_at(g.value(), c.offset)?;
         }
         f.set_len(size)?;
-        std::fs::rename(&tmp, &p)?;
+        set_mtime(&f, mtime);
+        dir.rename_to(&tmp, dir, &name)?;
         Ok(f)
     }
 
@@ -869,10 +1223,10 @@ impl Inner {
             let mut made = Vec::new();
             let mut failed = false;
             for ino in range {
-                match OpenOptions::new().write(true).create_new(true).mode(0o600).open(self.wc_path(ino)) {
+                match self.wc.create_new(&ino.to_string()) {
                     Ok(_) => made.push(ino),
                     Err(e) => {
-                        tracing::warn!("working-copy pool: {}: {e}", self.wc_path(ino).display());
+                        tracing::warn!("working-copy pool: {}/{ino}: {e}", self.wc.path().display());
                         failed = true;
                     }
                 }
@@ -899,6 +1253,24 @@ impl Inner {
             stop = self.stop.lock().unwrap_or_else(|p| p.into_inner());
         }
     }
+}
+
+/// Sets a backing file's mtime (atime untouched).
+fn set_mtime(f: &File, t: (i64, u32)) {
+    let ts = [libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT }, libc::timespec { tv_sec: t.0 as _, tv_nsec: t.1 as _ }];
+    // SAFETY: futimens reads two timespecs from a valid array.
+    unsafe { libc::futimens(f.as_raw_fd(), ts.as_ptr()) };
+}
+
+fn join_path(dir: &[u8], name: &[u8]) -> Vec<u8> {
+    if dir.is_empty() {
+        return name.to_vec();
+    }
+    let mut p = Vec::with_capacity(dir.len() + 1 + name.len());
+    p.extend_from_slice(dir);
+    p.push(b'/');
+    p.extend_from_slice(name);
+    p
 }
 
 fn db_errno<E: std::fmt::Display>(e: E) -> Errno {
@@ -964,6 +1336,8 @@ impl Fs {
     /// [`StoreError::NewerSchema`], [`StoreError::Corrupt`] (redb cannot
     /// open it), [`StoreError::Io`].
     pub fn open_store(cfg: Config) -> std::result::Result<Fs, StoreError> {
+        let policy = IgnorePolicy::new(&cfg.local.ignore).map_err(|(pattern, reason)| StoreError::Ignore { pattern, reason })?;
+        let policy = if policy.is_empty() { None } else { Some(policy) };
         let (db, wc_dir, desc, dir, lock, tmp, dbpath) = match &cfg.store {
             StoreLocation::Dir(d) => {
                 std::fs::create_dir_all(d).map_err(|e| io_err(d, e))?;
@@ -981,13 +1355,35 @@ impl Fs {
                 (db, tmp.path().to_path_buf(), "memory".to_string(), None, None, Some(tmp), PathBuf::from("memory"))
             }
         };
-        let loaded = load(&db, &dbpath, &wc_dir)?;
+        let (local_dir, tmp_local) = match (&cfg.local.dir, &dir) {
+            (Some(l), _) => (l.clone(), None),
+            (None, Some(d)) => (d.join("local"), None),
+            (None, None) => {
+                let t = tempfile::Builder::new().prefix("ringfs-local-").tempdir().map_err(|e| io_err(&std::env::temp_dir(), e))?;
+                (t.path().to_path_buf(), Some(t))
+            }
+        };
+        let wc = BackDir::open(&wc_dir).map_err(|e| io_err(&wc_dir, e))?;
+        let local = BackDir::open(&local_dir).map_err(|e| io_err(&local_dir, e))?;
+        if !wc.same_fs(&local) {
+            tracing::warn!(
+                "local-only directory {} is on another filesystem than {}: files renamed across the boundary keep their bytes where they are",
+                local_dir.display(),
+                wc_dir.display()
+            );
+        }
+        let loaded = load(&db, &dbpath, &wc, &local)?;
         if !loaded.clean {
             tracing::warn!("store {desc} was not shut down cleanly; recovered");
         }
+        let local_tables = policy.is_some() || loaded.state.nodes.values().any(|n| n.local);
         let inner = Arc::new(Inner {
             db,
             wc_dir,
+            wc,
+            local,
+            policy,
+            local_tables,
             store_desc: desc,
             store_dir: dir,
             state: Mutex::new(loaded.state),
@@ -1007,6 +1403,7 @@ impl Fs {
             commit_interval: cfg.commit_interval,
             lock_file: Mutex::new(lock),
             _tmp: tmp,
+            _tmp_local: tmp_local,
         });
         let mut threads = Vec::new();
         let (tx, rx) = mpsc::channel::<u64>();
@@ -1053,6 +1450,25 @@ impl Fs {
             let mut st = inner.lock();
             for ino in loaded.rehash {
                 inner.queue_hash(&mut st, ino);
+            }
+            // The ignore patterns may differ from the last mount's: put
+            // every inode on the side its path now calls for.
+            let top: Vec<(Vec<u8>, u64, bool)> = st
+                .node(ROOT)
+                .ok()
+                .and_then(|r| r.dir.as_ref())
+                .map(|d| d.by_name.iter().map(|(k, (c, _))| (k.clone(), *c, st.nodes.get(c).map(|n| n.dir.is_some()).unwrap_or(false))).collect())
+                .unwrap_or_default();
+            let mut plan = Vec::new();
+            for (name, c, dir) in top {
+                let l = inner.policy.as_ref().map(|p| p.matches(&name, dir)).unwrap_or(false);
+                if let Ok(p) = inner.plan_sides(&st, c, l, ROOT, &name, false) {
+                    plan.extend(p);
+                }
+            }
+            if !plan.is_empty() {
+                tracing::info!("ignore patterns changed: {} inodes change sides", plan.len());
+                inner.apply_sides(&mut st, &plan);
             }
         }
         Ok(Fs { inner, threads: Mutex::new(threads) })
@@ -1111,7 +1527,7 @@ impl Fs {
     fn finish_free(&self, f: Option<Freed>) {
         if let Some(f) = f {
             if f.regular {
-                let _ = std::fs::remove_file(self.inner.wc_path(f.ino));
+                let _ = self.inner.data_dir(f.data_local).unlink(&f.ino.to_string());
             }
         }
     }
@@ -1257,6 +1673,8 @@ impl Fs {
         let p = st.node(parent)?;
         let (pgid, psgid) = (p.rec.gid, p.rec.mode & libc::S_ISGID != 0);
         let dir = is_dir(mode);
+        let local = self.inner.local_for(&st, parent, name, dir);
+        let pooled = pooled && !local;
         let mut mode = mode;
         if dir && psgid {
             mode |= libc::S_ISGID;
@@ -1293,6 +1711,8 @@ impl Fs {
         let mut node = Node::new(rec);
         node.symlink = link;
         node.lookups = 1;
+        node.local = local;
+        node.data_local = local;
         st.nodes.insert(ino, node);
         st.touch_inode(ino);
         st.add_entry(parent, name, ino);
@@ -1469,8 +1889,13 @@ impl Fs {
                         return err(libc::EINVAL);
                     }
                 }
+                let sl = self.inner.local_for(&st, newparent, newname, src_dir);
+                let dl = self.inner.local_for(&st, parent, name, dst_dir);
+                let mut plan = self.inner.plan_sides(&st, src, sl, newparent, newname, true)?;
+                plan.extend(self.inner.plan_sides(&st, dst, dl, parent, name, true)?);
                 st.repoint_entry(parent, name, dst);
                 st.repoint_entry(newparent, newname, src);
+                self.inner.apply_sides(&mut st, &plan);
                 if parent != newparent {
                     if src_dir {
                         st.node_mut(src)?.rec.parent = newparent;
@@ -1492,6 +1917,14 @@ impl Fs {
             if src_dir && Self::is_ancestor(&st, src, newparent) {
                 return err(libc::EINVAL);
             }
+            // Crossing between synced and local-only paths moves the inode
+            // (and its subtree) to the other side, atomically under our lock.
+            let plan = if dst != Some(src) {
+                let sl = self.inner.local_for(&st, newparent, newname, src_dir);
+                self.inner.plan_sides(&st, src, sl, newparent, newname, true)?
+            } else {
+                Vec::new()
+            };
             let mut freed = None;
             if let Some(dst) = dst {
                 if flags & NOREPLACE != 0 {
@@ -1535,6 +1968,7 @@ impl Fs {
             st.set_ctime(src, t);
             st.set_mctime(parent, t);
             st.set_mctime(newparent, t);
+            self.inner.apply_sides(&mut st, &plan);
             freed.and_then(|d| st.maybe_free(d))
         };
         self.finish_free(freed);
@@ -1562,6 +1996,10 @@ impl Fs {
             st.live_dir(newparent)?;
             if is_dot(name) || st.child(newparent, name).is_some() {
                 return err(libc::EEXIST);
+            }
+            // One inode lives on one side: no hard links across the boundary.
+            if self.inner.local_for(&st, newparent, name, false) != st.node(ino)?.local {
+                return err(libc::EXDEV);
             }
             st.add_entry(newparent, name, ino);
             let n = st.node_mut(ino)?;
@@ -1718,7 +2156,20 @@ impl Fs {
         let r = (|| {
             let fresh = match existing {
                 // A new file: open its pooled working copy, or create one.
-                None => Some(OpenOptions::new().read(true).write(true).create(true).truncate(!pooled).mode(0o600).open(self.inner.wc_path(ino))?),
+                None => {
+                    let (data_local, mtime) = {
+                        let st = self.inner.lock();
+                        let n = st.node(ino)?;
+                        (n.data_local, n.rec.mtime)
+                    };
+                    let f = self.inner.data_dir(data_local).create(&ino.to_string(), !pooled)?;
+                    if !pooled {
+                        // A file made just now is newer than our timestamps;
+                        // only writes that bypass us may make it newer.
+                        set_mtime(&f, mtime);
+                    }
+                    Some(f)
+                }
                 Some(_) => None,
             };
             let (fh, file) = self.attach(ino, flags, fresh)?;
@@ -2163,6 +2614,18 @@ impl Fs {
         self.handle(fh).ok().map(|(_, _, f)| f.file.as_raw_fd())
     }
 
+    /// Local-only paths: the ignore patterns in force, the backing
+    /// directory, and how many live inodes are local-only.
+    pub fn local_info(&self) -> (Vec<String>, PathBuf, u64) {
+        let n = self.inner.lock().nodes.values().filter(|n| n.local).count() as u64;
+        (self.inner.policy.as_ref().map(|p| p.patterns().to_vec()).unwrap_or_default(), self.inner.local.path().to_path_buf(), n)
+    }
+
+    /// Is inode `ino` local-only (its path matches an ignore pattern)?
+    pub fn is_local(&self, ino: u64) -> Option<bool> {
+        self.inner.lock().nodes.get(&ino).map(|n| n.local)
+    }
+
     /// A description of the store (`ringfs stats`).
     pub fn stats(&self) -> Stats {
         let st = self.inner.lock();
@@ -2225,7 +2688,7 @@ impl Fs {
         }
         let pool = std::mem::take(&mut self.inner.lock().pool);
         for ino in pool {
-            let _ = std::fs::remove_file(self.inner.wc_path(ino));
+            let _ = self.inner.wc.unlink(&ino.to_string());
         }
         for ino in dirty {
             if let Err(e) = self.inner.hash_file(ino) {

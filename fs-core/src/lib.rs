@@ -59,11 +59,13 @@
 pub mod chunk;
 mod fs;
 mod fsck;
+mod local;
 pub mod store;
 mod types;
 
 pub use fs::Fs;
 pub use fsck::{fsck, FsckReport, Problem};
+pub use local::IgnorePolicy;
 pub use types::*;
 
 #[cfg(test)]

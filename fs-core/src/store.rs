@@ -26,6 +26,14 @@ pub const SYMLINKS: TableDefinition<u64, &[u8]> = TableDefinition::new("symlinks
 /// journal: sync position → bincode [`JournalRecord`].
 pub const JOURNAL: TableDefinition<u64, &[u8]> = TableDefinition::new("journal");
 
+/// Local-only inodes (paths matching an ignore pattern) keep their metadata
+/// in these tables, which are never journaled, hashed or synced; their
+/// bytes live in the local backing directory. Same layouts as above.
+pub const LOCAL_INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("local_inodes");
+pub const LOCAL_DIRENTS: TableDefinition<(u64, &[u8]), (u64, u64)> = TableDefinition::new("local_dirents");
+pub const LOCAL_XATTRS: TableDefinition<(u64, &[u8]), &[u8]> = TableDefinition::new("local_xattrs");
+pub const LOCAL_SYMLINKS: TableDefinition<u64, &[u8]> = TableDefinition::new("local_symlinks");
+
 /// Persistent attributes of an inode.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct InodeRec {
@@ -149,5 +157,9 @@ pub fn create_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(XATTRS)?;
     txn.open_table(SYMLINKS)?;
     txn.open_table(JOURNAL)?;
+    txn.open_table(LOCAL_INODES)?;
+    txn.open_table(LOCAL_DIRENTS)?;
+    txn.open_table(LOCAL_XATTRS)?;
+    txn.open_table(LOCAL_SYMLINKS)?;
     Ok(())
 }

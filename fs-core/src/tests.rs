@@ -17,7 +17,7 @@ fn os(s: &str) -> &OsStr {
 }
 
 fn cfg(store: StoreLocation) -> Config {
-    Config { store, commit_interval: Duration::from_millis(50), hash_threads: 2 }
+    Config { commit_interval: Duration::from_millis(50), ..Config::new(store) }
 }
 
 fn mem() -> Fs {
@@ -851,4 +851,80 @@ fn perf_numbers() {
             t0.elapsed()
         );
     }
+}
+
+/// Local-only paths: never chunked or journaled, moved across the boundary
+/// by rename (both ways, with their subtree), persisted in the local tables,
+/// EXDEV for hard links across, fsck clean.
+#[test]
+fn local_only_paths() {
+    let t = tempfile::tempdir().unwrap();
+    let local_cfg = |d: &Path| {
+        let mut c = cfg(StoreLocation::Dir(d.to_path_buf()));
+        c.local = LocalConfig { ignore: vec!["node_modules".into(), "/dist".into(), "!keep".into()], dir: None };
+        c
+    };
+    let body: Vec<u8> = (0..300_000u32).map(|i| (i * 13 % 253) as u8).collect();
+    let (nm, f, sub);
+    {
+        let fs = Fs::open_store(local_cfg(t.path())).unwrap();
+        nm = fs.mkdir(&C, ROOT, os("node_modules"), 0o755).unwrap().ino;
+        f = write_file(&fs, nm, "f", &body);
+        sub = fs.mkdir(&C, nm, os("sub"), 0o755).unwrap().ino;
+        write_file(&fs, sub, "g", b"g");
+        fs.fsyncdir(0).unwrap();
+        let s0 = fs.stats();
+        assert_eq!((s0.chunks, s0.chunk_bytes), (0, 0));
+        assert_eq!(fs.is_local(f), Some(true));
+        assert!(t.path().join("local").join(f.to_string()).exists());
+        // Hard link across: EXDEV; rename across: moves.
+        assert_eq!(fs.link(&C, f, ROOT, os("hl")).unwrap_err().0, libc::EXDEV);
+        fs.rename(&C, nm, os("f"), ROOT, os("f"), 0).unwrap();
+        assert_eq!(fs.is_local(f), Some(false));
+        assert!(t.path().join("wc").join(f.to_string()).exists());
+        let fh = fs.open(&C, f, libc::O_RDONLY as u32).unwrap();
+        fs.fsync(fh, false).unwrap();
+        fs.release(fh).unwrap();
+        let s1 = fs.stats();
+        assert!(s1.chunks > 0 && s1.chunk_bytes == body.len() as u64, "{s1:?}");
+        // A populated directory out of and back into node_modules.
+        fs.rename(&C, nm, os("sub"), ROOT, os("sub"), 0).unwrap();
+        assert_eq!(fs.is_local(sub), Some(false));
+        fs.rename(&C, ROOT, os("sub"), nm, os("sub"), 0).unwrap();
+        assert_eq!(fs.is_local(sub), Some(true));
+        fs.rename(&C, ROOT, os("f"), nm, os("f2"), 0).unwrap();
+        fs.fsyncdir(0).unwrap();
+        let s2 = fs.stats();
+        assert_eq!((s2.chunks, s2.chunk_bytes), (0, 0), "content left the store");
+        // Anchored pattern.
+        let d = fs.mkdir(&C, ROOT, os("dist"), 0o755).unwrap().ino;
+        let d2 = fs.mkdir(&C, sub, os("dist"), 0o755).unwrap().ino;
+        let a = fs.mkdir(&C, ROOT, os("a"), 0o755).unwrap().ino;
+        let d3 = fs.mkdir(&C, a, os("dist"), 0o755).unwrap().ino;
+        assert_eq!((fs.is_local(d), fs.is_local(d2), fs.is_local(d3)), (Some(true), Some(true), Some(false)));
+        fs.shutdown().unwrap();
+    }
+    assert!(fsck(t.path()).unwrap().is_clean(), "{}", fsck(t.path()).unwrap());
+    {
+        let fs = Fs::open_store(local_cfg(t.path())).unwrap();
+        let nm2 = lookup(&fs, ROOT, "node_modules").unwrap().ino;
+        assert_eq!(nm2, nm);
+        let f2 = lookup(&fs, nm, "f2").unwrap().ino;
+        assert_eq!(read_all(&fs, f2), body);
+        assert_eq!(fs.is_local(f2), Some(true));
+        assert_eq!(fs.getattr(nm, None).unwrap().nlink, 3);
+        fs.shutdown().unwrap();
+    }
+    // Without the patterns everything is synced again.
+    {
+        let fs = dir_fs(t.path());
+        let f2 = lookup(&fs, lookup(&fs, ROOT, "node_modules").unwrap().ino, "f2").unwrap().ino;
+        assert_eq!(fs.is_local(f2), Some(false));
+        assert_eq!(read_all(&fs, f2), body);
+        fs.shutdown().unwrap();
+    }
+    assert!(fsck(t.path()).unwrap().is_clean(), "{}", fsck(t.path()).unwrap());
+    let db = redb::Database::open(t.path().join("store.redb")).unwrap();
+    let rtx = redb::ReadableDatabase::begin_read(&db).unwrap();
+    assert_eq!(rtx.open_table(crate::store::LOCAL_INODES).unwrap().iter().unwrap().count(), 0);
 }

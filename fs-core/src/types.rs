@@ -137,12 +137,25 @@ pub struct Config {
     pub commit_interval: Duration,
     /// Threads cutting and hashing released files (default 2, at least 1).
     pub hash_threads: usize,
+    /// Local-only paths (default: none).
+    pub local: LocalConfig,
+}
+
+/// Local-only paths: which (gitignore patterns) and where their files live.
+#[derive(Clone, Debug, Default)]
+pub struct LocalConfig {
+    /// gitignore-style patterns, matched against the path relative to the
+    /// workspace root (see [`crate::IgnorePolicy`]).
+    pub ignore: Vec<String>,
+    /// Backing directory of local-only files. Default: `DIR/local` for a
+    /// `Dir` store, a temporary directory for `Memory`.
+    pub dir: Option<PathBuf>,
 }
 
 impl Config {
     /// Defaults for a store location.
     pub fn new(store: StoreLocation) -> Config {
-        Config { store, commit_interval: Duration::from_secs(1), hash_threads: 2 }
+        Config { store, commit_interval: Duration::from_secs(1), hash_threads: 2, local: LocalConfig::default() }
     }
 }
 
@@ -179,6 +192,8 @@ pub enum StoreError {
     NewerSchema { found: u64, supported: u64, path: PathBuf },
     #[error("store {path} is damaged: {reason}; run `ringfs fsck --store {}`", path.parent().unwrap_or(path).display())]
     Corrupt { path: PathBuf, reason: String },
+    #[error("invalid ignore pattern `{pattern}`: {reason}")]
+    Ignore { pattern: String, reason: String },
     #[error("store I/O error on {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
 }

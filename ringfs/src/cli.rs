@@ -88,6 +88,19 @@ pub struct MountArgs {
     /// all data through the daemon.
     #[arg(long, value_enum, value_name = "MODE", default_value_t = Passthrough::Auto)]
     pub passthrough: Passthrough,
+
+    /// Keep paths matching GLOB local-only: on the host disk (--local-dir),
+    /// never in the store or journal. gitignore syntax (`node_modules`
+    /// matches at any depth, `/dist` only at the root, `**/target`,
+    /// `!pattern` re-includes). Repeatable; also read from RINGFS_IGNORE
+    /// (newline- or comma-separated).
+    #[arg(long = "ignore", value_name = "GLOB")]
+    pub ignore: Vec<String>,
+
+    /// Backing directory of local-only files. Default: DIR/local for
+    /// --store DIR, a temporary directory for --memory.
+    #[arg(long, value_name = "DIR")]
+    pub local_dir: Option<PathBuf>,
 }
 
 /// `ringfs mount --transport`.

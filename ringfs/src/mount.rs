@@ -113,7 +113,13 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         store,
         commit_interval: Duration::from_millis(args.commit_interval_ms.max(1)),
         hash_threads: args.hash_threads.max(1),
+        local: fs_core::LocalConfig { ignore: ignore_patterns(args)?, dir: args.local_dir.as_deref().map(absolute_dir).transpose()? },
     };
+    if let Some(l) = &cfg.local.dir {
+        if l.starts_with(&mp) {
+            bail!("--local-dir {} is inside the mountpoint {}", l.display(), mp.display());
+        }
+    }
     let fs = Arc::new(fs_core::Fs::open_store(cfg)?);
     let opts = fuse_uring::session::MountOptions {
         passthrough: args.passthrough != Passthrough::Off,
@@ -229,6 +235,24 @@ fn passthrough_check(mode: Passthrough, session: &fuse_uring::session::Session) 
     }
 }
 
+/// `--ignore` patterns, then those of RINGFS_IGNORE (newline- or
+/// comma-separated). An invalid pattern is an error naming it.
+fn ignore_patterns(args: &MountArgs) -> Result<Vec<String>> {
+    let mut v: Vec<String> = args.ignore.clone();
+    if let Ok(env) = std::env::var("RINGFS_IGNORE") {
+        v.extend(env.split(['\n', ',']).map(str::trim).filter(|p| !p.is_empty()).map(str::to_string));
+    }
+    if let Err((pattern, reason)) = fs_core::IgnorePolicy::new(&v) {
+        bail!("invalid ignore pattern `{pattern}`: {reason}");
+    }
+    Ok(v)
+}
+
+fn absolute_dir(dir: &Path) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating local-only directory {}", dir.display()))?;
+    dir.canonicalize().with_context(|| format!("local-only directory {}", dir.display()))
+}
+
 fn absolute_store(dir: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating store directory {}", dir.display()))?;
     dir.canonicalize().with_context(|| format!("store directory {}", dir.display()))
@@ -250,6 +274,7 @@ impl DaemonInfo {
     fn status_doc(&self) -> Value {
         let s = self.fs.stats();
         let conn = self.adapter.conn_info();
+        let (patterns, local_dir, local_inodes) = self.fs.local_info();
         json!({
             "mountpoint": self.mountpoint,
             "pid": std::process::id(),
@@ -281,6 +306,7 @@ impl DaemonInfo {
                 "writeback_cache": { "enabled": false, "reason": "excluded by passthrough; the daemon caches nothing dirty" },
                 "locks": "kernel-local (flock and POSIX locks)",
             },
+            "local_only": { "patterns": patterns, "dir": local_dir, "inodes": local_inodes },
             "store_stats": {
                 "inodes": s.inodes,
                 "chunks": s.chunks,
@@ -416,6 +442,17 @@ pub fn format_status(v: &Value) -> String {
     };
     out += &format!("passthrough:      {pt}\n");
     out += &format!("readdirplus:      {}\n", g(&["features", "readdirplus"]));
+    let pats: Vec<String> = v["local_only"]["patterns"].as_array().map(|a| a.iter().filter_map(|p| p.as_str().map(str::to_string)).collect()).unwrap_or_default();
+    if pats.is_empty() {
+        out += "local-only:       none\n";
+    } else {
+        out += &format!(
+            "local-only:       {} ({} inodes in {})\n",
+            pats.join(" "),
+            g(&["local_only", "inodes"]),
+            g(&["local_only", "dir"])
+        );
+    }
     out += &format!("locks:            {}\n", g(&["features", "locks"]));
     out += &format!("inodes:           {}\n", g(&["store_stats", "inodes"]));
     out += &format!("chunks:           {} ({} bytes)\n", g(&["store_stats", "chunks"]), g(&["store_stats", "chunk_bytes"]));

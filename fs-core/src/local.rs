@@ -1,0 +1,157 @@
+//! Local-only paths: the ignore policy (gitignore semantics, from the
+//! `ignore` crate) and confined access to the backing directories.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+
+/// Which paths of a workspace are local-only: gitignore patterns matched
+/// against the path relative to the workspace root (`node_modules` at any
+/// depth, `/dist` only at the root, `**/target`, `!keep` re-includes).
+/// As in git, nothing below an ignored directory can be re-included.
+#[derive(Clone, Debug)]
+pub struct IgnorePolicy {
+    matcher: Gitignore,
+    patterns: Vec<String>,
+}
+
+impl IgnorePolicy {
+    /// Builds the matcher. Err: (the offending pattern, why).
+    pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<IgnorePolicy, (String, String)> {
+        let mut b = GitignoreBuilder::new("/");
+        // A `[` without `]` is an error here (git would take it literally):
+        // a typo in a pattern should fail the mount, not match nothing.
+        b.allow_unclosed_class(false);
+        let mut kept = Vec::new();
+        for p in patterns {
+            let p = p.as_ref();
+            if p.trim().is_empty() {
+                continue;
+            }
+            b.add_line(None, p).map_err(|e| (p.to_string(), e.to_string()))?;
+            kept.push(p.to_string());
+        }
+        let matcher = b.build().map_err(|e| (kept.join(", "), e.to_string()))?;
+        Ok(IgnorePolicy { matcher, patterns: kept })
+    }
+
+    /// No patterns: nothing is local-only.
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+
+    /// Does `rel` (relative to the workspace root, no leading '/') match on
+    /// its own (ancestors are the caller's business)?
+    pub fn matches(&self, rel: &[u8], is_dir: bool) -> bool {
+        if self.patterns.is_empty() {
+            return false;
+        }
+        self.matcher.matched(Path::new(OsStr::from_bytes(rel)), is_dir).is_ignore()
+    }
+}
+
+/// A backing directory (working copies, or local-only files), used only
+/// through its descriptor: every open is an `openat2` with RESOLVE_BENEATH,
+/// RESOLVE_NO_MAGICLINKS and RESOLVE_NO_SYMLINKS, every unlink and rename is
+/// `*at` on a single name (which never follows a symlink), so a symlink
+/// planted in the directory cannot lead the daemon outside it.
+#[derive(Debug)]
+pub(crate) struct BackDir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS).union(ResolveFlags::NO_SYMLINKS);
+
+impl BackDir {
+    /// Opens (creating if missing) the directory at `path`.
+    pub(crate) fn open(path: &Path) -> std::io::Result<BackDir> {
+        std::fs::create_dir_all(path)?;
+        let fd = rustix::fs::open(path, OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+        Ok(BackDir { fd, path: path.to_path_buf() })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn openat(&self, name: &str, flags: OFlags) -> std::io::Result<File> {
+        // openat2 rejects a mode without O_CREAT.
+        let mode = if flags.contains(OFlags::CREATE) { Mode::from_raw_mode(0o600) } else { Mode::empty() };
+        let fd = rustix::fs::openat2(self.fd.as_fd(), name, flags | OFlags::CLOEXEC | OFlags::NOFOLLOW, mode, RESOLVE)?;
+        Ok(File::from(fd))
+    }
+
+    /// Opens `name` for reading and writing.
+    pub(crate) fn open_rw(&self, name: &str) -> std::io::Result<File> {
+        self.openat(name, OFlags::RDWR)
+    }
+
+    /// Opens `name` read-only.
+    pub(crate) fn open_ro(&self, name: &str) -> std::io::Result<File> {
+        self.openat(name, OFlags::RDONLY)
+    }
+
+    /// Creates (or opens; `truncate` empties it) `name` for reading and writing.
+    pub(crate) fn create(&self, name: &str, truncate: bool) -> std::io::Result<File> {
+        let t = if truncate { OFlags::TRUNC } else { OFlags::empty() };
+        self.openat(name, OFlags::RDWR | OFlags::CREATE | t)
+    }
+
+    /// Creates `name`, failing if it exists.
+    pub(crate) fn create_new(&self, name: &str) -> std::io::Result<File> {
+        self.openat(name, OFlags::RDWR | OFlags::CREATE | OFlags::EXCL)
+    }
+
+    /// Unlinks the entry `name` (a symlink is removed, never followed).
+    pub(crate) fn unlink(&self, name: &str) -> std::io::Result<()> {
+        rustix::fs::unlinkat(self.fd.as_fd(), name, rustix::fs::AtFlags::empty())?;
+        Ok(())
+    }
+
+    /// Renames `from` in this directory to `to` in `dst`.
+    pub(crate) fn rename_to(&self, from: &str, dst: &BackDir, to: &str) -> std::io::Result<()> {
+        rustix::fs::renameat(self.fd.as_fd(), from, dst.fd.as_fd(), to)?;
+        Ok(())
+    }
+
+    /// Does the entry `name` exist (as anything, symlinks not followed)?
+    pub(crate) fn exists(&self, name: &str) -> bool {
+        rustix::fs::statat(self.fd.as_fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok()
+    }
+
+    /// Names of the entries (not "." or "..").
+    pub(crate) fn names(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let Ok(fd) = rustix::fs::openat(self.fd.as_fd(), ".", OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) else {
+            return out;
+        };
+        let Ok(mut dir) = rustix::fs::Dir::read_from(&fd) else { return out };
+        for e in dir.by_ref().flatten() {
+            let n = e.file_name().to_bytes();
+            if n != b"." && n != b".." {
+                if let Ok(s) = std::str::from_utf8(n) {
+                    out.push(s.to_string());
+                }
+            }
+        }
+        out
+    }
+
+    /// Is this directory on the same filesystem as `other` (renameat works)?
+    pub(crate) fn same_fs(&self, other: &BackDir) -> bool {
+        match (rustix::fs::fstat(&self.fd), rustix::fs::fstat(&other.fd)) {
+            (Ok(a), Ok(b)) => a.st_dev == b.st_dev,
+            _ => false,
+        }
+    }
+}
