@@ -7,7 +7,7 @@
 #                           most mount tests wait on I/O; fsx/pjdfstest are the heavy ones)
 #   RINGFS_TEST_MOUNT_ARGS  extra `ringfs mount` args for every integration test
 #   RINGFS_TEST_MODES       ';'-separated mount-arg sets for the mode subset (default
-#                           "--passthrough off;--ignore /*"; empty skips it)
+#                           "--passthrough off;--ignore /*;--transport dev"; empty skips it)
 #   RINGFS_TEST_MATRIX      optional ';'-separated list of extra mount-arg sets; the
 #                           ringfs integration tests run once more per entry, e.g.
 #                           "--passthrough off;--transport dev"
@@ -28,11 +28,12 @@ cargo build --workspace --release --all-targets
 # shellcheck disable=SC2086
 cargo test --workspace --release --no-fail-fast ${CARGO_TEST_ARGS:-} -- --test-threads="$threads"
 
-# Mode matrix: the suites above ran with passthrough on (the default, where the
-# kernel allows it); the POSIX, field-case and workload suites run once more with
-# passthrough off and with everything local-only (~3 min each on 2 cores).
+# Mode matrix: the suites above ran with the defaults (io_uring transport and
+# passthrough on, where the kernel allows them); the POSIX, field-case and workload
+# suites run once more with passthrough off, with everything local-only, and on the
+# /dev/fuse transport (~3 min each on 2 cores).
 # RINGFS_TEST_MODES overrides the ';'-separated list ("" skips it).
-IFS=';' read -r -a pmodes <<<"${RINGFS_TEST_MODES-"--passthrough off;--ignore /*"}"
+IFS=';' read -r -a pmodes <<<"${RINGFS_TEST_MODES-"--passthrough off;--ignore /*;--transport dev"}"
 for mode in "${pmodes[@]}"; do
     [ -n "$mode" ] || continue
     echo "=== cases, pjdfstest, fsx, workloads with mount args: $mode ${RINGFS_TEST_MOUNT_ARGS:-}"
