@@ -61,8 +61,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::path::Path;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -100,6 +99,20 @@ pub enum RingFault {
     /// Do not register the last queue: the ring never gets ready and the
     /// probe times out (the classic hung-mount trap).
     SkipLastQueue,
+    /// Mount a tmpfs over the mount point just before the probe (someone
+    /// else mounting on, or detaching, the path while the ring starts).
+    OvermountBeforeProbe,
+    /// Both [`Self::OvermountBeforeProbe`] and [`Self::SkipLastQueue`].
+    OvermountAndSkipLastQueue,
+}
+
+impl RingFault {
+    pub(crate) fn skips_last_queue(self) -> bool {
+        matches!(self, RingFault::SkipLastQueue | RingFault::OvermountAndSkipLastQueue)
+    }
+    pub(crate) fn overmounts(self) -> bool {
+        matches!(self, RingFault::OvermountBeforeProbe | RingFault::OvermountAndSkipLastQueue)
+    }
 }
 
 /// The number of queues the kernel expects: highest id in
@@ -426,7 +439,7 @@ pub(crate) fn start(dev: &FuseDev, nqueues: usize, depth: usize, payload_len: us
     for qid in 0..nqueues {
         let wake = Arc::new(Wakeup::new().map_err(|e| format!("eventfd: {e}"))?);
         let (start_tx, start_rx) = mpsc::channel();
-        let skip = fault == RingFault::SkipLastQueue && qid == nqueues - 1;
+        let skip = fault.skips_last_queue() && qid == nqueues - 1;
         let (ready, control, w) = (ready_tx.clone(), control.clone(), wake.clone());
         let dev = dev.as_fd().as_raw_fd();
         let h = std::thread::Builder::new()
@@ -496,22 +509,26 @@ impl Rings {
     }
 
     /// Checks that requests really come through the rings: one STATFS on
-    /// `mountpoint` from a thread pinned to each CPU this process may run
+    /// this connection's root (`root`, an `O_PATH` fd opened right after
+    /// `mount(2)`; never the mount point's path, which may show another
+    /// mount by now) from a thread pinned to each CPU this process may run
     /// on, answered (ENOSYS) by the ring threads without reaching the
     /// filesystem. Other requests arriving meanwhile wait in their entries
     /// until [`Self::serve`]. Err if a probe is not answered through a ring
     /// within `timeout`; the caller must then abort the connection, which
     /// also ends the blocked probe threads.
-    pub(crate) fn probe(&mut self, mountpoint: &Path, timeout: Duration) -> Result<(), String> {
+    pub(crate) fn probe(&mut self, root: BorrowedFd<'_>, timeout: Duration) -> Result<(), String> {
         let mut cpus: Vec<Option<usize>> =
             allowed_cpus().into_iter().filter(|&c| c < self.queues()).map(Some).collect();
         if cpus.is_empty() {
             cpus.push(None);
         }
-        let (done_tx, done_rx) = mpsc::channel::<()>();
+        // (cpu, statfs errno or 0) per finished probe.
+        let (done_tx, done_rx) = mpsc::channel::<(Option<usize>, i32)>();
         for &cpu in &cpus {
             let done = done_tx.clone();
-            let mp = crate::session::cpath(mountpoint).map_err(|e| e.to_string())?;
+            // Each probe owns its fd: a late one never statfs'es a reused fd number.
+            let fd = root.try_clone_to_owned().map_err(|e| format!("probe fd: {e}"))?;
             let (tid_tx, tid_rx) = mpsc::channel();
             let (go_tx, go_rx) = mpsc::channel::<()>();
             std::thread::Builder::new()
@@ -524,11 +541,12 @@ impl Rings {
                     if go_rx.recv().is_err() {
                         return;
                     }
-                    // SAFETY: valid path and out-pointer.
+                    // SAFETY: valid fd and out-pointer.
                     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
                     // SAFETY: as above.
-                    unsafe { libc::statfs(mp.as_ptr(), &mut st) };
-                    let _ = done.send(());
+                    let r = unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) };
+                    let errno = if r == 0 { 0 } else { io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO) };
+                    let _ = done.send((cpu, errno));
                 })
                 .map_err(|e| format!("probe thread: {e}"))?;
             let tid = tid_rx.recv().map_err(|_| "probe thread died".to_string())?;
@@ -537,19 +555,31 @@ impl Rings {
         }
         drop(done_tx);
         let deadline = Instant::now() + timeout;
+        let mut odd = Vec::new();
         for _ in 0..cpus.len() {
             let left = deadline.saturating_duration_since(Instant::now());
-            if done_rx.recv_timeout(left).is_err() {
-                let answered = self.control.answered.load(Ordering::SeqCst);
-                return Err(format!(
-                    "no answer through the ring within {timeout:?} ({answered} of {} probe requests arrived)",
-                    cpus.len()
-                ));
+            match done_rx.recv_timeout(left) {
+                Ok((_, libc::ENOSYS)) => {}
+                Ok((cpu, errno)) => odd.push(match cpu {
+                    Some(c) => format!("cpu {c}: {}", io::Error::from_raw_os_error(errno)),
+                    None => format!("{}", io::Error::from_raw_os_error(errno)),
+                }),
+                Err(_) => {
+                    let answered = self.control.answered.load(Ordering::SeqCst);
+                    return Err(format!(
+                        "no answer through the ring within {timeout:?} ({answered} of {} probe requests arrived)",
+                        cpus.len()
+                    ));
+                }
             }
         }
         let answered = self.control.answered.load(Ordering::SeqCst);
         if answered < cpus.len() {
-            return Err(format!("only {answered} of {} probe requests came through the ring", cpus.len()));
+            return Err(format!(
+                "only {answered} of {} probe requests came through the ring (statfs: {})",
+                cpus.len(),
+                odd.join(", ")
+            ));
         }
         Ok(())
     }

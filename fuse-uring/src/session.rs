@@ -23,7 +23,7 @@ use crate::request::{Operation, ParseOptions, Request};
 use crate::stats::OpStats;
 use crate::ring::{self, RingFault, Rings};
 pub use crate::transport::{Transport, TransportInfo, TransportKind};
-use crate::transport::{abort_connection, uring_available};
+use crate::transport::{abort_connection, abort_connection_id, connection_id, uring_available};
 use std::time::Duration;
 
 /// Options for [`mount`]. `Default` gives the values documented per field.
@@ -274,15 +274,68 @@ pub struct Session {
     /// io_uring queues, registered, until `run` serves them.
     rings: Option<Rings>,
     transport: TransportInfo,
+    /// During [`mount`] only: an `O_PATH` fd on this mount's root, opened
+    /// right after `mount(2)`. The probe and a fallback address this
+    /// connection through it, never through the mount point's path, which
+    /// may show another mount by then (stacked on top, or ours detached by
+    /// someone else). Closed before `mount` returns (it would keep the
+    /// mount busy).
+    root: Option<OwnedFd>,
+    /// The connection's id under `/sys/fs/fuse/connections` (the mount's
+    /// device number), if it could be read from `root`.
+    conn_id: Option<u32>,
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
         if self.rings.is_some() {
             // Registered but never served: abort so no caller waits forever.
-            let _ = abort_connection(&self.mountpoint);
+            let _ = self.abort();
         }
     }
+}
+
+/// The device number (= FUSE connection id) and mount id of the mount whose
+/// root `fd` is, read without sending a request (`AT_STATX_DONT_SYNC`).
+fn root_ids(fd: BorrowedFd<'_>) -> Option<(u32, u64)> {
+    // SAFETY: statx fills the zeroed struct; "" with AT_EMPTY_PATH names fd.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let r = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
+            libc::STATX_MNT_ID,
+            &mut stx,
+        )
+    };
+    if r != 0 || stx.stx_mask & libc::STATX_MNT_ID == 0 {
+        return None;
+    }
+    Some(((stx.stx_dev_major << 20) | stx.stx_dev_minor, stx.stx_mnt_id))
+}
+
+/// Opens this mount's root right after `mount(2)` (`O_PATH`: no request is
+/// sent) and checks, through `/proc/self/mountinfo`, that it is a FUSE mount
+/// (the one just made). Returns the fd and the connection id.
+fn open_root(target: &std::ffi::CStr) -> Option<(OwnedFd, u32)> {
+    // SAFETY: open(2) of a valid NUL-terminated path.
+    let fd = unsafe { libc::open(target.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: fresh fd, owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let (dev, mnt_id) = root_ids(fd.as_fd())?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let ours = info.lines().any(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        f.len() > 4
+            && f[0].parse::<u64>().ok() == Some(mnt_id)
+            && l.split(" - ").nth(1).is_some_and(|t| t.starts_with("fuse"))
+    });
+    ours.then_some((fd, dev))
 }
 
 fn read_request(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
@@ -374,6 +427,8 @@ pub fn mount(mountpoint: &Path, opts: &MountOptions) -> io::Result<Session> {
     s.transport.reason = reason;
     // mount_once records the transport it was told to use; report the one asked for.
     s.transport.requested = opts.transport;
+    // An open fd on the root would make umount(2) fail with EBUSY.
+    s.root = None;
     Ok(s)
 }
 
@@ -405,6 +460,11 @@ fn mount_once(mountpoint: &Path, opts: &MountOptions, uring: bool) -> io::Result
     let cdata = CString::new(data).expect("no NUL");
     // SAFETY: all pointers are valid NUL-terminated strings for the call.
     cvt(unsafe { libc::mount(src.as_ptr(), target.as_ptr(), fstype.as_ptr(), flags, cdata.as_ptr() as *const _) })?;
+    // Only needed to probe the ring and, if it fails, to tear down exactly this mount.
+    let (root, conn_id) = match uring.then(|| open_root(&target)).flatten() {
+        Some((fd, id)) => (Some(fd), Some(id)),
+        None => (None, None),
+    };
 
     let bufsize = FUSE_MIN_READ_BUFFER.max(opts.max_write.max(4096) as usize + 4096);
     let dev = FuseDev(Arc::new(fd));
@@ -436,6 +496,8 @@ fn mount_once(mountpoint: &Path, opts: &MountOptions, uring: bool) -> io::Result
                 bufsize,
                 rings: None,
                 transport,
+                root,
+                conn_id,
             })
         }
         Err(e) => {
@@ -488,7 +550,16 @@ impl Session {
         let payload = FUSE_MIN_READ_BUFFER.max((self.info.max_write as usize).div_ceil(4096) * 4096);
         let depth = opts.queue_depth.max(1) as usize;
         let mut rings = ring::start(&self.dev, nqueues, depth, payload, opts.ring_fault)?;
-        let probe = rings.probe(&self.mountpoint, opts.ring_start_timeout);
+        if opts.ring_fault.overmounts() {
+            if let Ok(c) = cpath(&self.mountpoint) {
+                // SAFETY: mount(2) with valid NUL-terminated strings (test hook).
+                unsafe { libc::mount(c"tmpfs".as_ptr(), c.as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()) };
+            }
+        }
+        let probe = match &self.root {
+            Some(root) => rings.probe(root.as_fd(), opts.ring_start_timeout),
+            None => Err("cannot open the new mount's root to probe it".to_string()),
+        };
         // Keep the rings even on failure: abandon() aborts the connection
         // before their threads are stopped.
         self.rings = Some(rings);
@@ -509,15 +580,43 @@ impl Session {
     /// mounted), closes the rings and the fd (which aborts it too), and
     /// detaches the mount. Nothing that waited on it stays blocked.
     fn abandon(mut self) {
-        if let Err(e) = abort_connection(&self.mountpoint) {
+        if let Err(e) = self.abort() {
             tracing::debug!("abort via fusectl: {e}; closing the connection instead");
         }
         self.rings = None;
-        let mp = self.mountpoint.clone();
-        drop(self);
-        if let Ok(c) = cpath(&mp) {
+        // Detach this mount only if it is the topmost at the path: umount2
+        // works on whatever the path shows (even through /proc/self/fd, a
+        // mount on top of our root is crossed), and someone else's mount
+        // must not be removed. Else ours stays, aborted (ENOTCONN), below it.
+        let top = crate::transport::top_mount_dev(&self.mountpoint);
+        let ours = match self.conn_id {
+            Some(id) => top == Some(id),
+            None => true,
+        };
+        if !ours {
+            tracing::warn!(
+                mountpoint = %self.mountpoint.display(),
+                "another mount now sits on the mount point; the aborted FUSE mount under it is left for it to be removed"
+            );
+        } else if let Ok(c) = cpath(&self.mountpoint) {
             // SAFETY: umount2 with a valid NUL-terminated path.
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+                tracing::debug!("detaching the abandoned mount: {}", io::Error::last_os_error());
+            }
+        }
+        drop(self);
+    }
+
+    /// Aborts this connection through fusectl. While `root` is held the
+    /// id is certainly ours. Later, only if the path still shows this
+    /// connection: an id can be reused once our mount is gone, and the path
+    /// may show someone else's mount; never abort a stranger.
+    fn abort(&self) -> io::Result<()> {
+        match self.conn_id {
+            Some(id) if self.root.is_some() => abort_connection_id(id),
+            Some(id) if connection_id(&self.mountpoint) == Some(id) => abort_connection_id(id),
+            Some(_) => Err(io::Error::new(io::ErrorKind::NotFound, "this mount is no longer at its mount point")),
+            None => abort_connection(&self.mountpoint),
         }
     }
 
@@ -650,7 +749,7 @@ impl Session {
             let r = h.join().unwrap_or_else(|_| Err(io::Error::other("FUSE ring thread panicked")));
             if let Err(e) = r {
                 tracing::error!("FUSE ring thread failed ({e}); aborting the connection");
-                let _ = abort_connection(&self.mountpoint);
+                let _ = self.abort();
                 if result.is_ok() {
                     result = Err(e);
                 }

@@ -177,6 +177,30 @@ pub fn connection_id(mountpoint: &Path) -> Option<u32> {
     found
 }
 
+/// The device number of the topmost mount (any type) on `mountpoint`, from
+/// `/proc/self/mountinfo` (no access to the mount itself).
+pub(crate) fn top_mount_dev(mountpoint: &Path) -> Option<u32> {
+    use std::os::unix::ffi::OsStrExt;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let resolved = match (mountpoint.parent(), mountpoint.file_name()) {
+        (Some(p), Some(name)) if !p.as_os_str().is_empty() => p.canonicalize().ok().map(|p| p.join(name)),
+        _ => None,
+    };
+    let want = resolved.as_deref().unwrap_or(mountpoint).as_os_str().as_bytes().to_vec();
+    let mut found = None;
+    for line in info.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        if f.len() < 10 || unescape(f[4]) != want {
+            continue;
+        }
+        let Some((maj, min)) = f[2].split_once(':') else { continue };
+        if let (Ok(maj), Ok(min)) = (maj.parse::<u32>(), min.parse::<u32>()) {
+            found = Some((maj << 20) | min);
+        }
+    }
+    found
+}
+
 /// Aborts the FUSE connection mounted on `mountpoint` through
 /// `/sys/fs/fuse/connections/<id>/abort`: every pending and future request
 /// fails with ECONNABORTED/ENOTCONN, ring entries complete, nothing hangs.
@@ -187,6 +211,12 @@ pub fn connection_id(mountpoint: &Path) -> Option<u32> {
 /// systemd does at boot; needs root).
 pub fn abort_connection(mountpoint: &Path) -> io::Result<()> {
     let id = connection_id(mountpoint).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no FUSE mount there"))?;
+    abort_connection_id(id)
+}
+
+/// Aborts FUSE connection `id` (see [`abort_connection`]; `id` as from
+/// [`connection_id`]).
+pub fn abort_connection_id(id: u32) -> io::Result<()> {
     let file = format!("/sys/fs/fuse/connections/{id}/abort");
     if !Path::new(&file).exists() {
         mount_fusectl();
