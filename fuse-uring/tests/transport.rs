@@ -406,3 +406,148 @@ fn forgets_and_notifications_use_dev_fuse_beside_the_ring() {
     assert!(names(&m.mnt).is_empty());
     m.finish().unwrap();
 }
+
+/// FUSE mounts stacked at `mnt` in this mount namespace (fstype `fuse*`).
+fn fuse_mounts_at(mnt: &Path) -> usize {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let m = mnt.to_str().unwrap();
+    info.lines()
+        .filter(|l| l.split(' ').nth(4) == Some(m))
+        .filter(|l| l.split(" - ").nth(1).is_some_and(|t| t.starts_with("fuse")))
+        .count()
+}
+
+/// Something mounted over the mount point while the ring starts (another
+/// mount on the same path): the probe must still reach *this* connection,
+/// and a fallback must abort *this* connection and not detach the other
+/// mount. Regression: the probe statfs'ed the path (answered by the other
+/// filesystem: "only 0 of 2 probe requests came through the ring") and the
+/// fallback detached the other mount, leaving the aborted first mount under
+/// the new one ("still mounted after the daemon stopped").
+/// Returns (transport, FUSE mounts left at the path after unmount, tmpfs left).
+fn overmounted_start(fault: RingFault) -> (TransportInfo, usize, usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let o = MountOptions { ring_fault: fault, ring_start_timeout: Duration::from_secs(2), ..opts(Transport::Auto) };
+    let session = within(Duration::from_secs(30), {
+        let mnt = mnt.clone();
+        move || mount(&mnt, &o)
+    })
+    .expect("mount must not hang")
+    .expect("mount");
+    let transport = session.transport_info();
+    let t = std::thread::spawn(move || session.run(Arc::new(MemFs::new()), 2));
+    // The fault hook left a tmpfs on top of our mount; remove it (only it).
+    let c = std::ffi::CString::new(mnt.to_str().unwrap()).unwrap();
+    let on_top = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
+        .last()
+        .is_some_and(|l| l.contains(" - tmpfs "));
+    // With the fallback, /dev/fuse was mounted over the tmpfs.
+    if on_top {
+        // SAFETY: plain umount2 of a path we mounted.
+        assert_eq!(unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) }, 0);
+    }
+    std::fs::write(mnt.join("f"), b"served").unwrap();
+    assert_eq!(std::fs::read(mnt.join("f")).unwrap(), b"served");
+    unmount(&mnt).unwrap();
+    let r = within(Duration::from_secs(20), move || t.join().unwrap()).expect("run() must end after unmount");
+    r.unwrap();
+    // Whatever is left at the path (the tmpfs below the /dev/fuse remount).
+    let fuse_left = fuse_mounts_at(&mnt);
+    let tmpfs_left = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()) && l.contains(" - tmpfs "))
+        .count();
+    let m = mnt.clone();
+    within(Duration::from_secs(20), move || {
+        while std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().any(|l| l.split(' ').nth(4) == Some(m.to_str().unwrap())) {
+            // SAFETY: as above; only mounts on our own temp dir.
+            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+                break;
+            }
+        }
+    })
+    .expect("removing what is left (an aborted mount) must not hang");
+    (transport, fuse_left, tmpfs_left)
+}
+
+#[test]
+fn probe_reaches_this_connection_when_the_path_is_overmounted() {
+    let (t, left, _) = overmounted_start(RingFault::OvermountBeforeProbe);
+    assert_eq!(t.kind, TransportKind::IoUring, "the probe must go to our connection, not the path: {t}");
+    assert_eq!(left, 0, "nothing of ours left mounted");
+}
+
+#[test]
+fn fallback_detaches_this_mount_when_the_path_is_overmounted() {
+    let (t, fuse_left, tmpfs_left) = overmounted_start(RingFault::OvermountAndSkipLastQueue);
+    assert_eq!(t.kind, TransportKind::DevFuse, "{t}");
+    assert!(t.reason.as_deref().unwrap_or("").contains("no answer through the ring"), "{t}");
+    assert_eq!(tmpfs_left, 1, "the fallback must not detach someone else's mount on top of ours");
+    assert_eq!(fuse_left, 1, "our aborted io_uring mount stays under it (dead, not hung) until removed");
+}
+
+/// A forced fallback (ring never ready) followed by unmount: run() ends and
+/// neither the /dev/fuse mount nor the aborted io_uring mount is left.
+#[test]
+fn forced_fallback_then_unmount_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let o = MountOptions { ring_fault: RingFault::SkipLastQueue, ring_start_timeout: Duration::from_secs(1), ..opts(Transport::Auto) };
+    let session = mount(&mnt, &o).unwrap();
+    assert_eq!(session.transport_info().kind, TransportKind::DevFuse);
+    assert_eq!(fuse_mounts_at(&mnt), 1, "only the /dev/fuse remount is mounted");
+    let t = std::thread::spawn(move || session.run(Arc::new(MemFs::new()), 2));
+    std::fs::write(mnt.join("f"), b"x").unwrap();
+    unmount(&mnt).unwrap();
+    within(Duration::from_secs(20), move || t.join().unwrap()).expect("run() must end after unmount").unwrap();
+    assert_eq!(fuse_mounts_at(&mnt), 0, "neither the remount nor the aborted io_uring mount is left");
+}
+
+/// Several mounts started at once on a loaded machine all get io_uring,
+/// serve, and end on unmount with nothing left mounted.
+#[test]
+fn parallel_mounts_under_load_all_get_io_uring_and_unmount() {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let burners: Vec<_> = (0..4)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    std::hint::black_box(x);
+                }
+            })
+        })
+        .collect();
+    let n = 8;
+    let starts: Vec<_> = (0..n)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let m = Mounted::new(opts(Transport::Auto));
+                std::fs::write(m.path("f"), format!("mount {i}")).unwrap();
+                assert_eq!(std::fs::read_to_string(m.path("f")).unwrap(), format!("mount {i}"));
+                let (t, mnt) = (m.transport.clone(), m.mnt.clone());
+                let r = within(Duration::from_secs(30), move || m.finish()).expect("run() must end after unmount");
+                (t, mnt, r)
+            })
+        })
+        .collect();
+    let results: Vec<_> = starts.into_iter().map(|h| h.join().unwrap()).collect();
+    stop.store(true, Ordering::Relaxed);
+    for b in burners {
+        b.join().unwrap();
+    }
+    for (t, mnt, r) in results {
+        assert_eq!(t.kind, TransportKind::IoUring, "{t}");
+        r.unwrap();
+        assert!(!mounted_here(&mnt), "{} still mounted", mnt.display());
+    }
+}
