@@ -43,8 +43,9 @@
 //! After INIT was answered with FUSE_OVER_IO_URING, `start` starts the
 //! queue threads, which set up their rings and submit their REGISTERs. An
 //! immediate error CQE (bad size, qid, SQE size, not initialised) fails the
-//! start. `Rings::probe` then sends one STATFS from a thread pinned to each
-//! CPU the process may use; the ring threads answer it (ENOSYS) and hold any
+//! start. `Rings::probe` then sends one STATFS (`fstatfs` on an `O_PATH` fd
+//! of the new mount's root, never the mount point's path, which may show
+//! another mount by then) from a thread pinned to each CPU the process may use; the ring threads answer it (ENOSYS) and hold any
 //! other request until `Session::run` hands them the dispatcher. A probe not
 //! answered within the timeout (e.g. a queue did not register) fails the
 //! start. The caller then aborts the connection, so nothing stays hung

@@ -443,8 +443,7 @@ fn overmounted_start(fault: RingFault) -> (TransportInfo, usize, usize) {
     let on_top = std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap()
         .lines()
-        .filter(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
-        .last()
+        .rfind(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
         .is_some_and(|l| l.contains(" - tmpfs "));
     // With the fallback, /dev/fuse was mounted over the tmpfs.
     if on_top {
