@@ -1070,10 +1070,17 @@ impl Inner {
             Err(e) => return Err(e.into()),
         };
         let mut manifest = Vec::new();
-        let size = chunk::chunk_stream(std::io::BufReader::with_capacity(1 << 20, &f), |off, b| {
-            manifest.push(ChunkRef { offset: off, len: b.len() as u32, hash: *blake3::hash(b).as_bytes() });
-            Ok(())
-        })?;
+        let size = f.metadata()?.len();
+        // Only the data extents are cut and hashed (lseek(2) SEEK_DATA /
+        // SEEK_HOLE): holes are not in the manifest, and a restore leaves
+        // them unwritten (set_len), so a 1 TiB sparse file costs nothing.
+        for (start, end) in data_extents(&f, size)? {
+            let reader = std::io::Read::take(ReadAt { file: &f, pos: start }, end - start);
+            chunk::chunk_stream(std::io::BufReader::with_capacity(1 << 20, reader), |off, b| {
+                manifest.push(ChunkRef { offset: start + off, len: b.len() as u32, hash: *blake3::hash(b).as_bytes() });
+                Ok(())
+            })?;
+        }
         let blocks = f.metadata().map(|m| std::os::unix::fs::MetadataExt::blocks(&m)).unwrap_or(0);
         let mut txn = self.db.begin_write().map_err(db_errno)?;
         txn.set_durability(Durability::None).map_err(db_errno)?;
@@ -2728,4 +2735,56 @@ fn sized(v: Vec<u8>, size: u32) -> Result<XattrValue> {
     } else {
         Ok(XattrValue::Data(v))
     }
+}
+
+/// A `Read` over a file from a position, with pread(2) (the file's own
+/// offset is left alone).
+struct ReadAt<'a> {
+    file: &'a std::fs::File,
+    pos: u64,
+}
+
+impl std::io::Read for ReadAt<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.file.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+/// The data extents `[start, end)` of the first `size` bytes of `f`, from
+/// lseek(2) SEEK_DATA / SEEK_HOLE; the whole range if the host filesystem
+/// does not support them.
+fn data_extents(f: &std::fs::File, size: u64) -> std::io::Result<Vec<(u64, u64)>> {
+    let fd = f.as_raw_fd();
+    let seek = |off: u64, whence: i32| -> std::io::Result<Option<u64>> {
+        // SAFETY: lseek on a valid fd; the file offset it moves is not used
+        // by anyone else (all I/O on working copies is positional).
+        let r = unsafe { libc::lseek(fd, off as libc::off_t, whence) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            return if e.raw_os_error() == Some(libc::ENXIO) { Ok(None) } else { Err(e) };
+        }
+        Ok(Some(r as u64))
+    };
+    let mut out = Vec::new();
+    let mut pos = 0u64;
+    while pos < size {
+        let start = match seek(pos, libc::SEEK_DATA) {
+            Ok(Some(d)) => d,
+            Ok(None) => break,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(vec![(0, size)]),
+            Err(e) => return Err(e),
+        };
+        if start >= size {
+            break;
+        }
+        let end = seek(start, libc::SEEK_HOLE)?.unwrap_or(size).min(size);
+        if end <= start {
+            break;
+        }
+        out.push((start, end));
+        pos = end;
+    }
+    Ok(out)
 }
