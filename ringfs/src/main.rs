@@ -68,7 +68,7 @@ fn cmd_umount(args: UmountArgs) -> Result<()> {
             }
             Ok(())
         }
-        Err(e) => {
+        Err(_) => {
             if mountpoint::is_ringfs_mount(&mp)? {
                 // No daemon answers: a stale mount left by a killed daemon.
                 fuse_uring::session::unmount(&mp)
@@ -76,12 +76,19 @@ fn cmd_umount(args: UmountArgs) -> Result<()> {
                 let _ = std::fs::remove_file(control::socket_path(&mp));
                 eprintln!("ringfs: removed stale mount {} (no daemon was serving it)", mp.display());
                 Ok(())
+            } else if let Some(other) = mountpoint::mount_at(&mp)? {
+                bail!(
+                    "{} is a {} mount, not a ringfs mount: use umount(8) for it",
+                    mp.display(),
+                    other.fstype
+                )
             } else if had_socket {
-                // The daemon was there but went away while we asked: it was
-                // already stopping (SIGTERM, an external umount) and is done.
+                // Nothing is mounted there any more, but a daemon served it a
+                // moment ago: it was already stopping (SIGTERM, an external
+                // umount) and went away while we asked.
                 Ok(())
             } else {
-                Err(e.context(format!("{} is not a ringfs mount", mp.display())))
+                bail!("{} is not mounted (no ringfs daemon serves it)", mp.display())
             }
         }
     }
@@ -95,11 +102,17 @@ fn process_alive(pid: i32) -> bool {
     if unsafe { libc::kill(pid, 0) } != 0 {
         return false;
     }
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the parenthesised command name.
-        Ok(stat) => stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')) != Some(true),
-        Err(_) => false,
+    // A zombie leader whose other threads still run (exit_group in
+    // progress: the store's file locks are not released yet) is alive.
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .unwrap_or(true);
+    if !zombie {
+        return true;
     }
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.count()).unwrap_or(0);
+    threads > 1
 }
 
 /// How long a client waits for a daemon whose mount is visible but whose

@@ -482,7 +482,9 @@ impl TestMount {
                 daemon_status = Some(st); // already gone (signal, crash)
             }
         }
-        if is_mounted(&self.mp) || (self.child.is_some() && daemon_status.is_none()) {
+        // Not mounted any more (a signal stop, an external umount): nothing to
+        // ask `ringfs umount`; the daemon is only waited for below.
+        if is_mounted(&self.mp) {
             let mut cmd = Command::new(RINGFS);
             cmd.arg("umount").arg(&self.mp).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
             match cmd.spawn() {
