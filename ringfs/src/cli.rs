@@ -39,7 +39,8 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct MountArgs {
-    /// Existing empty directory to mount the workspace on.
+    /// Existing directory to mount the workspace on (its own contents are
+    /// hidden while mounted, as with any mount).
     pub mountpoint: PathBuf,
 
     /// Durable store directory (created if missing). Default: none, see --memory.
@@ -78,7 +79,8 @@ pub struct MountArgs {
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub hash_threads: usize,
 
-    /// Write the daemon's log here (with --daemon; default: discard).
+    /// Write the daemon's log here (with --daemon; default: next to the
+    /// control socket, /run/ringfs/<id>.log for root).
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
 
