@@ -194,6 +194,8 @@ pub enum StoreError {
     Corrupt { path: PathBuf, reason: String },
     #[error("invalid ignore pattern `{pattern}`: {reason}")]
     Ignore { pattern: String, reason: String },
-    #[error("store I/O error on {path}: {source}")]
+    /// The underlying error is the `source` (printed by error chains such
+    /// as anyhow's `{:#}`), not repeated in this message.
+    #[error("store I/O error on {path}")]
     Io { path: PathBuf, source: std::io::Error },
 }

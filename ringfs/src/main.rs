@@ -188,7 +188,7 @@ fn cmd_fsck(args: FsckArgs) -> ExitCode {
             }
         }
         Err(e) => {
-            eprintln!("ringfs: fsck {}: {e}", args.store.display());
+            eprintln!("ringfs: fsck {}: {:#}", args.store.display(), anyhow::Error::from(e));
             ExitCode::from(2)
         }
     }
