@@ -2704,6 +2704,11 @@ impl Fs {
         }
         self.inner.commit(Durability::Immediate, true, Some(true)).map_err(|e| corrupt(&dbpath, e))?;
         self.inner.lock_file.lock().unwrap_or_else(|p| p.into_inner()).take();
+        // A memory store's temporary directories go now: the daemon may
+        // exit without dropping the Fs (threads still hold it).
+        for t in [&self.inner._tmp, &self.inner._tmp_local].into_iter().flatten() {
+            let _ = std::fs::remove_dir_all(t.path());
+        }
         Ok(())
     }
 
