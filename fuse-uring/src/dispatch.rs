@@ -47,7 +47,7 @@ pub enum InitDecision {
 /// Negotiates INIT (kernel doc: `fuse.h` "Version negotiation").
 ///
 /// Answers protocol `7.min(kernel minor, 45)` with `fuse_init_out` sized for
-/// that minor, and requests ASYNC_READ, BIG_WRITES, ATOMIC_O_TRUNC,
+/// that minor, and requests ASYNC_READ, BIG_WRITES,
 /// EXPORT_SUPPORT, PARALLEL_DIROPS, MAX_PAGES (`max_pages` 256),
 /// CACHE_SYMLINKS, INIT_EXT, DO_READDIRPLUS + READDIRPLUS_AUTO (if
 /// `opts.readdirplus`) and PASSTHROUGH with `max_stack_depth` 1 (if
@@ -55,7 +55,12 @@ pub enum InitDecision {
 /// `Dev`), each only if the kernel offers it. Never
 /// WRITEBACK_CACHE, POSIX_LOCKS or FLOCK_LOCKS (locks stay kernel-local), nor
 /// HANDLE_KILLPRIV(_V2) (the kernel keeps clearing suid/sgid itself, because
-/// the `Filesystem` trait does not carry FUSE_OPEN_KILL_SUIDGID).
+/// the `Filesystem` trait does not carry FUSE_OPEN_KILL_SUIDGID), nor
+/// ATOMIC_O_TRUNC: with it the filesystem truncates inside OPEN, *before*
+/// the VFS checks ETXTBSY (`handle_truncate` in fs/namei.c), so
+/// `open(O_TRUNC)` of a running executable would destroy it (and then
+/// succeed once the process died of SIGBUS). Without it the kernel checks
+/// first and truncates with a SETATTR.
 pub fn negotiate(init: &fuse_init_in, opts: &MountOptions) -> InitDecision {
     if init.major > FUSE_KERNEL_VERSION {
         let out = fuse_init_out { major: FUSE_KERNEL_VERSION, minor: FUSE_KERNEL_MINOR_VERSION, ..Default::default() };
@@ -71,7 +76,6 @@ pub fn negotiate(init: &fuse_init_in, opts: &MountOptions) -> InitDecision {
     }
     let mut want = FUSE_ASYNC_READ
         | FUSE_BIG_WRITES
-        | FUSE_ATOMIC_O_TRUNC
         | FUSE_EXPORT_SUPPORT
         | FUSE_PARALLEL_DIROPS
         | FUSE_MAX_PAGES
