@@ -109,24 +109,7 @@ impl Ctx<'_> {
         name: &str,
         between: &mut dyn FnMut(&mut Instance) -> Result<()>,
     ) -> Result<Sample> {
-        let mut s = Sample {
-            section: "rows",
-            row: row.key.to_string(),
-            target: inst.spec.id.clone(),
-            rep: 0,
-            warmup: false,
-            ok: false,
-            ms: None,
-            phases_ms: BTreeMap::new(),
-            error: None,
-            counters: None,
-            info: BTreeMap::new(),
-            mount_ms: None,
-            unmount_ms: None,
-            warm_mount_ms: None,
-            warm_unmount_ms: None,
-            remounted: None,
-        };
+        let mut s = Sample { row: row.key.to_string(), ..blank("rows", &inst.spec.id) };
         let dir = inst.root().join(name);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let scratch = inst.scratch();

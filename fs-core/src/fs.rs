@@ -1418,41 +1418,22 @@ impl Fs {
         for i in 0..cfg.hash_threads.max(1) {
             let inner = inner.clone();
             let rx = rx.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name(format!("ringfs-hash-{i}"))
-                    .spawn(move || loop {
-                        let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                        let Ok(ino) = job else { return };
-                        if inner.abandon.load(Ordering::SeqCst) {
-                            continue;
-                        }
-                        if let Err(e) = inner.hash_file(ino) {
-                            tracing::warn!("hashing inode {ino}: {e}");
-                        }
-                    })
-                    .map_err(|e| io_err(Path::new("thread"), e))?,
-            );
+            threads.push(spawn_named(format!("ringfs-hash-{i}"), move || loop {
+                let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                let Ok(ino) = job else { return };
+                if inner.abandon.load(Ordering::SeqCst) {
+                    continue;
+                }
+                if let Err(e) = inner.hash_file(ino) {
+                    tracing::warn!("hashing inode {ino}: {e}");
+                }
+            })?);
         }
         *inner.hash_tx.lock().unwrap() = Some(tx);
-        {
-            let inner2 = inner.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name("ringfs-wcpool".into())
-                    .spawn(move || inner2.pool_loop())
-                    .map_err(|e| io_err(Path::new("thread"), e))?,
-            );
-        }
-        {
-            let inner2 = inner.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name("ringfs-commit".into())
-                    .spawn(move || inner2.commit_loop())
-                    .map_err(|e| io_err(Path::new("thread"), e))?,
-            );
-        }
+        let pool = inner.clone();
+        threads.push(spawn_named("ringfs-wcpool".into(), move || pool.pool_loop())?);
+        let committer = inner.clone();
+        threads.push(spawn_named("ringfs-commit".into(), move || committer.commit_loop())?);
         {
             let mut st = inner.lock();
             for ino in loaded.rehash {
@@ -2792,4 +2773,13 @@ fn data_extents(f: &std::fs::File, size: u64) -> std::io::Result<Vec<(u64, u64)>
         pos = end;
     }
     Ok(out)
+}
+
+/// Starts a named background thread of the store; a failure to start is a
+/// [`StoreError::Io`].
+fn spawn_named(
+    name: String,
+    f: impl FnOnce() + Send + 'static,
+) -> std::result::Result<std::thread::JoinHandle<()>, StoreError> {
+    std::thread::Builder::new().name(name).spawn(f).map_err(|e| io_err(Path::new("thread"), e))
 }
