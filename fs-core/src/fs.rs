@@ -20,6 +20,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 
 use crate::chunk;
+use crate::host::{copy_range, is_host_id, HostTrees};
 use crate::local::{BackDir, IgnorePolicy};
 use crate::store::*;
 use crate::types::*;
@@ -294,6 +295,9 @@ struct Freed {
     data_local: bool,
 }
 
+/// Called with the inode of each new native root.
+type RootListener = Arc<dyn Fn(u64) + Send + Sync>;
+
 pub(crate) struct Inner {
     db: Database,
     wc_dir: PathBuf,
@@ -301,6 +305,12 @@ pub(crate) struct Inner {
     /// through their descriptors (confined, see [`BackDir`]).
     wc: BackDir,
     local: BackDir,
+    /// Native-root trees (`LOCAL/roots`), served here until bind-mounted.
+    host: HostTrees,
+    /// Make eligible new local-only directories native roots.
+    native_roots: bool,
+    /// Told the inode of every native root made (mkdir) or found (open).
+    root_listener: Mutex<Option<RootListener>>,
     policy: Option<IgnorePolicy>,
     /// The LOCAL_* tables may hold records (patterns now, or local-only
     /// inodes loaded from an earlier mount): commits must clean them up.
@@ -669,6 +679,30 @@ fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir) -> std::res
 }
 
 impl Inner {
+    /// Serves every native root found on disk whose directory is still a
+    /// live local-only directory; an orphaned tree is left alone (warned).
+    fn attach_roots(&self) {
+        let st = self.lock();
+        for ino in self.host.on_disk() {
+            let ok = st.nodes.get(&ino).map(|n| is_dir(n.rec.mode) && n.local && n.rec.nlink > 0).unwrap_or(false);
+            let empty = st.nodes.get(&ino).and_then(|n| n.dir.as_ref()).map(|d| d.by_name.is_empty()).unwrap_or(true);
+            if !ok || !empty {
+                tracing::warn!("native root tree {} has no local-only directory in the workspace; left as is", self.host.root_path(ino).display());
+                continue;
+            }
+            if let Err(e) = self.host.attach_root(ino) {
+                tracing::warn!("native root tree {}: {e}", self.host.root_path(ino).display());
+            }
+        }
+    }
+
+    fn tell_root(&self, ino: u64) {
+        let l = self.root_listener.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(l) = l {
+            l(ino);
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -703,6 +737,11 @@ impl Inner {
         let mut stack = vec![(ino, local, parent, name.to_vec(), start_path)];
         while let Some((i, local, parent, name, path)) = stack.pop() {
             let Some(n) = st.nodes.get(&i) else { continue };
+            if !local && self.host.is_root(i) {
+                // A native root's tree stays on the host disk.
+                tracing::warn!("native root inode {i} no longer matches the ignore patterns; it stays local-only");
+                continue;
+            }
             if n.local != local {
                 if n.dir.is_none() && n.rec.nlink > 1 {
                     if strict {
@@ -1379,6 +1418,8 @@ impl Fs {
                 wc_dir.display()
             );
         }
+        let roots_dir = local_dir.join("roots");
+        let host = HostTrees::open_dir(&roots_dir).map_err(|e| io_err(&roots_dir, e))?;
         let loaded = load(&db, &dbpath, &wc, &local)?;
         if !loaded.clean {
             tracing::warn!("store {desc} was not shut down cleanly; recovered");
@@ -1389,6 +1430,9 @@ impl Fs {
             wc_dir,
             wc,
             local,
+            host,
+            native_roots: cfg.local.native_roots,
+            root_listener: Mutex::new(None),
             policy,
             local_tables,
             store_desc: desc,
@@ -1412,6 +1456,7 @@ impl Fs {
             _tmp: tmp,
             _tmp_local: tmp_local,
         });
+        inner.attach_roots();
         let mut threads = Vec::new();
         let (tx, rx) = mpsc::channel::<u64>();
         let rx = Arc::new(Mutex::new(rx));
@@ -1463,6 +1508,9 @@ impl Fs {
     }
 
     fn attr_now(&self, ino: u64) -> Result<Attr> {
+        if self.inner.host.is_root(ino) {
+            return self.inner.host.getattr(ino);
+        }
         let (mut a, f) = {
             let st = self.inner.lock();
             let n = st.node(ino)?;
@@ -1478,6 +1526,9 @@ impl Fs {
     /// its lookup count. ENOENT, ENOTDIR, ENAMETOOLONG.
     pub fn lookup(&self, _c: &Caller, parent: u64, name: &OsStr) -> Result<Attr> {
         let name = name.as_bytes();
+        if self.inner.host.serves(parent) {
+            return self.inner.host.lookup(parent, name);
+        }
         if name.len() > NAME_MAX {
             return err(libc::ENAMETOOLONG);
         }
@@ -1501,6 +1552,9 @@ impl Fs {
     /// FORGET: drops `n` from the lookup count; frees the inode when it
     /// also has no links and no open handles.
     pub fn forget(&self, ino: u64, n: u64) {
+        if is_host_id(ino) {
+            return self.inner.host.forget(ino, n);
+        }
         let freed = {
             let mut st = self.inner.lock();
             match st.nodes.get_mut(&ino) {
@@ -1523,6 +1577,9 @@ impl Fs {
     /// stat(2) of an inode. Regular files that are open report the size
     /// and allocated blocks of their working copy.
     pub fn getattr(&self, ino: u64, _fh: Option<u64>) -> Result<Attr> {
+        if is_host_id(ino) {
+            return self.inner.host.getattr(ino);
+        }
         self.attr_now(ino)
     }
 
@@ -1530,6 +1587,9 @@ impl Fs {
     /// `s.fh` a size change acts on that handle's working copy. Size on a
     /// directory: EISDIR; on other non-regular files: EINVAL.
     pub fn setattr(&self, _c: &Caller, ino: u64, s: &SetAttr) -> Result<Attr> {
+        if self.inner.host.serves(ino) {
+            return self.inner.host.setattr(ino, s);
+        }
         let t = now();
         if let Some(size) = s.size {
             let (file, mode) = {
@@ -1636,6 +1696,9 @@ impl Fs {
 
     /// readlink(2): the target bytes. EINVAL if not a symlink.
     pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
+        if is_host_id(ino) {
+            return self.inner.host.readlink(ino);
+        }
         let st = self.inner.lock();
         st.node(ino)?.symlink.clone().ok_or(Errno(libc::EINVAL))
     }
@@ -1696,12 +1759,20 @@ impl Fs {
             parent: if dir { parent } else { 0 },
             next_cookie: 3,
         };
+        let (m, u, g) = (rec.mode, rec.uid, rec.gid);
         let mut node = Node::new(rec);
         node.symlink = link;
         node.lookups = 1;
         node.local = local;
         node.data_local = local;
+        let root = dir && local && self.inner.native_roots && !st.is_local(parent);
         st.nodes.insert(ino, node);
+        if root {
+            // Under the lock: no request can see the directory before its tree exists.
+            if let Err(e) = self.inner.host.create_root(ino, m, u, g) {
+                tracing::warn!("native root for inode {ino}: making its tree failed ({e}); served as a plain local-only directory");
+            }
+        }
         st.touch_inode(ino);
         st.add_entry(parent, name, ino);
         if dir {
@@ -1715,6 +1786,9 @@ impl Fs {
     /// EEXIST, ENOENT, ENOTDIR, ENAMETOOLONG (name > 255 or target > 4095 bytes).
     pub fn symlink(&self, c: &Caller, parent: u64, name: &OsStr, target: &OsStr) -> Result<Attr> {
         let t = target.as_bytes();
+        if self.inner.host.serves(parent) {
+            return self.inner.host.symlink(c, parent, name.as_bytes(), t);
+        }
         if t.len() > SYMLINK_MAX {
             return err(libc::ENAMETOOLONG);
         }
@@ -1728,6 +1802,10 @@ impl Fs {
     /// character/block devices (uid 0 only, else EPERM). +1 lookup.
     /// Directories or unknown types: EINVAL (use mkdir).
     pub fn mknod(&self, c: &Caller, parent: u64, name: &OsStr, mode: u32, rdev: u32) -> Result<Attr> {
+        if self.inner.host.serves(parent) {
+            let mode = if mode & S_IFMT == 0 { mode | S_IFREG } else { mode };
+            return self.inner.host.mknod(c, parent, name.as_bytes(), mode, rdev);
+        }
         let ty = mode & S_IFMT;
         let ty = match ty {
             0 => S_IFREG,
@@ -1745,14 +1823,33 @@ impl Fs {
     }
 
     /// mkdir(2): +1 lookup; the parent's nlink grows by one.
+    ///
+    /// An eligible local-only directory (`native_roots` on, its parent
+    /// synced) becomes a native root: its contents live in a host tree
+    /// (`LOCAL/roots/<ino>`), it is committed durably before the reply, and
+    /// the root listener is told so the daemon can bind-mount it.
     pub fn mkdir(&self, c: &Caller, parent: u64, name: &OsStr, mode: u32) -> Result<Attr> {
-        self.make(c, parent, name, S_IFDIR | (mode & 0o7777), 0, None)
+        if self.inner.host.serves(parent) {
+            return self.inner.host.mkdir(c, parent, name.as_bytes(), mode);
+        }
+        let a = self.make(c, parent, name, S_IFDIR | (mode & 0o7777), 0, None)?;
+        if self.inner.host.is_root(a.ino) {
+            if let Err(e) = self.inner.commit(Durability::Immediate, true, None) {
+                tracing::warn!("committing native root {}: {e}", a.ino);
+            }
+            self.inner.tell_root(a.ino);
+            return self.inner.host.getattr(a.ino);
+        }
+        Ok(a)
     }
 
     /// unlink(2): EISDIR for directories, ENOENT, ENOTDIR. The inode lives
     /// on while looked up or open.
     pub fn unlink(&self, _c: &Caller, parent: u64, name: &OsStr) -> Result<()> {
         let name = name.as_bytes();
+        if self.inner.host.serves(parent) {
+            return self.inner.host.unlink(parent, name);
+        }
         check_name(name)?;
         let t = now();
         let freed = {
@@ -1782,6 +1879,9 @@ impl Fs {
     /// rmdir(2): ENOTDIR, ENOTEMPTY, EINVAL for ".", ENOENT.
     pub fn rmdir(&self, _c: &Caller, parent: u64, name: &OsStr) -> Result<()> {
         let name = name.as_bytes();
+        if self.inner.host.serves(parent) {
+            return self.inner.host.rmdir(parent, name);
+        }
         check_name(name)?;
         let t = now();
         let freed = {
@@ -1802,6 +1902,11 @@ impl Fs {
             }
             if !n.dir.as_ref().map(|d| d.by_name.is_empty()).unwrap_or(true) {
                 return err(libc::ENOTEMPTY);
+            }
+            if self.inner.host.is_root(child) {
+                // ENOTEMPTY unless its tree is empty (EBUSY comes from the
+                // kernel while it is bind-mounted).
+                self.inner.host.remove_root(child)?;
             }
             st.remove_entry(parent, name);
             let n = st.node_mut(child)?;
@@ -1846,10 +1951,31 @@ impl Fs {
             return err(libc::EINVAL);
         }
         let (name, newname) = (name.as_bytes(), newname.as_bytes());
+        let host = &self.inner.host;
+        match (host.serves(parent), host.serves(newparent)) {
+            (true, true) => return host.rename(parent, name, newparent, newname, flags),
+            (false, false) => {}
+            // A native root is another filesystem, as it is once bind-mounted.
+            _ => return err(libc::EXDEV),
+        }
         check_name(name)?;
         check_name(newname)?;
         if is_dot(name) || is_dot(newname) {
             return err(libc::EBUSY);
+        }
+        {
+            let st = self.inner.lock();
+            if let Some((src, _)) = st.child(parent, name) {
+                if host.is_root(src) && !self.inner.local_for(&st, newparent, newname, true) {
+                    // Its contents cannot become synced in place.
+                    return err(libc::EXDEV);
+                }
+                if let Some((dst, _)) = st.child(newparent, newname) {
+                    if dst != src && (host.is_root(dst) || (flags & libc::RENAME_EXCHANGE != 0 && host.is_root(src))) {
+                        return err(libc::EBUSY);
+                    }
+                }
+            }
         }
         let t = now();
         let freed = {
@@ -1967,6 +2093,11 @@ impl Fs {
     /// EMLINK beyond 65000 links. +1 lookup.
     pub fn link(&self, _c: &Caller, ino: u64, newparent: u64, newname: &OsStr) -> Result<Attr> {
         let name = newname.as_bytes();
+        match (is_host_id(ino), self.inner.host.serves(newparent)) {
+            (true, true) => return self.inner.host.link(ino, newparent, name),
+            (false, false) => {}
+            _ => return err(libc::EXDEV),
+        }
         check_name(name)?;
         let t = now();
         {
@@ -2097,6 +2228,9 @@ impl Fs {
     /// O_TRUNC (even with O_RDONLY, as ext4) and remembers O_APPEND and the
     /// access mode. EISDIR when asking to write a directory.
     pub fn open(&self, _c: &Caller, ino: u64, flags: u32) -> Result<u64> {
+        if self.inner.host.serves(ino) {
+            return self.inner.host.open(ino, flags);
+        }
         {
             let st = self.inner.lock();
             if is_dir(st.node(ino)?.rec.mode) && can_write(flags) {
@@ -2117,6 +2251,9 @@ impl Fs {
     /// opens it. If it exists: EEXIST with O_EXCL, EISDIR for a directory,
     /// else opens it (honouring O_TRUNC).
     pub fn create(&self, c: &Caller, parent: u64, name: &OsStr, mode: u32, flags: u32) -> Result<(Attr, u64)> {
+        if self.inner.host.serves(parent) {
+            return self.inner.host.create(c, parent, name.as_bytes(), mode, flags);
+        }
         let existing = {
             let mut st = self.inner.lock();
             st.live_dir(parent)?;
@@ -2183,6 +2320,9 @@ impl Fs {
 
     /// pread(2) through a handle: at most `size` bytes, fewer only at end of file.
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        if is_host_id(fh) {
+            return self.inner.host.read(fh, offset, size);
+        }
         let (ino, flags, f) = self.handle(fh)?;
         if !can_read(flags) {
             return err(libc::EBADF);
@@ -2220,6 +2360,9 @@ impl Fs {
     /// Returns the bytes written; updates mtime/ctime. EBADF on a
     /// read-only handle.
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32> {
+        if is_host_id(fh) {
+            return self.inner.host.write(fh, offset, data);
+        }
         let (ino, flags, f) = self.handle(fh)?;
         if !can_write(flags) {
             return err(libc::EBADF);
@@ -2245,6 +2388,9 @@ impl Fs {
 
     /// close(2) of one descriptor: nothing to do (data is hashed at release).
     pub fn flush(&self, fh: u64) -> Result<()> {
+        if is_host_id(fh) {
+            return Ok(());
+        }
         let st = self.inner.lock();
         st.handles.get(&fh).map(|_| ()).ok_or(Errno(libc::EBADF))
     }
@@ -2253,6 +2399,9 @@ impl Fs {
     /// changed file is queued for hashing. Frees an unlinked inode whose
     /// last handle this was.
     pub fn release(&self, fh: u64) -> Result<()> {
+        if is_host_id(fh) {
+            return self.inner.host.release(fh);
+        }
         let (freed, last) = {
             let mut st = self.inner.lock();
             let h = st.handles.remove(&fh).ok_or(Errno(libc::EBADF))?;
@@ -2280,6 +2429,9 @@ impl Fs {
     /// fsync(2)/fdatasync(2): hashes the file if it changed and returns
     /// after a durable commit of it and of all pending metadata.
     pub fn fsync(&self, fh: u64, _datasync: bool) -> Result<()> {
+        if is_host_id(fh) {
+            return self.inner.host.fsync(fh, _datasync);
+        }
         let ino = {
             let mut st = self.inner.lock();
             let h = st.handles.get(&fh).ok_or(Errno(libc::EBADF))?;
@@ -2295,6 +2447,9 @@ impl Fs {
 
     /// opendir(3): a handle for readdir. ENOTDIR.
     pub fn opendir(&self, _c: &Caller, ino: u64) -> Result<u64> {
+        if self.inner.host.serves(ino) {
+            return self.inner.host.opendir(ino);
+        }
         let mut st = self.inner.lock();
         let n = st.node_mut(ino)?;
         if !is_dir(n.rec.mode) {
@@ -2308,6 +2463,10 @@ impl Fs {
 
     /// closedir(3).
     pub fn releasedir(&self, fh: u64) {
+        if is_host_id(fh) {
+            let _ = self.inner.host.release(fh);
+            return;
+        }
         let freed = {
             let mut st = self.inner.lock();
             let Some(h) = st.handles.remove(&fh) else { return };
@@ -2321,6 +2480,9 @@ impl Fs {
 
     /// fsync(2) on a directory: a durable commit of all pending metadata.
     pub fn fsyncdir(&self, _fh: u64) -> Result<()> {
+        if is_host_id(_fh) {
+            return self.inner.host.fsync(_fh, false);
+        }
         self.inner.commit(Durability::Immediate, true, None).map_err(db_errno)
     }
 
@@ -2363,6 +2525,9 @@ impl Fs {
     /// order. Cookies stay valid while entries are added or removed.
     /// `sink` returns false when full: the entry was not taken and reading stops.
     pub fn readdir(&self, ino: u64, _fh: u64, offset: u64, sink: &mut dyn FnMut(&DirEntry) -> bool) -> Result<()> {
+        if is_host_id(_fh) {
+            return self.inner.host.readdir(_fh, offset, sink);
+        }
         let mut off = offset;
         loop {
             let batch = self.dir_batch(ino, off, 256, false)?;
@@ -2381,6 +2546,9 @@ impl Fs {
     /// readdirplus: as [`Fs::readdir`] with each child's attributes (and
     /// +1 lookup for each child the sink took); `None` for "." and "..".
     pub fn readdirplus(&self, ino: u64, _fh: u64, offset: u64, sink: &mut dyn FnMut(&DirEntry, Option<&Attr>) -> bool) -> Result<()> {
+        if is_host_id(_fh) {
+            return self.inner.host.readdirplus(_fh, offset, sink);
+        }
         let mut off = offset;
         loop {
             let batch = self.dir_batch(ino, off, 256, true)?;
@@ -2390,6 +2558,7 @@ impl Fs {
             let mut it = batch.into_iter();
             while let Some((child, cookie, kind, name, attr)) = it.next() {
                 let attr = match attr {
+                    Some(_) if self.inner.host.is_root(child) => self.inner.host.getattr(child).ok(),
                     Some(mut a) if is_reg(a.mode) => {
                         let f = self.inner.lock().nodes.get(&child).and_then(|n| n.file.clone());
                         if let Some(f) = f {
@@ -2441,6 +2610,9 @@ impl Fs {
     /// (ENODATA if absent). Names over 255 bytes or empty: ERANGE; values
     /// over 64 KiB: E2BIG.
     pub fn setxattr(&self, _c: &Caller, ino: u64, name: &OsStr, value: &[u8], flags: u32) -> Result<()> {
+        if self.inner.host.serves(ino) {
+            return self.inner.host.setxattr(ino, name, value, flags);
+        }
         let name = name.as_bytes();
         if name.is_empty() || name.len() > XATTR_NAME_MAX {
             return err(libc::ERANGE);
@@ -2467,6 +2639,9 @@ impl Fs {
     /// getxattr(2): `size` 0 asks for the length; ENODATA if absent,
     /// ERANGE if `size` is too small.
     pub fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> Result<XattrValue> {
+        if self.inner.host.serves(ino) {
+            return self.inner.host.getxattr(ino, name, size);
+        }
         let st = self.inner.lock();
         let v = st.node(ino)?.xattrs.get(name.as_bytes()).ok_or(Errno(libc::ENODATA))?;
         sized(v.clone(), size)
@@ -2475,6 +2650,9 @@ impl Fs {
     /// listxattr(2): NUL-terminated names; `size` 0 asks for the length;
     /// ERANGE if too small. No attributes: an empty list.
     pub fn listxattr(&self, ino: u64, size: u32) -> Result<XattrValue> {
+        if self.inner.host.serves(ino) {
+            return self.inner.host.listxattr(ino, size);
+        }
         let st = self.inner.lock();
         let mut out = Vec::new();
         for k in st.node(ino)?.xattrs.keys() {
@@ -2486,6 +2664,9 @@ impl Fs {
 
     /// removexattr(2): ENODATA if absent.
     pub fn removexattr(&self, _c: &Caller, ino: u64, name: &OsStr) -> Result<()> {
+        if self.inner.host.serves(ino) {
+            return self.inner.host.removexattr(ino, name);
+        }
         let mut st = self.inner.lock();
         let n = st.node_mut(ino)?;
         if n.xattrs.remove(name.as_bytes()).is_none() {
@@ -2500,6 +2681,9 @@ impl Fs {
     /// fallocate(2) through a handle: mode 0, FALLOC_FL_KEEP_SIZE, and
     /// FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE; anything else EOPNOTSUPP.
     pub fn fallocate(&self, fh: u64, offset: u64, length: u64, mode: u32) -> Result<()> {
+        if is_host_id(fh) {
+            return self.inner.host.fallocate(fh, offset, length, mode);
+        }
         let keep = libc::FALLOC_FL_KEEP_SIZE as u32;
         let punch = libc::FALLOC_FL_PUNCH_HOLE as u32;
         if mode != 0 && mode != keep && mode != (punch | keep) {
@@ -2537,6 +2721,9 @@ impl Fs {
     /// working copy (ENXIO past the end); SEEK_SET/SEEK_END computed;
     /// others EINVAL.
     pub fn lseek(&self, fh: u64, offset: u64, whence: u32) -> Result<u64> {
+        if is_host_id(fh) {
+            return self.inner.host.lseek(fh, offset, whence);
+        }
         let (_, _, f) = self.handle(fh)?;
         match whence as i32 {
             libc::SEEK_SET => Ok(offset),
@@ -2558,6 +2745,16 @@ impl Fs {
     /// copy_file_range(2) between two open handles; returns bytes copied
     /// (0 at end of input). EBADF for a wrong access mode.
     pub fn copy_file_range(&self, fh_in: u64, off_in: u64, fh_out: u64, off_out: u64, len: u64) -> Result<u64> {
+        match (is_host_id(fh_in), is_host_id(fh_out)) {
+            (true, true) => {
+                let host = &self.inner.host;
+                let (a, b) = (host.handle_fd(fh_in).ok_or(Errno(libc::EBADF))?, host.handle_fd(fh_out).ok_or(Errno(libc::EBADF))?);
+                return copy_range(a, off_in, b, off_out, len);
+            }
+            (false, false) => {}
+            // Across a native root: the kernel falls back to read + write.
+            _ => return err(libc::EOPNOTSUPP),
+        }
         let (_, fin, src) = self.handle(fh_in)?;
         let (ino_out, fout, dst) = self.handle(fh_out)?;
         if !can_read(fin) || !can_write(fout) {
@@ -2599,6 +2796,9 @@ impl Fs {
     /// passthrough (register it as the backing file). The fd stays valid
     /// until the handle's inode has no open handles left.
     pub fn backing_fd(&self, fh: u64) -> Option<std::os::unix::io::RawFd> {
+        if is_host_id(fh) {
+            return self.inner.host.handle_fd(fh);
+        }
         self.handle(fh).ok().map(|(_, _, f)| f.file.as_raw_fd())
     }
 
@@ -2611,7 +2811,32 @@ impl Fs {
 
     /// Is inode `ino` local-only (its path matches an ignore pattern)?
     pub fn is_local(&self, ino: u64) -> Option<bool> {
+        if self.inner.host.serves(ino) {
+            return Some(true);
+        }
         self.inner.lock().nodes.get(&ino).map(|n| n.local)
+    }
+
+    /// Sets the function told the inode of every native root made from now
+    /// on by mkdir (see [`Fs::mkdir`]); it must not block on the mount.
+    pub fn set_root_listener(&self, f: impl Fn(u64) + Send + Sync + 'static) {
+        *self.inner.root_listener.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(f));
+    }
+
+    /// The native roots that are live directories of the workspace, by inode.
+    pub fn native_roots(&self) -> Vec<NativeRoot> {
+        let st = self.inner.lock();
+        self.inner
+            .host
+            .roots()
+            .into_iter()
+            .filter(|i| st.nodes.get(i).map(|n| n.rec.nlink > 0).unwrap_or(false))
+            .map(|ino| NativeRoot {
+                ino,
+                path: PathBuf::from(OsStr::from_bytes(&st.dir_path(ino)).to_os_string()),
+                backing: self.inner.host.root_path(ino),
+            })
+            .collect()
     }
 
     /// A description of the store (`ringfs stats`).

@@ -59,6 +59,7 @@
 pub mod chunk;
 mod fs;
 mod fsck;
+mod host;
 mod local;
 pub mod store;
 mod types;

@@ -150,6 +150,9 @@ pub struct LocalConfig {
     /// Backing directory of local-only files. Default: `DIR/local` for a
     /// `Dir` store, a temporary directory for `Memory`.
     pub dir: Option<PathBuf>,
+    /// Make new local-only directories whose parent is synced native roots
+    /// (their contents a host tree under `DIR/roots`, see [`crate::Fs::mkdir`]).
+    pub native_roots: bool,
 }
 
 impl Config {
@@ -198,4 +201,16 @@ pub enum StoreError {
     /// as anyhow's `{:#}`), not repeated in this message.
     #[error("store I/O error on {path}")]
     Io { path: PathBuf, source: std::io::Error },
+}
+
+/// A native root: a local-only directory whose contents are a directory
+/// tree on the host disk, bind-mounted over it by the daemon.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NativeRoot {
+    /// The directory's inode (FUSE nodeid and `st_ino` through the mount).
+    pub ino: u64,
+    /// Its path relative to the workspace root (no leading '/').
+    pub path: PathBuf,
+    /// The host directory holding its contents (`LOCAL/roots/<ino>`).
+    pub backing: PathBuf,
 }

@@ -35,6 +35,9 @@ pub enum Command {
     /// Exits 0 when the store is clean, 1 with a report of what is damaged and
     /// where, 2 when the store cannot be opened (e.g. held by a running daemon).
     Fsck(FsckArgs),
+    /// Detach the native root at PATH: the directory stays, served by the
+    /// daemon, until the next mount.
+    Unroot(UnrootArgs),
 }
 
 #[derive(Debug, Args)]
@@ -103,6 +106,27 @@ pub struct MountArgs {
     /// --store DIR, a temporary directory for --memory.
     #[arg(long, value_name = "DIR")]
     pub local_dir: Option<PathBuf>,
+
+    /// Native roots: `auto` bind-mounts every local-only directory whose
+    /// parent is synced (e.g. node_modules, made by mkdir or found at
+    /// mount) from the host disk over its place, so nothing below it
+    /// reaches the daemon (needs root); `off` serves them through the
+    /// daemon. rmdir/rename of a native root itself fail with EBUSY.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = NativeRootsArg::Auto)]
+    pub native_roots: NativeRootsArg,
+}
+
+/// `ringfs mount --native-roots`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum NativeRootsArg {
+    Auto,
+    Off,
+}
+
+#[derive(Debug, Args)]
+pub struct UnrootArgs {
+    /// A native root directory inside a ringfs mount (see `ringfs status`).
+    pub path: PathBuf,
 }
 
 /// `ringfs mount --transport`.

@@ -28,6 +28,8 @@ pub enum Request {
     Stats,
     /// Flush, commit and unmount; answered before the unmount starts.
     Shutdown,
+    /// Detach the native root at `path` (absolute) and serve it from the daemon.
+    Unroot { path: PathBuf },
 }
 
 /// The directory holding control sockets.
@@ -91,7 +93,7 @@ fn serve_one(conn: UnixStream, answer: &dyn Fn(&Request) -> Value, shutdown: &dy
     reader.read_line(&mut line)?;
     let mut conn = conn;
     let reply = match serde_json::from_str::<Request>(line.trim()) {
-        Ok(req @ (Request::Status | Request::Stats)) => answer(&req),
+        Ok(req @ (Request::Status | Request::Stats | Request::Unroot { .. })) => answer(&req),
         Ok(Request::Shutdown) => serde_json::json!({ "ok": true, "pid": std::process::id() }),
         Err(e) => serde_json::json!({ "error": format!("bad request: {e}") }),
     };

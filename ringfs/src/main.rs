@@ -8,13 +8,14 @@ mod cli;
 mod control;
 mod mount;
 mod mountpoint;
+mod roots;
 
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
 use clap::Parser;
 
-use cli::{Cli, Command, FsckArgs, StatsArgs, StatusArgs, UmountArgs};
+use cli::{Cli, Command, FsckArgs, StatsArgs, StatusArgs, UmountArgs, UnrootArgs};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -37,6 +38,7 @@ fn main() -> ExitCode {
         Command::Status(args) => cmd_status(args),
         Command::Stats(args) => cmd_stats(args),
         Command::Fsck(args) => return cmd_fsck(args),
+        Command::Unroot(args) => cmd_unroot(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -163,6 +165,28 @@ fn cmd_stats(args: StatsArgs) -> Result<()> {
         print!("{}", mount::format_stats(&stats));
     }
     Ok(())
+}
+
+/// `ringfs unroot PATH`: asks the daemon of the ringfs mount that holds PATH.
+fn cmd_unroot(args: UnrootArgs) -> Result<()> {
+    let path = mountpoint::absolute(&args.path)?;
+    let Some(mp) = mountpoint::mounts()?
+        .into_iter()
+        .filter(|m| m.fstype == "fuse.ringfs" && path.starts_with(&m.mount_point) && path != m.mount_point)
+        .map(|m| m.mount_point)
+        .max_by_key(|m| m.as_os_str().len())
+    else {
+        bail!("{} is not inside a ringfs mount", path.display());
+    };
+    let reply = ask(&mp, control::Request::Unroot { path: path.clone() })?;
+    match (reply.get("ok").and_then(|v| v.as_str()), reply.get("error").and_then(|v| v.as_str())) {
+        (Some(msg), _) => {
+            eprintln!("ringfs: {msg}");
+            Ok(())
+        }
+        (_, Some(e)) => bail!("{e}"),
+        _ => bail!("unexpected reply from the daemon: {reply}"),
+    }
 }
 
 /// `ringfs status`.

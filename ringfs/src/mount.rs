@@ -17,7 +17,8 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
 use crate::adapter::{Adapter, CachePolicy};
-use crate::cli::{MountArgs, Passthrough};
+use crate::cli::{MountArgs, NativeRootsArg, Passthrough};
+use crate::roots;
 use crate::{control, mountpoint};
 
 /// Environment variable through which a `--daemon` parent hands its child
@@ -113,14 +114,37 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         store,
         commit_interval: Duration::from_millis(args.commit_interval_ms.max(1)),
         hash_threads: args.hash_threads.max(1),
-        local: fs_core::LocalConfig { ignore: ignore_patterns(args)?, dir: args.local_dir.as_deref().map(absolute_dir).transpose()? },
+        local: fs_core::LocalConfig {
+            ignore: ignore_patterns(args)?,
+            dir: args.local_dir.as_deref().map(absolute_dir).transpose()?,
+            native_roots: false,
+        },
     };
+    let native_mode = match args.native_roots {
+        NativeRootsArg::Off => roots::Mode { requested: "off", off_reason: Some("--native-roots off".into()) },
+        NativeRootsArg::Auto => match native_roots::available() {
+            Ok(()) => roots::Mode { requested: "auto", off_reason: None },
+            Err(why) => {
+                tracing::warn!("native roots off: {why}; local-only directories are served by the daemon");
+                roots::Mode { requested: "auto", off_reason: Some(why) }
+            }
+        },
+    };
+    let mut cfg = cfg;
+    cfg.local.native_roots = native_mode.off_reason.is_none();
     if let Some(l) = &cfg.local.dir {
         if l.starts_with(&mp) {
             bail!("--local-dir {} is inside the mountpoint {}", l.display(), mp.display());
         }
     }
     let fs = Arc::new(fs_core::Fs::open_store(cfg)?);
+    // Bind mounts of native roots left by a killed daemon of this store.
+    let roots_dir = fs.local_info().1.join("roots");
+    match native_roots::detach_stale(&roots_dir) {
+        Ok(gone) if !gone.is_empty() => tracing::warn!("detached {} stale native roots of this store: {gone:?}", gone.len()),
+        Ok(_) => {}
+        Err(e) => tracing::warn!("looking for stale native roots of {}: {e}", roots_dir.display()),
+    }
     let opts = fuse_uring::session::MountOptions {
         passthrough: args.passthrough != Passthrough::Off,
         transport: args.transport.into(),
@@ -160,10 +184,14 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     };
     let adapter = Arc::new(adapter);
     let op_stats = session.stats();
+    let roots = roots::Roots::start(fs.clone(), mp.clone(), native_mode)?;
 
-    // Signals and `ringfs umount` both end the session by unmounting.
+    // Signals and `ringfs umount` both end the session by unmounting,
+    // native roots first (the FUSE mount cannot go while they sit on it).
     let unmount_mp = mp.clone();
+    let stop_roots = roots.clone();
     let stop: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+        stop_roots.stop();
         if let Err(e) = fuse_uring::session::unmount(&unmount_mp) {
             tracing::warn!("unmount of {} failed: {e}", unmount_mp.display());
         }
@@ -186,9 +214,14 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         features,
         workers: args.workers,
         op_stats,
+        roots: roots.clone(),
     });
     let answer = Arc::new(move |req: &control::Request| match req {
         control::Request::Stats => info.stats_doc(),
+        control::Request::Unroot { path } => match info.roots.unroot(path) {
+            Ok(msg) => json!({ "ok": msg }),
+            Err(e) => json!({ "error": e }),
+        },
         _ => info.status_doc(),
     });
     let _control = control::Server::start(&mp, answer, stop)?;
@@ -197,6 +230,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         let _ = writeln!(pipe, "ok");
     }
     let run = session.run(adapter.clone(), args.workers.max(1));
+    roots.stop();
     tracing::info!("session ended; committing");
     fs.shutdown().context("final commit")?;
     run.context("serving the FUSE session")?;
@@ -267,6 +301,7 @@ struct DaemonInfo {
     features: Features,
     workers: usize,
     op_stats: fuse_uring::session::OpStatsHandle,
+    roots: Arc<roots::Roots>,
 }
 
 impl DaemonInfo {
@@ -307,6 +342,7 @@ impl DaemonInfo {
                 "locks": "kernel-local (flock and POSIX locks)",
             },
             "local_only": { "patterns": patterns, "dir": local_dir, "inodes": local_inodes },
+            "native_roots": self.roots.status(),
             "store_stats": {
                 "inodes": s.inodes,
                 "chunks": s.chunks,
@@ -452,6 +488,16 @@ pub fn format_status(v: &Value) -> String {
             g(&["local_only", "inodes"]),
             g(&["local_only", "dir"])
         );
+    }
+    let nr = &v["native_roots"];
+    let list = nr["roots"].as_array().cloned().unwrap_or_default();
+    if nr["enabled"].as_bool() == Some(true) {
+        out += &format!("native roots:     {} ({})\n", list.len(), g(&["native_roots", "mode"]));
+    } else {
+        out += &format!("native roots:     off ({})\n", g(&["native_roots", "reason"]));
+    }
+    for r in &list {
+        out += &format!("  {}  {}  <- {}\n", r["path"].as_str().unwrap_or("?"), r["state"].as_str().unwrap_or("?"), r["backing"].as_str().unwrap_or("?"));
     }
     out += &format!("locks:            {}\n", g(&["features", "locks"]));
     out += &format!("inodes:           {}\n", g(&["store_stats", "inodes"]));
