@@ -861,7 +861,7 @@ fn local_only_paths() {
     let t = tempfile::tempdir().unwrap();
     let local_cfg = |d: &Path| {
         let mut c = cfg(StoreLocation::Dir(d.to_path_buf()));
-        c.local = LocalConfig { ignore: vec!["node_modules".into(), "/dist".into(), "!keep".into()], dir: None };
+        c.local = LocalConfig { ignore: vec!["node_modules".into(), "/dist".into(), "!keep".into()], dir: None, native_roots: false };
         c
     };
     let body: Vec<u8> = (0..300_000u32).map(|i| (i * 13 % 253) as u8).collect();
