@@ -696,6 +696,179 @@ impl Inner {
         }
     }
 
+    /// Makes every eligible local-only directory kept the flat way (by an
+    /// earlier mount with native roots off, or one that the ignore patterns
+    /// made local-only) a native root: its subtree is rebuilt as a host
+    /// tree in `roots/<ino>.new` (file data hard-linked, else copied), renamed
+    /// into place, then removed from the model and committed. On any error
+    /// the directory stays as it was (warned).
+    fn migrate_flat_roots(&self) {
+        let cands: Vec<u64> = {
+            let st = self.lock();
+            let mut v: Vec<u64> = st
+                .nodes
+                .iter()
+                .filter(|(i, n)| **i != ROOT && n.local && n.dir.is_some() && n.rec.nlink > 0 && !st.is_local(n.rec.parent) && !self.host.is_root(**i))
+                .map(|(i, _)| *i)
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let mut done = 0;
+        for ino in cands {
+            match self.migrate_one(ino) {
+                Ok(()) => done += 1,
+                Err(e) => tracing::warn!("local-only directory inode {ino} stays served by the daemon: making it a native root failed: {e}"),
+            }
+        }
+        if done > 0 {
+            tracing::info!("{done} local-only directories became native roots");
+            if let Err(e) = self.commit(Durability::Immediate, true, None) {
+                tracing::warn!("committing migrated native roots: {e}");
+            }
+        }
+    }
+
+    fn migrate_one(&self, root: u64) -> std::io::Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let mut st = self.lock();
+        // The subtree, parents before children: (ino, parent, name).
+        let mut order: Vec<(u64, u64, Vec<u8>)> = Vec::new();
+        let mut stack = vec![root];
+        let mut links: HashMap<u64, u32> = HashMap::new();
+        while let Some(d) = stack.pop() {
+            let Some(dd) = st.nodes.get(&d).and_then(|n| n.dir.as_ref()) else { continue };
+            for (name, (c, _)) in &dd.by_name {
+                order.push((*c, d, name.clone()));
+                match st.nodes.get(c) {
+                    Some(n) if n.dir.is_some() => stack.push(*c),
+                    Some(_) => *links.entry(*c).or_default() += 1,
+                    None => return Err(std::io::Error::other(format!("dangling entry to inode {c}"))),
+                }
+            }
+        }
+        for (c, k) in &links {
+            if st.nodes[c].rec.nlink != *k {
+                return Err(std::io::Error::other(format!("inode {c} has hard links outside the directory")));
+            }
+            if st.nodes[c].lookups > 0 || st.nodes[c].opens > 0 {
+                return Err(std::io::Error::other("in use"));
+            }
+        }
+        let final_dir = self.host.root_path(root);
+        let tmp = final_dir.with_extension("new");
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp)?;
+        }
+        if final_dir.exists() {
+            // A tree renamed into place before a crash, the model not yet committed: redo.
+            std::fs::remove_dir_all(&final_dir)?;
+        }
+        let build = (|| -> std::io::Result<()> {
+            std::fs::create_dir(&tmp)?;
+            let mut paths: HashMap<u64, PathBuf> = HashMap::from([(root, tmp.clone())]);
+            let mut first: HashMap<u64, PathBuf> = HashMap::new();
+            for (c, parent, name) in &order {
+                let path = paths[parent].join(OsStr::from_bytes(name));
+                let n = &st.nodes[c];
+                let mode = n.rec.mode;
+                match mode & S_IFMT {
+                    S_IFDIR => {
+                        std::fs::create_dir(&path)?;
+                        paths.insert(*c, path.clone());
+                    }
+                    libc::S_IFREG => {
+                        if let Some(p) = first.get(c) {
+                            std::fs::hard_link(p, &path)?;
+                            continue;
+                        }
+                        let src = self.data_dir(n.data_local).path().join(c.to_string());
+                        if std::fs::hard_link(&src, &path).is_err() {
+                            if src.exists() {
+                                std::fs::copy(&src, &path)?;
+                            } else {
+                                std::fs::File::create(&path)?.set_len(n.rec.size)?;
+                            }
+                        }
+                        first.insert(*c, path.clone());
+                    }
+                    libc::S_IFLNK => {
+                        let t = n.symlink.clone().unwrap_or_default();
+                        std::os::unix::fs::symlink(OsStr::from_bytes(&t), &path)?;
+                    }
+                    _ => {
+                        let cp = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+                        if unsafe { libc::mknod(cp.as_ptr(), mode, n.rec.rdev as libc::dev_t) } != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
+                }
+            }
+            // Owners, modes, xattrs and times, children before parents.
+            let meta = |ino: u64, path: &Path| -> std::io::Result<()> {
+                let n = &st.nodes[&ino];
+                let cp = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+                let lnk = n.rec.mode & S_IFMT == libc::S_IFLNK;
+                unsafe {
+                    if libc::lchown(cp.as_ptr(), n.rec.uid, n.rec.gid) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    if !lnk && libc::chmod(cp.as_ptr(), n.rec.mode & 0o7777) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    for (k, v) in &n.xattrs {
+                        let kc = std::ffi::CString::new(k.clone())?;
+                        libc::lsetxattr(cp.as_ptr(), kc.as_ptr(), v.as_ptr().cast(), v.len(), 0);
+                    }
+                    let ts = [
+                        libc::timespec { tv_sec: n.rec.atime.0, tv_nsec: n.rec.atime.1 as i64 },
+                        libc::timespec { tv_sec: n.rec.mtime.0, tv_nsec: n.rec.mtime.1 as i64 },
+                    ];
+                    libc::utimensat(libc::AT_FDCWD, cp.as_ptr(), ts.as_ptr(), libc::AT_SYMLINK_NOFOLLOW);
+                }
+                Ok(())
+            };
+            let mut by_path: Vec<(u64, PathBuf)> = Vec::new();
+            let mut paths2: HashMap<u64, PathBuf> = HashMap::from([(root, tmp.clone())]);
+            for (c, parent, name) in &order {
+                let path = paths2[parent].join(OsStr::from_bytes(name));
+                if st.nodes[c].dir.is_some() {
+                    paths2.insert(*c, path.clone());
+                }
+                by_path.push((*c, path));
+            }
+            for (c, path) in by_path.iter().rev() {
+                meta(*c, path)?;
+            }
+            meta(root, &tmp)?;
+            std::fs::rename(&tmp, &final_dir)
+        })();
+        if let Err(e) = build {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
+        // The model forgets the subtree; its flat data files go.
+        let mut freed = Vec::new();
+        for (c, parent, name) in order.iter().rev() {
+            st.remove_entry(*parent, name);
+            if let Some(n) = st.nodes.get_mut(c) {
+                n.rec.nlink = 0;
+            }
+            if let Some(f) = st.maybe_free(*c) {
+                freed.push(f);
+            }
+        }
+        if let Some(n) = st.nodes.get_mut(&root) {
+            n.rec.nlink = 2;
+            st.dirty_inodes.insert(root);
+        }
+        drop(st);
+        for f in freed.into_iter().filter(|f| f.regular) {
+            let _ = self.data_dir(f.data_local).unlink(&f.ino.to_string());
+        }
+        self.host.attach_root(root).map_err(|e| std::io::Error::from_raw_os_error(e.0))
+    }
+
     fn tell_root(&self, ino: u64) {
         let l = self.root_listener.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(l) = l {
@@ -1503,6 +1676,9 @@ impl Fs {
                 tracing::info!("ignore patterns changed: {} inodes change sides", plan.len());
                 inner.apply_sides(&mut st, &plan);
             }
+        }
+        if inner.native_roots {
+            inner.migrate_flat_roots();
         }
         Ok(Fs { inner, threads: Mutex::new(threads) })
     }
