@@ -7,7 +7,7 @@
 #                           most mount tests wait on I/O; fsx/pjdfstest are the heavy ones)
 #   RINGFS_TEST_MOUNT_ARGS  extra `ringfs mount` args for every integration test
 #   RINGFS_TEST_MODES       ';'-separated mount-arg sets for the mode subset (default
-#                           "--passthrough off;--ignore /*;--transport dev"; empty skips it)
+#                           "--passthrough off;--ignore /* --native-roots off;--transport dev"; empty skips it)
 #   RINGFS_TEST_MATRIX      optional ';'-separated list of extra mount-arg sets; the
 #                           ringfs integration tests run once more per entry, e.g.
 #                           "--passthrough off;--transport dev"
@@ -33,7 +33,7 @@ cargo test --workspace --release --no-fail-fast ${CARGO_TEST_ARGS:-} -- --test-t
 # suites run once more with passthrough off, with everything local-only, and on the
 # /dev/fuse transport (~3 min each on 2 cores).
 # RINGFS_TEST_MODES overrides the ';'-separated list ("" skips it).
-IFS=';' read -r -a pmodes <<<"${RINGFS_TEST_MODES-"--passthrough off;--ignore /*;--transport dev"}"
+IFS=';' read -r -a pmodes <<<"${RINGFS_TEST_MODES-"--passthrough off;--ignore /* --native-roots off;--transport dev"}"
 for mode in "${pmodes[@]}"; do
     [ -n "$mode" ] || continue
     echo "=== cases, pjdfstest, fsx, workloads with mount args: $mode ${RINGFS_TEST_MOUNT_ARGS:-}"

@@ -112,7 +112,7 @@ pub struct MountArgs {
     /// mount) from the host disk over its place, so nothing below it
     /// reaches the daemon (needs root); `off` serves them through the
     /// daemon. rmdir/rename of a native root itself fail with EBUSY.
-    #[arg(long, value_enum, value_name = "MODE", default_value_t = NativeRootsArg::Auto)]
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = NativeRootsArg::Auto, overrides_with = "native_roots")]
     pub native_roots: NativeRootsArg,
 }
 

@@ -10,7 +10,7 @@ mod common;
 
 use common::*;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -61,6 +61,11 @@ copy_file_range = 2
 
 fn run(backend: Backend) {
     let m = TestMount::new(backend);
+    run_at(&m, &m.p("fsx.testfile"), backend.name());
+}
+
+fn run_at(m: &TestMount, target: &Path, label: &str) {
+    let target = target.to_path_buf();
     let seed: u64 = std::env::var("RINGFS_FSX_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(DEFAULT_SEED);
     let ops: u64 = std::env::var("RINGFS_FSX_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(100_000).max(100_000);
     let conf = m.host_tmp().join("fsx.toml");
@@ -69,10 +74,9 @@ fn run(backend: Backend) {
         config = config.replace("nomsyncafterwrite = true", "nomsyncafterwrite = false");
     }
     fs::write(&conf, config).unwrap();
-    let artifacts = m.host_tmp().join("fsx-artifacts");
+    let artifacts = m.host_tmp().join(format!("fsx-artifacts-{}", label.replace(' ', "-")));
     fs::create_dir(&artifacts).unwrap();
-    let target = m.p("fsx.testfile");
-    println!("fsx [{}]: seed {seed}, {ops} operations on {}", backend.name(), target.display());
+    println!("fsx [{}]: seed {seed}, {ops} operations on {}", label, target.display());
     let t0 = Instant::now();
     let o = run_timeout(
         Command::new(fsx_bin())
@@ -89,7 +93,7 @@ fn run(backend: Backend) {
         Duration::from_secs(1200),
     );
     let (so, se) = out_str(&o);
-    println!("fsx [{}]: exit {} after {:?}", backend.name(), o.status, t0.elapsed());
+    println!("fsx [{}]: exit {} after {:?}", label, o.status, t0.elapsed());
     if !o.status.success() {
         let tail = |s: &str| s.lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
         let log = fs::read_dir(&artifacts)
@@ -97,7 +101,7 @@ fn run(backend: Backend) {
             .unwrap_or_default();
         panic!(
             "fsx [{}] failed (seed {seed}, {ops} ops; replay: fsx -N {ops} -S {seed} -f fsx.toml FILE)\nartifacts: {log}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            backend.name(),
+            label,
             tail(&so),
             tail(&se)
         );
@@ -113,3 +117,20 @@ fn fsx_memory() {
 fn fsx_store() {
     run(Backend::Store);
 }
+
+/// Inside a native root (bind mount) and inside an unrooted one (the same
+/// host tree served by the daemon).
+#[test]
+fn fsx_native_root() {
+    if !native_roots_possible() {
+        return;
+    }
+    let m = TestMount::builder(Backend::Store).args(["--ignore", "node_modules", "--ignore", "nm2"]).name("fsx-native-root").mount();
+    let dir = make_native_root(&m, "node_modules");
+    run_at(&m, &dir.join("fsx.testfile"), "native root");
+    let dir2 = make_native_root(&m, "nm2");
+    let o = run_timeout(Command::new(RINGFS).arg("unroot").arg(&dir2), Duration::from_secs(20));
+    assert!(o.status.success(), "ringfs unroot: {}", out_str(&o).1);
+    run_at(&m, &dir2.join("fsx.testfile"), "unrooted tree");
+}
+

@@ -57,7 +57,8 @@ fn backed_locally(m: &TestMount, rel: &str) -> bool {
 }
 
 fn mount(backend: Backend, args: &[&str], name: &str) -> TestMount {
-    TestMount::builder(backend).args(args.iter().copied()).arg("--commit-interval-ms").arg("100").name(name).mount()
+    // The daemon's own local-only side (native roots: tests/native_roots.rs).
+    TestMount::builder(backend).args(args.iter().copied()).args(["--native-roots", "off", "--commit-interval-ms", "100"]).name(name).mount()
 }
 
 #[test]
@@ -350,7 +351,7 @@ fn changed_patterns_apply_at_mount() {
     std::fs::create_dir(&mp).unwrap();
     let mount = |extra: &[&str]| {
         let o = run_timeout(
-            Command::new(RINGFS).args(["mount", "--daemon", "--commit-interval-ms", "100", "--store"]).arg(&store).arg(&mp).args(extra),
+            Command::new(RINGFS).args(["mount", "--daemon", "--native-roots", "off", "--commit-interval-ms", "100", "--store"]).arg(&store).arg(&mp).args(extra),
             Duration::from_secs(30),
         );
         assert!(o.status.success(), "mount: {}", out_str(&o).1);

@@ -110,6 +110,10 @@ fn secondary_fs(of: &Path, m: &TestMount) -> Option<tempfile::TempDir> {
 
 fn run(backend: Backend) {
     let m = TestMount::new(backend);
+    run_at(&m, m.path(), backend.name());
+}
+
+fn run_at(m: &TestMount, dir: &Path, label: &str) {
     let conf_dir = tempfile::tempdir().unwrap();
     let conf = conf_dir.path().join("pjdfstest.toml");
     // rename_ctime: ext4 updates ctime on rename, and so must ringfs.
@@ -123,9 +127,9 @@ fn run(backend: Backend) {
         ),
     )
     .unwrap();
-    let second = secondary_fs(m.path(), &m);
+    let second = secondary_fs(dir, m);
     let mut cmd = Command::new(pjdfstest_bin());
-    cmd.arg("-c").arg(&conf).arg("-p").arg(m.path()).env("NO_COLOR", "1").env("CLICOLOR", "0");
+    cmd.arg("-c").arg(&conf).arg("-p").arg(dir).env("NO_COLOR", "1").env("CLICOLOR", "0");
     if let Some(s) = &second {
         cmd.arg("-s").arg(s.path());
     }
@@ -138,7 +142,7 @@ fn run(backend: Backend) {
     let now_passing: Vec<&String> = c.pass.iter().filter(|n| expected.contains(*n)).collect();
     println!(
         "pjdfstest [{}]: {} passed, {} failed ({} expected, {} unexpected), {} skipped, exit {}",
-        backend.name(),
+        label,
         c.pass.len(),
         c.fail.len(),
         c.fail.len() - unexpected.len(),
@@ -172,7 +176,7 @@ fn run(backend: Backend) {
         }
         panic!(
             "pjdfstest [{}]: {} unexpected failure(s):\n{detail}\n(add FUSE-inherent ones with a reason to tests/pjdfstest-expected-failures.txt)",
-            backend.name(),
+            label,
             unexpected.len()
         );
     }
@@ -188,3 +192,30 @@ fn pjdfstest_memory() {
 fn pjdfstest_store() {
     run(Backend::Store);
 }
+
+/// Inside a native root (a bind mount of the host tree: the kernel's ext4).
+#[test]
+fn pjdfstest_native_root() {
+    if !native_roots_possible() {
+        return;
+    }
+    let m = TestMount::builder(Backend::Store).args(["--ignore", "node_modules"]).name("pjdfstest-native-root").mount();
+    let dir = make_native_root(&m, "node_modules");
+    run_at(&m, &dir, "native root");
+}
+
+/// Inside a native root detached with `ringfs unroot`: the same host tree,
+/// served by the daemon (as before its bind mount lands).
+#[test]
+fn pjdfstest_unrooted_tree() {
+    if !native_roots_possible() {
+        return;
+    }
+    let m = TestMount::builder(Backend::Memory).args(["--ignore", "node_modules"]).name("pjdfstest-unrooted").mount();
+    let dir = make_native_root(&m, "node_modules");
+    let o = run_timeout(Command::new(RINGFS).arg("unroot").arg(&dir), Duration::from_secs(20));
+    assert!(o.status.success(), "ringfs unroot: {}", out_str(&o).1);
+    assert!(!is_mounted(&dir));
+    run_at(&m, &dir, "unrooted tree");
+}
+

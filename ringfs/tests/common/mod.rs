@@ -572,6 +572,12 @@ impl TestMount {
         );
     }
 
+    /// Replaces the mount args for the next mount (RINGFS_TEST_MOUNT_ARGS still apply).
+    pub fn set_args(&mut self, args: &[&str]) {
+        self.args = args.iter().map(|a| a.to_string()).collect();
+        self.args.extend(env_mount_args());
+    }
+
     /// Unmount and mount again on the same store (durable stores only).
     pub fn remount(&mut self) {
         assert_eq!(self.backend, Backend::Store, "remount needs a durable store");
@@ -757,3 +763,39 @@ macro_rules! both_backends {
         )*
     };
 }
+
+// ---------------------------------------------------------------------------------
+// native roots
+// ---------------------------------------------------------------------------------
+
+/// Mount points strictly below `p` (native roots of a mount at `p`).
+pub fn mounts_below(p: &Path) -> Vec<PathBuf> {
+    mounts().into_iter().map(|m| m.mount_point).filter(|m| m != p && m.starts_with(p)).collect()
+}
+
+/// False when the environment's mount args turn native roots off (or raw mode).
+pub fn native_roots_possible() -> bool {
+    let a = env_mount_args().join(" ");
+    !raw_mode() && !a.contains("--native-roots off")
+}
+
+/// Makes the directory `rel` (which must match an ignore pattern of `m`,
+/// with a synced parent) and waits until it is bind-mounted as a native root.
+pub fn make_native_root(m: &TestMount, rel: &str) -> PathBuf {
+    let p = m.p(rel);
+    if !p.exists() {
+        fs::create_dir_all(&p).unwrap_or_else(|e| panic!("mkdir {}: {e}", p.display()));
+    }
+    wait_native_root(&p);
+    p
+}
+
+/// Waits (10 s at most) until `p` is a mount point.
+pub fn wait_native_root(p: &Path) {
+    let t0 = Instant::now();
+    while !is_mounted(p) {
+        assert!(t0.elapsed() < Duration::from_secs(10), "{} did not become a native root (bind mount) within 10 s", p.display());
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
