@@ -87,6 +87,9 @@ impl Features {
     }
 }
 
+/// The directory (at the mount root) that native-root targets run their samples in.
+pub const NATIVE_DIR: &str = "nr";
+
 /// A ringfs mode: which flags it needs, with `None` meaning "not passed".
 #[derive(Debug, Clone, Serialize)]
 pub struct RingfsMode {
@@ -170,10 +173,15 @@ impl TargetSpec {
             if !f.ignore {
                 return Err("this ringfs has no --ignore (local-only paths not built yet)".into());
             }
-            args.extend(["--ignore".to_string(), "/*".to_string()]);
         }
         if m.native_root {
+            // Samples run inside one native root, /nr (see `root`).
             args.extend(pick(&f.native_roots, "auto", "--native-roots", "", "native roots")?.unwrap_or_default());
+            args.extend(["--ignore".to_string(), format!("/{NATIVE_DIR}")]);
+        } else if m.local_only {
+            // The daemon's own local-only side, not native roots.
+            args.extend(["--ignore".to_string(), "/*".to_string()]);
+            args.extend(pick(&f.native_roots, "off", "--native-roots", "off", "native roots")?.unwrap_or_default());
         }
         Ok(args)
     }
@@ -237,8 +245,9 @@ impl Instance {
 
     /// Where the samples' directories go.
     pub fn root(&self) -> PathBuf {
-        match self.spec.kind {
+        match &self.spec.kind {
             Kind::Raw => self.dir.path.join("store"),
+            Kind::Ringfs(m) if m.native_root => self.dir.path.join("mnt").join(NATIVE_DIR),
             _ => self.dir.path.join("mnt"),
         }
     }
@@ -307,6 +316,22 @@ impl Instance {
                 }
             }
             bail!("mount failed: {why}");
+        }
+        if let Kind::Ringfs(m) = &self.spec.kind {
+            if m.native_root {
+                // The native root the samples run in: made once, bind-mounted by the daemon.
+                let nr = self.root();
+                if !nr.exists() {
+                    std::fs::create_dir(&nr).with_context(|| format!("mkdir {}", nr.display()))?;
+                }
+                let t0 = std::time::Instant::now();
+                while !sys::is_mounted(&nr) {
+                    if t0.elapsed() > std::time::Duration::from_secs(10) {
+                        bail!("{} did not become a native root within 10 s", nr.display());
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+            }
         }
         if self.spec.is_ringfs() {
             self.effective = self.status().map(|s| {
