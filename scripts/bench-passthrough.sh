@@ -48,7 +48,7 @@ trap cleanup EXIT INT TERM
 mount_pt() {
     local pt=$1 mp=$base/mnt-$1
     mkdir -p "$mp"
-    "$RINGFS" mount "$mp" --store "$base/store-$pt" --ignore /local --passthrough "$pt" --daemon ${RINGFS_BENCH_MOUNT_ARGS:-} \
+    "$RINGFS" mount "$mp" --store "$base/store-$pt" --ignore /local --native-roots off --passthrough "$pt" --daemon ${RINGFS_BENCH_MOUNT_ARGS:-} \
         --log-file "$base/log-$pt" >/dev/null
     mounts+=("$mp")
     mkdir -p "$mp/synced" "$mp/local"
