@@ -13,7 +13,7 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -299,7 +299,14 @@ struct Freed {
 type RootListener = Arc<dyn Fn(u64) + Send + Sync>;
 
 pub(crate) struct Inner {
-    db: Database,
+    /// The redb handle; `None` after an I/O error closed it until it is
+    /// reopened (see [`Inner::db`]).
+    db: RwLock<Option<Database>>,
+    /// An I/O error (ENOSPC, EIO) poisoned the handle: reopen before the next transaction.
+    db_broken: AtomicBool,
+    /// Files whose content transaction committed non-durably since the last
+    /// durable commit: lost if the database must be reopened, so re-hashed then.
+    nondurable: Mutex<HashSet<u64>>,
     wc_dir: PathBuf,
     /// The working-copy directory and the local-only directory, used only
     /// through their descriptors (confined, see [`BackDir`]).
@@ -607,20 +614,41 @@ fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir) -> std::res
                 has_manifest.remove(&ino);
             }
         }
-        // Working copies: delete those with no inode, re-hash the rest.
+        // Working copies with no inode: a file made after the last commit
+        // (its name was lost with the crash). Empty ones (the pool) go; any
+        // with bytes are kept in STORE/lost+found, never deleted.
+        let lost = dbpath.parent().filter(|p| !p.as_os_str().is_empty()).and_then(|p| BackDir::open(&p.join("lost+found")).ok());
+        let mut saved = 0;
+        let mut orphan = |dir: &BackDir, name: &str, prefix: &str| {
+            let bytes = dir.open_ro(name).and_then(|f| f.metadata()).map(|m| m.len()).unwrap_or(0);
+            match &lost {
+                Some(l) if bytes > 0 && dir.rename_to(name, l, &format!("{prefix}{name}")).is_ok() => saved += 1,
+                _ => {
+                    let _ = dir.unlink(name);
+                }
+            }
+        };
         for name in wc.names() {
             let keep = name.parse::<u64>().ok().map(|i| st.nodes.get(&i).map(|n| is_reg(n.rec.mode) && !n.data_local).unwrap_or(false)).unwrap_or(false);
             if !keep {
-                let _ = wc.unlink(&name);
+                orphan(wc, &name, "wc-");
             }
         }
         // In the local directory only our own names (numbers, restores).
         for name in local.names() {
             let ours = name.parse::<u64>().ok();
             let keep = ours.map(|i| st.nodes.get(&i).map(|n| is_reg(n.rec.mode) && n.data_local).unwrap_or(false)).unwrap_or(true);
-            if !keep || name.starts_with(".restore-") {
+            if name.starts_with(".restore-") {
                 let _ = local.unlink(&name);
+            } else if !keep {
+                orphan(local, &name, "local-");
             }
+        }
+        if saved > 0 {
+            tracing::warn!(
+                "{saved} files made after the last commit lost their names in the crash; their bytes are in {}",
+                dbpath.parent().unwrap_or(Path::new(".")).join("lost+found").display()
+            );
         }
         let regular: Vec<u64> = st.nodes.iter().filter(|(_, n)| is_reg(n.rec.mode)).map(|(&i, _)| i).collect();
         for ino in regular {
@@ -658,6 +686,11 @@ fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir) -> std::res
             n.rec.size = 0;
             n.rec.blocks = 0;
             lost.push(ino);
+        } else if !st.nodes[&ino].local && !rehash.contains(&ino) {
+            // A synced file whose hashing failed (say on a full disk): its
+            // working copy is the truth; store it now.
+            st.nodes.get_mut(&ino).unwrap().content_gen = 1;
+            rehash.push(ino);
         }
     }
     st.dirty_inodes.extend(lost);
@@ -678,7 +711,78 @@ fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir) -> std::res
     })
 }
 
+fn is_io_error(e: &redb::Error) -> bool {
+    matches!(e, redb::Error::Io(_) | redb::Error::PreviousIo)
+}
+
 impl Inner {
+    /// A write transaction, reopening the database first if an I/O error
+    /// closed it (a durable store only; a memory store cannot fail so).
+    fn begin_write(&self) -> std::result::Result<redb::WriteTransaction, redb::Error> {
+        self.reopen_if_broken()?;
+        let g = self.db.read().unwrap_or_else(|p| p.into_inner());
+        let db = g.as_ref().ok_or(redb::Error::PreviousIo)?;
+        db.begin_write().map_err(|e| {
+            let e = redb::Error::from(e);
+            if is_io_error(&e) {
+                self.db_broken.store(true, Ordering::SeqCst);
+            }
+            e
+        })
+    }
+
+    fn begin_read(&self) -> std::result::Result<redb::ReadTransaction, redb::Error> {
+        self.reopen_if_broken()?;
+        let g = self.db.read().unwrap_or_else(|p| p.into_inner());
+        Ok(g.as_ref().ok_or(redb::Error::PreviousIo)?.begin_read()?)
+    }
+
+    /// After an I/O error: closes the handle and opens the database again
+    /// (its last committed state). Err while that still fails.
+    fn reopen_if_broken(&self) -> std::result::Result<(), redb::Error> {
+        if !self.db_broken.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let Some(dir) = &self.store_dir else { return Ok(()) };
+        let mut g = self.db.write().unwrap_or_else(|p| p.into_inner());
+        if !self.db_broken.load(Ordering::SeqCst) {
+            return Ok(()); // another thread reopened it
+        }
+        drop(g.take());
+        match open_db(dir) {
+            Ok(db) => {
+                // The reopened database is at its last durable commit: the
+                // chunk counters come from it, and content stored since then
+                // is gone, so those files are hashed again.
+                if let Ok(rtx) = db.begin_read() {
+                    let get = |k: &str| rtx.open_table(META).ok().and_then(|t| t.get(k).ok().flatten().map(|v| v.value()));
+                    if let (Some(c), Some(b)) = (get("chunk_count"), get("chunk_bytes")) {
+                        self.chunk_count.store(c, Ordering::SeqCst);
+                        self.chunk_bytes.store(b, Ordering::SeqCst);
+                    }
+                }
+                *g = Some(db);
+                self.db_broken.store(false, Ordering::SeqCst);
+                drop(g);
+                let lost: Vec<u64> = std::mem::take(&mut *self.nondurable.lock().unwrap_or_else(|p| p.into_inner())).into_iter().collect();
+                let mut st = self.lock();
+                for ino in &lost {
+                    if let Some(n) = st.nodes.get_mut(ino) {
+                        n.hashed_gen = 0;
+                        n.content_gen = n.content_gen.max(1);
+                    }
+                    self.queue_hash(&mut st, *ino);
+                }
+                tracing::warn!("store: database reopened after an I/O error; retrying queued changes and re-storing {} files", lost.len());
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!("store: reopening the database failed: {e}");
+                Err(redb::Error::Io(std::io::Error::other(e.to_string())))
+            }
+        }
+    }
+
     /// Serves every native root found on disk whose directory is still a
     /// live local-only directory; an orphaned tree is left alone (warned).
     fn attach_roots(&self) {
@@ -764,6 +868,7 @@ impl Inner {
             // A tree renamed into place before a crash, the model not yet committed: redo.
             std::fs::remove_dir_all(&final_dir)?;
         }
+        let mut nested: Vec<(u64, PathBuf)> = Vec::new();
         let build = (|| -> std::io::Result<()> {
             std::fs::create_dir(&tmp)?;
             let mut paths: HashMap<u64, PathBuf> = HashMap::from([(root, tmp.clone())]);
@@ -772,6 +877,11 @@ impl Inner {
                 let path = paths[parent].join(OsStr::from_bytes(name));
                 let n = &st.nodes[c];
                 let mode = n.rec.mode;
+                if self.host.is_root(*c) {
+                    // A native root moved below this directory: its tree moves in last.
+                    nested.push((*c, path));
+                    continue;
+                }
                 match mode & S_IFMT {
                     S_IFDIR => {
                         std::fs::create_dir(&path)?;
@@ -838,14 +948,36 @@ impl Inner {
                 by_path.push((*c, path));
             }
             for (c, path) in by_path.iter().rev() {
-                meta(*c, path)?;
+                if !self.host.is_root(*c) {
+                    meta(*c, path)?;
+                }
             }
             meta(root, &tmp)?;
-            std::fs::rename(&tmp, &final_dir)
+            // Nested roots' trees move in (and back out if anything fails).
+            let mut moved: Vec<&(u64, PathBuf)> = Vec::new();
+            for n in &nested {
+                if let Err(e) = std::fs::rename(self.host.root_path(n.0), &n.1) {
+                    for m in moved {
+                        let _ = std::fs::rename(&m.1, self.host.root_path(m.0));
+                    }
+                    return Err(e);
+                }
+                moved.push(n);
+            }
+            if let Err(e) = std::fs::rename(&tmp, &final_dir) {
+                for m in moved {
+                    let _ = std::fs::rename(&m.1, self.host.root_path(m.0));
+                }
+                return Err(e);
+            }
+            Ok(())
         })();
         if let Err(e) = build {
             let _ = std::fs::remove_dir_all(&tmp);
             return Err(e);
+        }
+        for (c, _) in &nested {
+            self.host.detach_root(*c);
         }
         // The model forgets the subtree; its flat data files go.
         let mut freed = Vec::new();
@@ -1003,8 +1135,14 @@ impl Inner {
     /// `force` commits even when nothing is dirty (to make earlier
     /// non-durable content transactions durable); `clean` sets the flag.
     fn commit(&self, durability: Durability, force: bool, clean: Option<bool>) -> std::result::Result<(), redb::Error> {
-        let mut txn = self.db.begin_write()?;
+        let mut txn = self.begin_write()?;
         txn.set_durability(durability)?;
+        // Content transactions before ours become durable with ours.
+        let covered = if matches!(durability, Durability::Immediate) {
+            std::mem::take(&mut *self.nondurable.lock().unwrap_or_else(|p| p.into_inner()))
+        } else {
+            HashSet::new()
+        };
         // Drain after taking the writer: a content transaction that
         // committed before us saw only inodes we now include.
         let (inodes, dirents, xattrs, freed, freed_local, loc, next_ino) = {
@@ -1075,6 +1213,12 @@ impl Inner {
                 Ok(())
             }
             Err(e) => {
+                self.nondurable.lock().unwrap_or_else(|p| p.into_inner()).extend(covered);
+                if is_io_error(&e) {
+                    // redb refuses every later transaction on this handle.
+                    self.db_broken.store(true, Ordering::SeqCst);
+                    tracing::error!("store: commit failed ({e}); changes stay queued, the database is reopened for the next commit");
+                }
                 // Put the changes back so the next commit retries them.
                 if pending {
                     self.content_pending.store(true, Ordering::SeqCst);
@@ -1294,7 +1438,7 @@ impl Inner {
             })?;
         }
         let blocks = f.metadata().map(|m| std::os::unix::fs::MetadataExt::blocks(&m)).unwrap_or(0);
-        let mut txn = self.db.begin_write().map_err(db_errno)?;
+        let mut txn = self.begin_write().map_err(db_errno)?;
         txn.set_durability(Durability::None).map_err(db_errno)?;
         {
             let st = self.lock();
@@ -1349,6 +1493,7 @@ impl Inner {
         match stored {
             Ok(Some((_, dc, db))) => {
                 txn.commit().map_err(db_errno)?;
+                self.nondurable.lock().unwrap_or_else(|p| p.into_inner()).insert(ino);
                 self.content_pending.store(true, Ordering::SeqCst);
                 self.bump_counters(dc, db);
                 let mut st = self.lock();
@@ -1402,7 +1547,7 @@ impl Inner {
         let tmp = format!(".restore-{ino}");
         let f = dir.create(&tmp, true)?;
         let size = self.lock().node(ino)?.rec.size;
-        let rtx = self.db.begin_read().map_err(db_errno)?;
+        let rtx = self.begin_read().map_err(db_errno)?;
         let mt = rtx.open_table(MANIFESTS).map_err(db_errno)?;
         let manifest: Vec<ChunkRef> = match mt.get(ino).map_err(db_errno)? {
             Some(g) => dec(g.value()).map_err(|_| Errno::EIO)?,
@@ -1599,7 +1744,9 @@ impl Fs {
         }
         let local_tables = policy.is_some() || loaded.state.nodes.values().any(|n| n.local);
         let inner = Arc::new(Inner {
-            db,
+            db: RwLock::new(Some(db)),
+            db_broken: AtomicBool::new(false),
+            nondurable: Mutex::new(HashSet::new()),
             wc_dir,
             wc,
             local,
@@ -2784,12 +2931,17 @@ impl Fs {
 
     /// setxattr(2). `flags`: XATTR_CREATE (EEXIST if present), XATTR_REPLACE
     /// (ENODATA if absent). Names over 255 bytes or empty: ERANGE; values
-    /// over 64 KiB: E2BIG.
+    /// over 64 KiB: E2BIG. POSIX ACLs (`system.posix_acl_*`): EOPNOTSUPP.
     pub fn setxattr(&self, _c: &Caller, ino: u64, name: &OsStr, value: &[u8], flags: u32) -> Result<()> {
         if self.inner.host.serves(ino) {
             return self.inner.host.setxattr(ino, name, value, flags);
         }
         let name = name.as_bytes();
+        if name.starts_with(b"system.posix_acl_") {
+            // No POSIX ACLs: storing one as a plain xattr would not change the
+            // mode (cp -p / mv set the mode that way and fall back to chmod).
+            return err(libc::EOPNOTSUPP);
+        }
         if name.is_empty() || name.len() > XATTR_NAME_MAX {
             return err(libc::ERANGE);
         }
@@ -2986,6 +3138,13 @@ impl Fs {
     }
 
     /// Is inode `ino` local-only (its path matches an ignore pattern)?
+    /// Is `ino` in a native root's host tree (or a root itself)? Its host
+    /// files can change behind the daemon (through the bind mount), so the
+    /// kernel must not cache its entries or attributes.
+    pub fn is_host(&self, ino: u64) -> bool {
+        self.inner.host.serves(ino)
+    }
+
     pub fn is_local(&self, ino: u64) -> Option<bool> {
         if self.inner.host.serves(ino) {
             return Some(true);
@@ -3079,13 +3238,55 @@ impl Fs {
         for ino in pool {
             let _ = self.inner.wc.unlink(&ino.to_string());
         }
+        let mut unstored = Vec::new();
         for ino in dirty {
             if let Err(e) = self.inner.hash_file(ino) {
                 tracing::error!("shutdown: hashing inode {ino}: {e}");
+                unstored.push((ino, e));
             }
         }
-        self.inner.commit(Durability::Immediate, true, Some(true)).map_err(|e| corrupt(&dbpath, e))?;
+        // An I/O error (a full disk) closes the database; the next attempt
+        // reopens it. Queued changes are kept across attempts.
+        let mut last = None;
+        for attempt in 0..3 {
+            match self.inner.commit(Durability::Immediate, true, Some(true)) {
+                Ok(()) => {
+                    last = None;
+                    break;
+                }
+                Err(e) => {
+                    tracing::error!("final commit, attempt {}: {e}", attempt + 1);
+                    last = Some(e);
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                }
+            }
+        }
+        if let Some(e) = last {
+            let dir = dbpath.parent().unwrap_or(Path::new(".")).to_path_buf();
+            return Err(StoreError::Io {
+                path: dbpath.clone(),
+                source: std::io::Error::other(format!(
+                    "the final commit failed ({e}): changes since the last commit are not in the store; \
+                     file bytes stay in {}/wc and are kept in {}/lost+found at the next mount; free space (df {}) and mount again",
+                    dir.display(),
+                    dir.display(),
+                    dir.display()
+                )),
+            });
+        }
         self.inner.lock_file.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some((ino, e)) = unstored.first() {
+            let dir = dbpath.parent().unwrap_or(Path::new(".")).to_path_buf();
+            return Err(StoreError::Io {
+                path: dbpath.clone(),
+                source: std::io::Error::other(format!(
+                    "{} changed files could not be stored (inode {ino}: {e}); their bytes are safe in {}/wc and are stored at the next mount (free space first: df {})",
+                    unstored.len(),
+                    dir.display(),
+                    dir.display()
+                )),
+            });
+        }
         // A memory store's temporary directories go now: the daemon may
         // exit without dropping the Fs (threads still hold it).
         for t in [&self.inner._tmp, &self.inner._tmp_local].into_iter().flatten() {

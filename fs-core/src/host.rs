@@ -190,6 +190,11 @@ impl HostTrees {
         Ok(())
     }
 
+    /// Stops serving `ino` as a root (its tree moved into another root's).
+    pub(crate) fn detach_root(&self, ino: u64) {
+        self.lock().roots.remove(&ino);
+    }
+
     /// Is `ino` a root directory?
     pub(crate) fn is_root(&self, ino: u64) -> bool {
         self.lock().roots.contains_key(&ino)

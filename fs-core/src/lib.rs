@@ -65,6 +65,12 @@ pub mod store;
 mod types;
 
 pub use fs::Fs;
+
+/// Is `nodeid` an inode inside a native root's host tree (not the root
+/// directory itself)? See [`Fs::is_host`].
+pub fn is_host_nodeid(nodeid: u64) -> bool {
+    host::is_host_id(nodeid)
+}
 pub use fsck::{fsck, FsckReport, Problem};
 pub use local::IgnorePolicy;
 pub use types::*;

@@ -153,7 +153,30 @@ impl Adapter {
     fn file_opened(&self, ino: u64, fh: u64) -> Opened {
         match &self.backing {
             Some(b) => b.open(ino, fh, self.fs.backing_fd(fh)),
+            // A native root's file may change through the bind mount: no page cache kept.
+            None if self.fs.is_host(ino) => Opened { fh, open_flags: FOPEN_NOFLUSH, backing_id: 0 },
             None => Opened { fh, open_flags: FOPEN_KEEP_CACHE | FOPEN_NOFLUSH, backing_id: 0 },
+        }
+    }
+
+    /// (entry, attr) timeouts for `ino`: none for native-root trees, which
+    /// change behind the daemon's back through their bind mount.
+    /// A root directory itself keeps its long entry timeout: its dentry is
+    /// the bind mount's mountpoint, revalidated on every walk through it.
+    fn timeouts(&self, ino: u64) -> (Duration, Duration) {
+        match self.fs.is_host(ino) {
+            false => (self.cache.entry_timeout, self.cache.attr_timeout),
+            true if fs_core::is_host_nodeid(ino) => (Duration::ZERO, Duration::ZERO),
+            true => (self.cache.entry_timeout, Duration::ZERO),
+        }
+    }
+
+    /// Negative entries in a native root's tree are not cached.
+    fn negative_timeout(&self, parent: u64) -> Duration {
+        if self.fs.is_host(parent) {
+            Duration::ZERO
+        } else {
+            self.cache.entry_timeout
         }
     }
 
@@ -163,11 +186,12 @@ impl Adapter {
     }
 
     fn entry(&self, a: &fs_core::Attr) -> Entry {
-        Entry { attr: attr(a), generation: 0, entry_timeout: self.cache.entry_timeout, attr_timeout: self.cache.attr_timeout }
+        let (entry_timeout, attr_timeout) = self.timeouts(a.ino);
+        Entry { attr: attr(a), generation: 0, entry_timeout, attr_timeout }
     }
 
     fn attr_reply(&self, a: &fs_core::Attr) -> AttrReply {
-        AttrReply { attr: attr(a), timeout: self.cache.attr_timeout }
+        AttrReply { attr: attr(a), timeout: self.timeouts(a.ino).1 }
     }
 }
 
@@ -223,7 +247,7 @@ impl Filesystem for Adapter {
             Ok(a) => Ok(self.entry(&a)),
             // A negative entry: the kernel caches the absence for entry_timeout.
             Err(e) if e.0 == libc::ENOENT => {
-                Ok(Entry { entry_timeout: self.cache.entry_timeout, ..Entry::default() })
+                Ok(Entry { entry_timeout: self.negative_timeout(parent), ..Entry::default() })
             }
             Err(e) => Err(err(e)),
         }

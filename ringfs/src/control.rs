@@ -49,6 +49,12 @@ pub fn socket_path(mountpoint: &Path) -> PathBuf {
     runtime_dir().join(format!("{}.sock", &hash.to_hex()[..16]))
 }
 
+/// Where a daemon leaves the outcome of its final commit for `ringfs umount`
+/// ("ok", or the error), next to its socket.
+pub fn result_path(mountpoint: &Path) -> PathBuf {
+    socket_path(mountpoint).with_extension("result")
+}
+
 /// Serves the control socket on a background thread until the process ends.
 pub struct Server {
     path: PathBuf,

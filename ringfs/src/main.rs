@@ -68,6 +68,13 @@ fn cmd_umount(args: UmountArgs) -> Result<()> {
                 }
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
+            // The daemon's final commit: a failure (say a full disk) is ours to report.
+            let result = control::result_path(&mp);
+            let outcome = std::fs::read_to_string(&result).unwrap_or_else(|_| "ok".into());
+            let _ = std::fs::remove_file(&result);
+            if outcome.trim() != "ok" {
+                bail!("{} is unmounted, but the daemon's final commit failed: {}", mp.display(), outcome.trim());
+            }
             Ok(())
         }
         Err(_) => {
@@ -179,7 +186,7 @@ fn cmd_unroot(args: UnrootArgs) -> Result<()> {
         bail!("{} is not inside a ringfs mount", path.display());
     };
     let reply = ask(&mp, control::Request::Unroot { path: path.clone() })?;
-    match (reply.get("ok").and_then(|v| v.as_str()), reply.get("error").and_then(|v| v.as_str())) {
+    match (reply.get("ok").and_then(|v| v.as_str()), reply.get("refused").and_then(|v| v.as_str())) {
         (Some(msg), _) => {
             eprintln!("ringfs: {msg}");
             Ok(())

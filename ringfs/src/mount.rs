@@ -132,6 +132,11 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     };
     let mut cfg = cfg;
     cfg.local.native_roots = native_mode.off_reason.is_none();
+    if let fs_core::StoreLocation::Dir(d) = &cfg.store {
+        if d.starts_with(&mp) {
+            bail!("--store {} is inside the mountpoint {}: put the store outside the workspace", d.display(), mp.display());
+        }
+    }
     if let Some(l) = &cfg.local.dir {
         if l.starts_with(&mp) {
             bail!("--local-dir {} is inside the mountpoint {}", l.display(), mp.display());
@@ -220,11 +225,13 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         control::Request::Stats => info.stats_doc(),
         control::Request::Unroot { path } => match info.roots.unroot(path) {
             Ok(msg) => json!({ "ok": msg }),
-            Err(e) => json!({ "error": e }),
+            // Not "error": that means the request itself failed.
+            Err(e) => json!({ "refused": e }),
         },
         _ => info.status_doc(),
     });
     let _control = control::Server::start(&mp, answer, stop)?;
+    let _ = std::fs::remove_file(control::result_path(&mp));
     tracing::info!("mounted {} on store {}", mp.display(), store_desc);
     if let Some(mut pipe) = ready.take() {
         let _ = writeln!(pipe, "ok");
@@ -232,7 +239,16 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     let run = session.run(adapter.clone(), args.workers.max(1));
     roots.stop();
     tracing::info!("session ended; committing");
-    fs.shutdown().context("final commit")?;
+    let shut = fs.shutdown();
+    let outcome = match &shut {
+        Ok(()) => "ok\n".to_string(),
+        Err(e) => match std::error::Error::source(e) {
+            Some(src) => format!("{e}: {src}\n"),
+            None => format!("{e}\n"),
+        },
+    };
+    let _ = std::fs::write(control::result_path(&mp), outcome);
+    shut.context("final commit")?;
     run.context("serving the FUSE session")?;
     tracing::info!("unmounted {}", mp.display());
     Ok(())

@@ -1,0 +1,104 @@
+//! A full disk under the store: writes fail with ENOSPC, a group commit that
+//! hits ENOSPC keeps its changes queued and the database is reopened, so
+//! once space is freed fsync works again, nothing is lost at remount, fsck
+//! is clean; `ringfs umount` reports a final commit that could not be made.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+struct Tmpfs(std::path::PathBuf);
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+fn ringfs_ok(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    run_timeout(Command::new(RINGFS).args(args), Duration::from_secs(120))
+}
+
+fn fsync(p: &Path) -> std::io::Result<()> {
+    std::fs::OpenOptions::new().write(true).open(p)?.sync_all()
+}
+
+#[test]
+fn full_disk_during_commit_recovers_once_space_is_freed() {
+    if raw_mode() {
+        return;
+    }
+    let base = tempfile::Builder::new().prefix("ringfs-full-").tempdir().unwrap();
+    let fsdir = base.path().join("fs");
+    let mp = base.path().join("mnt");
+    std::fs::create_dir_all(&fsdir).unwrap();
+    std::fs::create_dir_all(&mp).unwrap();
+    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=64m", "ringfs-full-test"]).arg(&fsdir).status().unwrap();
+    assert!(st.success(), "mount tmpfs");
+    let _tmpfs = Tmpfs(fsdir.clone());
+    let store = fsdir.join("store");
+    let o = ringfs_ok(&["mount".as_ref(), mp.as_os_str(), "--store".as_ref(), store.as_os_str(), "--daemon".as_ref(), "--commit-interval-ms".as_ref(), "200".as_ref()]);
+    assert!(o.status.success(), "mount: {}", out_str(&o).1);
+    let cleanup = scopeguard(&mp);
+    // Files that must survive, then a filler (outside the store) that fills the disk.
+    std::fs::create_dir(mp.join("d")).unwrap();
+    let keep: Vec<Vec<u8>> = (0..3u8).map(|i| (0..2_000_000u32).map(|j| (j as u8).wrapping_mul(i + 3)).collect()).collect();
+    for (i, k) in keep.iter().enumerate() {
+        std::fs::write(mp.join(format!("d/keep{i}")), k).unwrap();
+    }
+    fsync(&mp.join("d/keep0")).expect("fsync with space");
+    // More changes, then at once (within the commit interval) a filler
+    // outside the store fills the disk: their commits fail.
+    std::fs::write(mp.join("d/late"), b"late but kept").unwrap();
+    std::fs::rename(mp.join("d/keep2"), mp.join("d/keep2-renamed")).unwrap();
+    let filler = fsdir.join("filler");
+    let _ = Command::new("dd").args(["if=/dev/zero", "bs=1M", "status=none"]).arg(format!("of={}", filler.display())).stderr(std::process::Stdio::null()).status();
+    let r = fsync(&mp.join("d/late"));
+    assert!(r.is_err(), "fsync on a full disk must fail");
+    std::thread::sleep(Duration::from_millis(600));
+    // Space comes back: fsync works again, nothing queued was dropped.
+    std::fs::remove_file(&filler).unwrap();
+    let mut ok = false;
+    for _ in 0..50 {
+        if fsync(&mp.join("d/late")).is_ok() {
+            ok = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(ok, "fsync after space was freed");
+    let o = ringfs_ok(&["umount".as_ref(), mp.as_os_str()]);
+    assert!(o.status.success(), "umount: {}", out_str(&o).1);
+    drop(cleanup);
+    let o = ringfs_ok(&["fsck".as_ref(), "--store".as_ref(), store.as_os_str()]);
+    assert!(o.status.success(), "fsck: {}", out_str(&o).0);
+    let o = ringfs_ok(&["mount".as_ref(), mp.as_os_str(), "--store".as_ref(), store.as_os_str(), "--daemon".as_ref()]);
+    assert!(o.status.success(), "remount: {}", out_str(&o).1);
+    let cleanup = scopeguard(&mp);
+    assert_eq!(std::fs::read(mp.join("d/keep0")).unwrap(), keep[0]);
+    assert_eq!(std::fs::read(mp.join("d/keep1")).unwrap(), keep[1]);
+    assert_eq!(std::fs::read(mp.join("d/keep2-renamed")).unwrap(), keep[2]);
+    assert!(!mp.join("d/keep2").exists());
+    assert_eq!(std::fs::read(mp.join("d/late")).unwrap(), b"late but kept");
+    drop(cleanup);
+}
+
+/// Unmounts `mp` (ringfs umount, then a lazy umount) when dropped.
+fn scopeguard(mp: &Path) -> impl Drop + '_ {
+    struct G<'a>(&'a Path);
+    impl Drop for G<'_> {
+        fn drop(&mut self) {
+            if is_mounted(self.0) {
+                let _ = run_timeout(Command::new(RINGFS).arg("umount").arg(self.0), Duration::from_secs(60));
+            }
+            if is_mounted(self.0) {
+                let _ = Command::new("umount").arg("-l").arg(self.0).status();
+            }
+        }
+    }
+    G(mp)
+}
