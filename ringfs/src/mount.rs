@@ -234,7 +234,13 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     let _ = std::fs::remove_file(control::result_path(&mp));
     tracing::info!("mounted {} on store {}", mp.display(), store_desc);
     if let Some(mut pipe) = ready.take() {
-        let _ = writeln!(pipe, "ok");
+        // Ready once the native roots found in the store are mounted (their
+        // placement needs the session below to answer its lookups).
+        let roots = roots.clone();
+        std::thread::Builder::new().name("ringfs-ready".into()).spawn(move || {
+            roots.wait_initial(Duration::from_secs(30));
+            let _ = writeln!(pipe, "ok");
+        })?;
     }
     let run = session.run(adapter.clone(), args.workers.max(1));
     roots.stop();

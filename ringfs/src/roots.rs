@@ -6,7 +6,7 @@
 //! on `ringfs unroot`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -23,14 +23,17 @@ pub struct Mode {
 
 #[derive(Default)]
 struct State {
-    /// The FUSE mount's root (O_PATH) and its st_dev, opened on first use.
-    root: Option<(Arc<OwnedFd>, u64)>,
     placed: HashMap<u64, native_roots::Placed>,
     /// Per root inode: "mounted", "pending", "unrooted …", "failed: …".
     states: BTreeMap<u64, String>,
     unrooted: HashSet<u64>,
     stopping: bool,
+    /// The roots found at mount have had their placement attempted.
+    initial_done: bool,
 }
+
+/// Sent after the roots found at mount: marks them all attempted.
+const INITIAL_DONE: u64 = u64::MAX;
 
 /// The native roots of one mount.
 pub struct Roots {
@@ -38,6 +41,7 @@ pub struct Roots {
     mountpoint: PathBuf,
     mode: Mode,
     st: Mutex<State>,
+    cv: std::sync::Condvar,
     tx: Mutex<Option<mpsc::Sender<u64>>>,
 }
 
@@ -46,8 +50,16 @@ impl Roots {
     /// native root the store already has; from now on `fs` tells us each
     /// new one.
     pub fn start(fs: Arc<fs_core::Fs>, mountpoint: PathBuf, mode: Mode) -> std::io::Result<Arc<Roots>> {
-        let roots = Arc::new(Roots { fs: fs.clone(), mountpoint, mode, st: Mutex::new(State::default()), tx: Mutex::new(None) });
+        let roots = Arc::new(Roots {
+            fs: fs.clone(),
+            mountpoint,
+            mode,
+            st: Mutex::new(State::default()),
+            cv: std::sync::Condvar::new(),
+            tx: Mutex::new(None),
+        });
         if roots.mode.off_reason.is_some() {
+            roots.lock().initial_done = true;
             return Ok(roots);
         }
         let (tx, rx) = mpsc::channel::<u64>();
@@ -55,6 +67,7 @@ impl Roots {
             roots.lock().states.insert(r.ino, "pending".into());
             let _ = tx.send(r.ino);
         }
+        let _ = tx.send(INITIAL_DONE);
         {
             // Called by FUSE workers: only a channel send, never our lock.
             let tx = Mutex::new(tx.clone());
@@ -66,11 +79,18 @@ impl Roots {
         let worker = roots.clone();
         std::thread::Builder::new().name("ringfs-roots".into()).spawn(move || {
             while let Ok(ino) = rx.recv() {
+                if ino == INITIAL_DONE {
+                    worker.lock().initial_done = true;
+                    worker.cv.notify_all();
+                    continue;
+                }
                 if worker.lock().stopping {
-                    return;
+                    break;
                 }
                 worker.place(ino);
             }
+            worker.lock().initial_done = true;
+            worker.cv.notify_all();
         })?;
         Ok(roots)
     }
@@ -83,50 +103,45 @@ impl Roots {
     /// lock while placing: the walk's LOOKUPs are answered by FUSE workers,
     /// which may be telling us about another root meanwhile.
     fn place(&self, ino: u64) {
-        let Some(r) = self.fs.native_roots().into_iter().find(|r| r.ino == ino) else {
-            self.lock().states.remove(&ino);
-            return; // removed or renamed away since
-        };
-        let root = {
+        {
             let st = self.lock();
             if st.stopping || st.unrooted.contains(&ino) || st.placed.contains_key(&ino) {
                 return;
             }
-            st.root.clone()
-        };
-        let root = match root {
-            Some(x) => x,
-            None => {
-                use rustix::fs::{Mode, OFlags};
-                let opened = rustix::fs::open(&self.mountpoint, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-                    .and_then(|fd| rustix::fs::fstat(&fd).map(|s| (Arc::new(fd), s.st_dev)));
-                match opened {
-                    Ok(x) => {
-                        self.lock().root = Some(x.clone());
-                        x
-                    }
-                    Err(e) => {
-                        self.lock().states.insert(ino, format!("failed: opening the mount root: {e}; served by the daemon"));
-                        return;
-                    }
-                }
+        }
+        // The mount root, opened for this placement only: a descriptor kept
+        // open would keep a lazily unmounted (umount -l) FUSE mount alive.
+        use rustix::fs::{Mode, OFlags};
+        let root = match rustix::fs::open(&self.mountpoint, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .and_then(|fd| rustix::fs::fstat(&fd).map(|s| (fd, s.st_dev)))
+        {
+            Ok(x) => x,
+            Err(e) => {
+                self.lock().states.insert(ino, format!("failed: opening the mount root: {e}; served by the daemon"));
+                return;
             }
         };
         // We are told of a new root before the kernel has the mkdir reply:
-        // until it does, the walk may meet the old negative dentry (ENOENT).
+        // until it does, the walk may meet the old negative dentry (ENOENT);
+        // a parent renamed meanwhile changes the path: look it up each time.
         let mut tries = 0;
-        let placed = loop {
+        let (r, placed) = loop {
+            let Some(r) = self.fs.native_roots().into_iter().find(|r| r.ino == ino) else {
+                self.lock().states.remove(&ino);
+                return; // removed since
+            };
             match native_roots::place(root.0.as_fd(), &r.path, root.1, ino, &r.backing) {
-                Err(native_roots::Error::Target { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) && tries < 200 => {
+                Err(native_roots::Error::Target { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) && tries < 400 => {
                     tries += 1;
                     std::thread::sleep(std::time::Duration::from_millis(5));
                     if self.lock().stopping {
                         return;
                     }
                 }
-                r => break r,
+                p => break (r, p),
             }
         };
+        drop(root);
         let mut st = self.lock();
         match placed {
             Ok(p) if st.stopping || st.unrooted.contains(&ino) => {
@@ -145,21 +160,29 @@ impl Roots {
         }
     }
 
+    /// Waits (at most `limit`) until every root found at mount has had its
+    /// bind mount placed or failed: `mount --daemon` returns after that.
+    pub fn wait_initial(&self, limit: std::time::Duration) {
+        let st = self.lock();
+        let _ = self.cv.wait_timeout_while(st, limit, |s| !s.initial_done && !s.stopping);
+    }
+
     /// Detaches every native root (before the FUSE mount is unmounted);
     /// no new ones are placed afterwards.
     pub fn stop(&self) {
         let placed: Vec<native_roots::Placed> = {
             let mut st = self.lock();
             st.stopping = true;
-            // Our descriptor of the mount root would keep the FUSE mount busy.
-            st.root = None;
             st.placed.drain().map(|(_, p)| p).collect()
         };
         *self.tx.lock().unwrap_or_else(|p| p.into_inner()) = None;
         for p in placed {
             let path = p.path.clone();
-            if let Err(e) = p.detach() {
-                tracing::warn!("native root {}: {e}", path.display());
+            match p.detach() {
+                // Already gone with the whole tree (umount -l of the workspace).
+                Err(native_roots::Error::Detach { source, .. }) if source.raw_os_error() == Some(libc::EINVAL) => {}
+                Err(e) => tracing::warn!("native root {}: {e}", path.display()),
+                Ok(()) => {}
             }
         }
     }

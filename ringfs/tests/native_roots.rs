@@ -264,3 +264,82 @@ fn symlink_swap_race_never_mounts_outside() {
     let swapped = m.sh_ok("n=0; for i in $(seq 200); do [ -L w$i/node_modules ] && n=$((n+1)); done; echo $n");
     println!("swapped before the mount landed: {} of 200", swapped.trim());
 }
+
+/// The daemon-served tree (here after `ringfs unroot`; likewise for a
+/// process whose cwd entered the directory before the bind mount landed)
+/// shows changes made behind the daemon (through the bind mount, here
+/// directly in the backing tree) at once: the kernel caches nothing of it.
+#[test]
+fn unrooted_tree_sees_changes_made_through_the_host() {
+    if !native_roots_possible() {
+        return;
+    }
+    let m = mount(Backend::Memory, &["--ignore", "node_modules"], "unrooted-cache");
+    let nm = make_native_root(&m, "node_modules");
+    let backing = backing_of(m.path(), "node_modules");
+    let o = unroot(&nm);
+    assert!(o.status.success(), "unroot: {}", out_str(&o).1);
+    m.sh_ok("mkdir node_modules/pkg && echo old > node_modules/pkg/f && cat node_modules/pkg/f && ls node_modules/pkg >/dev/null && stat node_modules/gone 2>/dev/null || true");
+    std::fs::remove_dir_all(backing.join("pkg")).unwrap();
+    std::fs::create_dir(backing.join("pkg")).unwrap();
+    std::fs::write(backing.join("pkg/f"), b"new\n").unwrap();
+    std::fs::write(backing.join("gone"), b"here\n").unwrap();
+    assert_eq!(m.sh_ok("cat node_modules/pkg/f"), "new\n");
+    assert_eq!(m.sh_ok("ls node_modules/pkg"), "f\n");
+    assert_eq!(m.sh_ok("cat node_modules/gone"), "here\n");
+    assert_eq!(m.sh_ok("stat -c %s node_modules/pkg/f"), "4\n");
+}
+
+/// ACL xattrs are not stored as plain xattrs: `cp -p`/`mv` from another
+/// filesystem fall back to chmod and keep the mode (synced side).
+#[test]
+fn copies_from_another_filesystem_keep_their_mode() {
+    if raw_mode() {
+        return;
+    }
+    let m = mount(Backend::Memory, &[], "acl-mode");
+    let src = m.host_tmp().join("f");
+    std::fs::write(&src, b"x").unwrap();
+    std::fs::set_permissions(&src, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    m.sh_ok(&format!("cp -p '{}' cp && mv '{}' mvd", src.display(), src.display()));
+    for f in ["cp", "mvd"] {
+        assert_eq!(std::fs::metadata(m.p(f)).unwrap().mode() & 0o7777, 0o755, "{f}");
+    }
+}
+
+/// A native root moved (with its parent) below another ignored directory
+/// keeps its contents when that directory becomes a native root at mount.
+#[test]
+fn nested_root_survives_remount() {
+    if !native_roots_possible() {
+        return;
+    }
+    let mut m = mount(Backend::Store, &["--ignore", "node_modules"], "nested");
+    make_native_root(&m, "proj/node_modules");
+    m.sh_ok("echo data > proj/node_modules/f && mkdir x && mv proj x/node_modules && cat x/node_modules/node_modules/f");
+    m.unmount_checked();
+    m.mount_again();
+    wait_native_root(&m.p("x/node_modules"));
+    assert_eq!(m.sh_ok("cat x/node_modules/node_modules/f"), "data\n");
+}
+
+/// `umount -l` of the workspace (or fusermount -uz) ends the daemon even
+/// with native roots mounted: it holds nothing that keeps the mount alive.
+#[test]
+fn lazy_umount_ends_the_daemon() {
+    if !native_roots_possible() {
+        return;
+    }
+    let mut m = mount(Backend::Memory, &["--ignore", "node_modules"], "lazy");
+    make_native_root(&m, "node_modules");
+    let pid = m.daemon_pid().unwrap() as i32;
+    let st = Command::new("umount").arg("-l").arg(m.path()).status().unwrap();
+    assert!(st.success());
+    let t0 = std::time::Instant::now();
+    while unsafe { libc::kill(pid, 0) } == 0 && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ") {
+        assert!(t0.elapsed() < Duration::from_secs(20), "the daemon did not end after umount -l");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(mounts().iter().all(|e| !e.mount_point.starts_with(m.path())));
+    m.unmount_checked();
+}
