@@ -244,6 +244,13 @@ mod tests {
     }
 
     #[test]
+    fn unescape_octal() {
+        assert_eq!(unescape("/a\\040b"), OsString::from("/a b"));
+        assert_eq!(unescape("/plain"), OsString::from("/plain"));
+        assert_eq!(unescape("/tail\\04"), OsString::from("/tail\\04"));
+    }
+
+    #[test]
     fn no_stale_mounts_for_a_fresh_dir() {
         let d = tempfile::tempdir().unwrap();
         assert!(stale(d.path()).unwrap().is_empty());

@@ -1,7 +1,5 @@
 //! Mountpoint checks and `/proc/self/mountinfo` lookups (proc(5)).
 
-use std::ffi::OsString;
-use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -15,40 +13,11 @@ pub struct MountEntry {
     pub fstype: String,
 }
 
-/// Undo the octal escapes (`\040` for space, ...) that mountinfo uses.
-fn unescape(s: &str) -> OsString {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
-            out.push(v);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    OsString::from_vec(out)
-}
-
-/// All mounts visible in this mount namespace, in mount order.
+/// All mounts visible in this mount namespace, in mount order
+/// (parsed by [`native_roots::mounts`]).
 pub fn mounts() -> Result<Vec<MountEntry>> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let Some(sep) = fields.iter().position(|f| *f == "-") else { continue };
-        if fields.len() < 5 || sep + 2 >= fields.len() {
-            continue;
-        }
-        out.push(MountEntry {
-            mount_point: PathBuf::from(unescape(fields[4])),
-            fstype: fields[sep + 1].to_string(),
-        });
-    }
-    Ok(out)
+    let all = native_roots::mounts().context("reading /proc/self/mountinfo")?;
+    Ok(all.into_iter().map(|m| MountEntry { mount_point: m.mount_point, fstype: m.fstype }).collect())
 }
 
 /// The topmost mount whose mount point is exactly `path`, if any.
@@ -113,13 +82,6 @@ pub fn check_mountable(path: &Path) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn unescape_octal() {
-        assert_eq!(unescape("/a\\040b"), OsString::from("/a b"));
-        assert_eq!(unescape("/plain"), OsString::from("/plain"));
-        assert_eq!(unescape("/tail\\04"), OsString::from("/tail\\04"));
-    }
 
     #[test]
     fn root_is_a_mount() {
