@@ -1001,6 +1001,171 @@ impl Inner {
         self.host.attach_root(root).map_err(|e| std::io::Error::from_raw_os_error(e.0))
     }
 
+    /// Native roots whose path the ignore patterns no longer match become
+    /// synced again: their host tree is taken into the model (file data
+    /// hard-linked, else copied, into working copies, queued for hashing),
+    /// then removed. On any error the root stays as it was (warned).
+    fn import_unmatched_roots(&self) {
+        let cands: Vec<(u64, Vec<u8>)> = {
+            let st = self.lock();
+            self.host
+                .roots()
+                .into_iter()
+                .filter_map(|i| {
+                    let n = st.nodes.get(&i)?;
+                    let (parent, name) = (n.rec.parent, n.dname.clone());
+                    (n.rec.nlink > 0 && !self.local_for(&st, parent, &name, true)).then_some((i, name))
+                })
+                .collect()
+        };
+        let mut done = false;
+        for (ino, name) in cands {
+            match self.import_one(ino) {
+                Ok(files) => {
+                    done = true;
+                    tracing::info!("native root {} no longer matches the ignore patterns: {files} files are synced now", String::from_utf8_lossy(&name));
+                }
+                Err(e) => tracing::warn!("native root inode {ino} no longer matches the ignore patterns but stays local-only: {e}"),
+            }
+        }
+        if done {
+            if let Err(e) = self.commit(Durability::Immediate, true, None) {
+                tracing::warn!("committing imported native roots: {e}");
+            }
+        }
+    }
+
+    fn import_one(&self, root: u64) -> std::io::Result<usize> {
+        use std::os::unix::fs::MetadataExt;
+        let top = self.host.root_path(root);
+        let ts = |s: i64, ns: i64| (s, ns as u32);
+        let rec_of = |m: &std::fs::Metadata, parent: u64| InodeRec {
+            mode: m.mode(),
+            uid: m.uid(),
+            gid: m.gid(),
+            size: if m.is_dir() { 4096 } else { m.size() },
+            blocks: if m.is_dir() { 8 } else { m.blocks() },
+            nlink: if m.is_dir() { 2 } else { 0 },
+            rdev: m.rdev() as u32,
+            atime: ts(m.atime(), m.atime_nsec()),
+            mtime: ts(m.mtime(), m.mtime_nsec()),
+            ctime: ts(m.ctime(), m.ctime_nsec()),
+            parent: if m.is_dir() { parent } else { 0 },
+            next_cookie: 3,
+        };
+        let xattrs_of = |p: &Path| -> BTreeMap<Vec<u8>, Vec<u8>> {
+            let mut out = BTreeMap::new();
+            let Ok(cp) = std::ffi::CString::new(p.as_os_str().as_bytes()) else { return out };
+            let mut names = vec![0u8; 65536];
+            let n = unsafe { libc::llistxattr(cp.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
+            if n <= 0 {
+                return out;
+            }
+            for k in names[..n as usize].split(|b| *b == 0).filter(|k| !k.is_empty() && !k.starts_with(b"system.posix_acl_")) {
+                let Ok(kc) = std::ffi::CString::new(k) else { continue };
+                let mut v = vec![0u8; 65536];
+                let r = unsafe { libc::lgetxattr(cp.as_ptr(), kc.as_ptr(), v.as_mut_ptr().cast(), v.len()) };
+                if r >= 0 {
+                    v.truncate(r as usize);
+                    out.insert(k.to_vec(), v);
+                }
+            }
+            out
+        };
+        let mut st = self.lock();
+        // Build every node first; nothing enters the model until all data is linked.
+        let mut made: Vec<(u64, Node)> = Vec::new();
+        let mut entries: Vec<(u64, Vec<u8>, u64)> = Vec::new();
+        let mut by_host: HashMap<u64, u64> = HashMap::new();
+        let mut linked: Vec<u64> = Vec::new();
+        let mut stack = vec![(top.clone(), root)];
+        let r = (|| -> std::io::Result<()> {
+            while let Some((dir, dino)) = stack.pop() {
+                for e in std::fs::read_dir(&dir)? {
+                    let e = e?;
+                    let path = e.path();
+                    let m = std::fs::symlink_metadata(&path)?;
+                    let name = e.file_name().as_bytes().to_vec();
+                    if !m.is_dir() {
+                        if let Some(&i) = by_host.get(&m.ino()) {
+                            entries.push((dino, name, i));
+                            continue;
+                        }
+                    }
+                    let ino = st.alloc_ino();
+                    let mut node = Node::new(rec_of(&m, dino));
+                    node.xattrs = xattrs_of(&path);
+                    if m.is_dir() {
+                        node.dir = Some(Box::default());
+                        stack.push((path, ino));
+                    } else if m.file_type().is_symlink() {
+                        node.symlink = Some(std::fs::read_link(&path)?.as_os_str().as_bytes().to_vec());
+                    } else if m.is_file() {
+                        let wc = self.wc.path().join(ino.to_string());
+                        if std::fs::hard_link(&path, &wc).is_err() {
+                            std::fs::copy(&path, &wc)?;
+                        }
+                        linked.push(ino);
+                        node.content_gen = 1;
+                        by_host.insert(m.ino(), ino);
+                    }
+                    entries.push((dino, name, ino));
+                    made.push((ino, node));
+                }
+            }
+            Ok(())
+        })();
+        if let Err(e) = r {
+            for i in linked {
+                let _ = self.wc.unlink(&i.to_string());
+            }
+            return Err(e);
+        }
+        let root_meta = std::fs::symlink_metadata(&top)?;
+        let files = linked.len();
+        for (i, n) in made {
+            st.nodes.insert(i, n);
+            st.dirty_inodes.insert(i);
+        }
+        // Parents before children: entries were collected top-down.
+        for (p, name, c) in &entries {
+            st.add_entry(*p, name, *c);
+            if let Some(n) = st.nodes.get_mut(c) {
+                if n.dir.is_some() {
+                    if let Some(pn) = st.nodes.get_mut(p) {
+                        pn.rec.nlink += 1;
+                    }
+                } else {
+                    n.rec.nlink += 1;
+                }
+            }
+        }
+        let mut entry = None;
+        if let Some(n) = st.nodes.get_mut(&root) {
+            let m = rec_of(&root_meta, n.rec.parent);
+            (n.rec.mode, n.rec.uid, n.rec.gid, n.rec.atime, n.rec.mtime, n.rec.ctime) = (m.mode, m.uid, m.gid, m.atime, m.mtime, m.ctime);
+            n.local = false;
+            n.data_local = false;
+            entry = Some((n.rec.parent, n.dname.clone()));
+        }
+        st.dirty_inodes.insert(root);
+        if let Some((p, name)) = entry {
+            // Its own name moves to the synced tables; the parent's stored
+            // link count now counts it.
+            st.repoint_entry(p, &name, root);
+            st.dirty_inodes.insert(p);
+        }
+        self.host.detach_root(root);
+        for i in &linked {
+            self.queue_hash(&mut st, *i);
+        }
+        drop(st);
+        if let Err(e) = std::fs::remove_dir_all(&top) {
+            tracing::warn!("removing the imported native root tree {}: {e}", top.display());
+        }
+        Ok(files)
+    }
+
     fn tell_root(&self, ino: u64) {
         let l = self.root_listener.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(l) = l {
@@ -1043,8 +1208,8 @@ impl Inner {
         while let Some((i, local, parent, name, path)) = stack.pop() {
             let Some(n) = st.nodes.get(&i) else { continue };
             if !local && self.host.is_root(i) {
-                // A native root's tree stays on the host disk.
-                tracing::warn!("native root inode {i} no longer matches the ignore patterns; it stays local-only");
+                // A native root's tree is taken into the model afterwards
+                // (`import_unmatched_roots`), or at a rename refused (EXDEV).
                 continue;
             }
             if n.local != local {
@@ -1824,6 +1989,7 @@ impl Fs {
                 inner.apply_sides(&mut st, &plan);
             }
         }
+        inner.import_unmatched_roots();
         if inner.native_roots {
             inner.migrate_flat_roots();
         }

@@ -343,3 +343,37 @@ fn lazy_umount_ends_the_daemon() {
     assert!(mounts().iter().all(|e| !e.mount_point.starts_with(m.path())));
     m.unmount_checked();
 }
+
+/// Ignore patterns that stop matching a native root make it synced again
+/// at mount: the same tree, now in the store.
+#[test]
+fn root_becomes_synced_when_patterns_stop_matching() {
+    if !native_roots_possible() || env_mount_args().iter().any(|a| a == "--ignore") {
+        return;
+    }
+    let mut m = mount(Backend::Store, &["--ignore", "node_modules"], "unmatch");
+    make_native_root(&m, "node_modules");
+    m.sh_ok(
+        "mkdir -p node_modules/a/b && head -c 300000 /dev/urandom > node_modules/a/b/f && ln node_modules/a/b/f node_modules/hl \
+         && ln -s a/b/f node_modules/sym && chmod 2751 node_modules/a && touch -d 2001-02-03 node_modules/a/b/f",
+    );
+    let before = m.sh_ok("cd node_modules && find . -printf '%p %y %m %U %G %n %s %T@\\n' | sort");
+    let hashes = tree_hashes(&m.p("node_modules"));
+    m.unmount_checked();
+    m.set_args(&["--commit-interval-ms", "100"]);
+    m.mount_again();
+    assert!(mounts_below(m.path()).is_empty(), "no native root without the pattern");
+    let after = m.sh_ok("cd node_modules && find . -printf '%p %y %m %U %G %n %s %T@\\n' | sort");
+    assert_eq!(before, after);
+    assert_eq!(hashes, tree_hashes(&m.p("node_modules")));
+    let t0 = std::time::Instant::now();
+    while status(m.path())["store_stats"]["chunks"].as_u64().unwrap_or(0) == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(20), "the imported file was not stored");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    m.unmount_checked();
+    let o = run_timeout(Command::new(RINGFS).arg("fsck").arg("--store").arg(m.store_dir()), Duration::from_secs(60));
+    assert!(o.status.success(), "fsck: {}", out_str(&o).0);
+    m.mount_again();
+    assert_eq!(hashes, tree_hashes(&m.p("node_modules")));
+}
