@@ -329,7 +329,8 @@ pub(crate) struct Inner {
     sync_pos: AtomicU64,
     chunk_count: AtomicU64,
     chunk_bytes: AtomicU64,
-    hash_tx: Mutex<Option<mpsc::Sender<u64>>>,
+    /// Hash jobs: (inode, not before). See [`HASH_DELAY`].
+    hash_tx: Mutex<Option<mpsc::Sender<(u64, std::time::Instant)>>>,
     /// A content transaction committed non-durably since the last durable
     /// group commit.
     content_pending: AtomicBool,
@@ -709,6 +710,25 @@ fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir) -> std::res
         chunk_bytes: (chunk_bytes as i64 + dbytes).max(0) as u64,
         rehash,
     })
+}
+
+/// How long a file released after writing waits before it is hashed (the
+/// working copy is the truth meanwhile; fsync hashes at once).
+const HASH_DELAY: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// Hashing runs in the background: a lower CPU priority (nice 5: about a
+/// quarter of a foreground thread's share when they compete, never starved)
+/// and the lowest best-effort I/O priority (ioprio_set(2)) for this thread,
+/// so that the processes using the workspace go first on a busy machine.
+fn background_priority() {
+    // SAFETY: per-thread settings of the calling thread (its tid).
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 5);
+        const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+        const IOPRIO_CLASS_BE: libc::c_long = 2;
+        libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid as libc::c_long, (IOPRIO_CLASS_BE << 13) | 7);
+    }
 }
 
 fn is_io_error(e: &redb::Error) -> bool {
@@ -1288,7 +1308,7 @@ impl Inner {
         if st.hash_queued.insert(ino) {
             let tx = self.hash_tx.lock().unwrap_or_else(|p| p.into_inner());
             match tx.as_ref() {
-                Some(tx) if tx.send(ino).is_ok() => {}
+                Some(tx) if tx.send((ino, std::time::Instant::now() + HASH_DELAY)).is_ok() => {}
                 _ => {
                     st.hash_queued.remove(&ino);
                 }
@@ -1943,19 +1963,28 @@ impl Fs {
         });
         inner.attach_roots();
         let mut threads = Vec::new();
-        let (tx, rx) = mpsc::channel::<u64>();
+        let (tx, rx) = mpsc::channel::<(u64, std::time::Instant)>();
         let rx = Arc::new(Mutex::new(rx));
         for i in 0..cfg.hash_threads.max(1) {
             let inner = inner.clone();
             let rx = rx.clone();
-            threads.push(spawn_named(format!("ringfs-hash-{i}"), move || loop {
-                let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                let Ok(ino) = job else { return };
-                if inner.abandon.load(Ordering::SeqCst) {
-                    continue;
-                }
-                if let Err(e) = inner.hash_file(ino) {
-                    tracing::warn!("hashing inode {ino}: {e}");
+            threads.push(spawn_named(format!("ringfs-hash-{i}"), move || {
+                background_priority();
+                loop {
+                    let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                    let Ok((ino, not_before)) = job else { return };
+                    if inner.abandon.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    // A released file is often read back (or written again)
+                    // at once: let that go first. Shutdown does not wait.
+                    let wait = not_before.saturating_duration_since(std::time::Instant::now());
+                    if !wait.is_zero() && !inner.stopping.load(Ordering::SeqCst) {
+                        std::thread::sleep(wait);
+                    }
+                    if let Err(e) = inner.hash_file(ino) {
+                        tracing::warn!("hashing inode {ino}: {e}");
+                    }
                 }
             })?);
         }
