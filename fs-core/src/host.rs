@@ -106,9 +106,12 @@ struct HNode {
     lookups: u64,
 }
 
+/// One directory entry read from the host: (name, host st_ino, DT_* type).
+type HostEntry = (Vec<u8>, u64, u32);
+
 enum HHandle {
     File { file: Arc<File>, append: bool },
-    Dir { fd: Arc<OwnedFd>, ino: u64, entries: Vec<(Vec<u8>, u64, u32)> },
+    Dir { fd: Arc<OwnedFd>, ino: u64, entries: Vec<HostEntry> },
 }
 
 #[derive(Default)]
@@ -259,7 +262,9 @@ impl HostTrees {
         if name == b"." {
             let a = self.getattr(parent)?;
             if is_host_id(parent) {
-                self.lock().nodes.get_mut(&parent).map(|n| n.lookups += 1);
+                if let Some(n) = self.lock().nodes.get_mut(&parent) {
+                    n.lookups += 1;
+                }
             }
             return Ok(a);
         }
@@ -575,7 +580,7 @@ impl HostTrees {
 
     /// The entries of a directory handle from `offset` (index + 1 of the
     /// last taken); offset 0 re-reads the directory (rewinddir).
-    fn entries_from(&self, fh: u64, offset: u64) -> Result<(u64, Vec<(Vec<u8>, u64, u32)>)> {
+    fn entries_from(&self, fh: u64, offset: u64) -> Result<(u64, Vec<HostEntry>)> {
         let fd = match self.lock().handles.get(&fh) {
             Some(HHandle::Dir { fd, .. }) => fd.clone(),
             Some(_) => return Err(Errno(libc::ENOTDIR)),
