@@ -198,6 +198,9 @@ pub fn markdown(r: &Results, sums: &[Summary]) -> String {
         s(&m["ringfs"]["version"]),
         m["duration_s"],
     );
+    if let Some(section) = m["interrupted_in"].as_str() {
+        let _ = writeln!(o, "**Interrupted during {section}:** {section} has the samples taken until then (fewer repetitions for some rows), the sections after it are missing.\n");
+    }
     let _ = writeln!(
         o,
         "Each cell: median [min–max] ms of the timed body, ×ratio of medians to raw disk (lower is faster). \

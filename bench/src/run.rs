@@ -226,6 +226,19 @@ pub fn run(cfg: &Config) -> Result<Results> {
     let find = |results: &mut Vec<TargetResult>, id: &str| -> usize { results.iter().position(|t| t.spec.id == id).unwrap() };
 
     let mut samples: Vec<Sample> = vec![];
+    // Interrupted (SIGINT/SIGTERM): the sections measured so far are kept
+    // and reported; the rest is skipped.
+    let mut interrupted: Option<&'static str> = None;
+    let keep = |r: Result<()>, name: &'static str, interrupted: &mut Option<&'static str>| -> Result<()> {
+        match r {
+            Err(_) if sys::interrupted() => {
+                eprintln!("ringfs-bench: interrupted during {name}; reporting what was measured");
+                *interrupted = Some(name);
+                Ok(())
+            }
+            r => r,
+        }
+    };
     let rows: Vec<&Row> = cfg.rows.iter().filter_map(|n| rows::row(*n)).collect();
     let npm_rows: Vec<&Row> = cfg.npm.iter().filter_map(|n| rows::npm(n)).collect();
 
@@ -269,8 +282,12 @@ pub fn run(cfg: &Config) -> Result<Results> {
             }
             Ok(())
         };
-        section(&mut samples, "rows", &rows, cfg.reps, cfg.warmup, &mut live, &mut rng)?;
-        section(&mut samples, "npm", &npm_rows, cfg.npm_reps, 0, &mut live, &mut rng)?;
+        let r = section(&mut samples, "rows", &rows, cfg.reps, cfg.warmup, &mut live, &mut rng);
+        keep(r, "rows", &mut interrupted)?;
+        if interrupted.is_none() {
+            let r = section(&mut samples, "npm", &npm_rows, cfg.npm_reps, 0, &mut live, &mut rng);
+            keep(r, "npm", &mut interrupted)?;
+        }
         for mut inst in live {
             let i = find(&mut results, &inst.spec.id);
             match inst.unmount() {
@@ -282,28 +299,32 @@ pub fn run(cfg: &Config) -> Result<Results> {
 
     // Cells C01–C12: per cell a fresh store and mount; an untimed identical run on an
     // earlier mount, then its unmount; then a fresh mount for the timed run.
-    if cfg.cells {
+    if cfg.cells && interrupted.is_none() {
         let cell_rows: Vec<&Row> = rows::ROWS.iter().filter(|r| r.n <= 12 && cfg.rows.contains(&r.n)).collect();
         let cell_specs: Vec<TargetSpec> =
             specs.iter().filter(|s| results.iter().any(|t| t.spec.id == s.id && t.status == "ran")).cloned().collect();
-        for rep in 0..cfg.warmup + cfg.reps {
-            for row in &cell_rows {
-                let mut order: Vec<usize> = (0..cell_specs.len()).collect();
-                rng.shuffle(&mut order);
-                for i in order {
-                    sys::check_interrupted()?;
-                    let s = cell(&ctx, &cell_specs[i], &features, &base.path, row, rep, cfg.warmup)?;
-                    progress("cells", rep, cfg.warmup, row.key, &s);
-                    samples.push(s);
+        let r = (|| -> Result<()> {
+            for rep in 0..cfg.warmup + cfg.reps {
+                for row in &cell_rows {
+                    let mut order: Vec<usize> = (0..cell_specs.len()).collect();
+                    rng.shuffle(&mut order);
+                    for i in order {
+                        sys::check_interrupted()?;
+                        let s = cell(&ctx, &cell_specs[i], &features, &base.path, row, rep, cfg.warmup)?;
+                        progress("cells", rep, cfg.warmup, row.key, &s);
+                        samples.push(s);
+                    }
                 }
             }
-        }
+            Ok(())
+        })();
+        keep(r, "cells", &mut interrupted)?;
     }
 
     // Restore after restart: populate, stop the daemon, start it on the same store and
     // time until a full `ls -R` of the mount answers.
     let mut restore_rows: Vec<Row> = vec![];
-    if !cfg.restore.is_empty() {
+    if !cfg.restore.is_empty() && interrupted.is_none() {
         let rs: Vec<TargetSpec> = specs
             .iter()
             .filter(|s| s.is_ringfs() && s.survives_remount() && results.iter().any(|t| t.spec.id == s.id && t.status == "ran"))
@@ -314,21 +335,25 @@ pub fn run(cfg: &Config) -> Result<Results> {
             let title: &'static str = Box::leak(format!("restore after restart, {n} files (mount + ls -R)").into_boxed_str());
             restore_rows.push(Row { n: 0, key, title });
         }
-        for rep in 0..cfg.warmup + cfg.reps {
-            for (ri, &n) in cfg.restore.iter().enumerate() {
-                let mut order: Vec<usize> = (0..rs.len()).collect();
-                rng.shuffle(&mut order);
-                for i in order {
-                    sys::check_interrupted()?;
-                    let mut s = restore(&ctx, &rs[i], &features, &base.path, n)?;
-                    s.row = restore_rows[ri].key.to_string();
-                    s.rep = rep;
-                    s.warmup = rep < cfg.warmup;
-                    progress("restore", rep, cfg.warmup, &s.row.clone(), &s);
-                    samples.push(s);
+        let r = (|| -> Result<()> {
+            for rep in 0..cfg.warmup + cfg.reps {
+                for (ri, &n) in cfg.restore.iter().enumerate() {
+                    let mut order: Vec<usize> = (0..rs.len()).collect();
+                    rng.shuffle(&mut order);
+                    for i in order {
+                        sys::check_interrupted()?;
+                        let mut s = restore(&ctx, &rs[i], &features, &base.path, n)?;
+                        s.row = restore_rows[ri].key.to_string();
+                        s.rep = rep;
+                        s.warmup = rep < cfg.warmup;
+                        progress("restore", rep, cfg.warmup, &s.row.clone(), &s);
+                        samples.push(s);
+                    }
                 }
             }
-        }
+            Ok(())
+        })();
+        keep(r, "restore", &mut interrupted)?;
     }
 
     machine["loadavg_end"] = json!(sys::loadavg());
@@ -345,6 +370,7 @@ pub fn run(cfg: &Config) -> Result<Results> {
         "scripts": cfg.scripts,
         "duration_s": (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
         "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "interrupted_in": interrupted,
     });
     let mut all_rows: Vec<Row> = rows.iter().map(|r| (*r).clone()).collect();
     all_rows.extend(npm_rows.iter().map(|r| (*r).clone()));
