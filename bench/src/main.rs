@@ -194,5 +194,9 @@ fn real_main() -> Result<()> {
     std::fs::write(cli.out.join("ratios.svg"), report::svg(&results, &sums))?;
     println!("{md}");
     eprintln!("ringfs-bench: wrote {}/results.md, results.json, ratios.svg", cli.out.display());
+    if let Some(section) = results.meta["interrupted_in"].as_str() {
+        // Partial results are written, but an interrupted run is not a success.
+        anyhow::bail!("interrupted during {section}; the results above are partial");
+    }
     Ok(())
 }
