@@ -1009,6 +1009,9 @@ impl Inner {
             if let Some(f) = st.maybe_free(*c) {
                 freed.push(f);
             }
+            // It may still have synced records (made local-only by a pattern
+            // change at this mount, not committed yet): drop those too.
+            st.freed.insert(*c);
         }
         if let Some(n) = st.nodes.get_mut(&root) {
             n.rec.nlink = 2;
@@ -1144,9 +1147,13 @@ impl Inner {
         let root_meta = std::fs::symlink_metadata(&top)?;
         let files = linked.len();
         for (i, n) in made {
+            for (k, v) in &n.xattrs {
+                st.dirty_xattrs.insert((i, k.clone()), Some(v.clone()));
+            }
             st.nodes.insert(i, n);
             st.dirty_inodes.insert(i);
         }
+        let root_xattrs = xattrs_of(&top);
         // Parents before children: entries were collected top-down.
         for (p, name, c) in &entries {
             st.add_entry(*p, name, *c);
@@ -1166,7 +1173,11 @@ impl Inner {
             (n.rec.mode, n.rec.uid, n.rec.gid, n.rec.atime, n.rec.mtime, n.rec.ctime) = (m.mode, m.uid, m.gid, m.atime, m.mtime, m.ctime);
             n.local = false;
             n.data_local = false;
+            n.xattrs = root_xattrs.clone();
             entry = Some((n.rec.parent, n.dname.clone()));
+        }
+        for (k, v) in root_xattrs {
+            st.dirty_xattrs.insert((root, k), Some(v));
         }
         st.dirty_inodes.insert(root);
         if let Some((p, name)) = entry {
@@ -3453,6 +3464,24 @@ impl Fs {
                     tracing::error!("final commit, attempt {}: {e}", attempt + 1);
                     last = Some(e);
                     std::thread::sleep(std::time::Duration::from_millis(200));
+                }
+            }
+        }
+        if last.is_none() {
+            // A reopen during those attempts may have dropped content stored
+            // since the last durable commit: store it again (or report it).
+            let again: Vec<u64> = {
+                let st = self.inner.lock();
+                st.nodes.iter().filter(|(_, n)| is_reg(n.rec.mode) && !n.local && n.content_gen != n.hashed_gen).map(|(&i, _)| i).collect()
+            };
+            if !again.is_empty() {
+                for ino in again {
+                    if let Err(e) = self.inner.hash_file(ino) {
+                        unstored.push((ino, e));
+                    }
+                }
+                if let Err(e) = self.inner.commit(Durability::Immediate, true, Some(true)) {
+                    last = Some(e);
                 }
             }
         }

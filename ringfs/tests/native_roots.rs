@@ -357,6 +357,7 @@ fn root_becomes_synced_when_patterns_stop_matching() {
         "mkdir -p node_modules/a/b && head -c 300000 /dev/urandom > node_modules/a/b/f && ln node_modules/a/b/f node_modules/hl \
          && ln -s a/b/f node_modules/sym && chmod 2751 node_modules/a && touch -d 2001-02-03 node_modules/a/b/f",
     );
+    m.sh_ok("python3 -c \"import os; os.setxattr('node_modules', 'user.d', b'dir'); os.setxattr('node_modules/a/b/f', 'user.k', b'file')\"");
     let before = m.sh_ok("cd node_modules && find . -printf '%p %y %m %U %G %n %s %T@\\n' | sort");
     let hashes = tree_hashes(&m.p("node_modules"));
     m.unmount_checked();
@@ -376,4 +377,26 @@ fn root_becomes_synced_when_patterns_stop_matching() {
     assert!(o.status.success(), "fsck: {}", out_str(&o).0);
     m.mount_again();
     assert_eq!(hashes, tree_hashes(&m.p("node_modules")));
+    let x = m.sh_ok("python3 -c \"import os; print(os.getxattr('node_modules', 'user.d'), os.getxattr('node_modules/a/b/f', 'user.k'))\"");
+    assert_eq!(x.trim(), "b'dir' b'file'", "xattrs kept across the move into the store and a remount");
+}
+
+/// A synced directory that a new pattern makes local-only becomes a native
+/// root at that mount, and the store keeps nothing of its old synced side.
+#[test]
+fn synced_directory_becomes_a_native_root_cleanly() {
+    if !native_roots_possible() || env_mount_args().iter().any(|a| a == "--ignore") {
+        return;
+    }
+    let mut m = mount(Backend::Store, &[], "synced-to-root");
+    m.sh_ok("mkdir -p x/y/target/sub && echo F > x/y/target/sub/f && ln -s sub/f x/y/target/l");
+    m.unmount_checked();
+    m.set_args(&["--ignore", "**/target"]);
+    m.mount_again();
+    wait_native_root(&m.p("x/y/target"));
+    assert_eq!(m.sh_ok("cat x/y/target/sub/f x/y/target/l"), "F\nF\n");
+    m.unmount_checked();
+    let o = run_timeout(Command::new(RINGFS).arg("fsck").arg("--store").arg(m.store_dir()), Duration::from_secs(60));
+    assert!(o.status.success(), "fsck: {}", out_str(&o).0);
+    m.mount_again();
 }
