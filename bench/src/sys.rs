@@ -119,21 +119,9 @@ pub fn run_ok(cmd: Command, scratch: &Path, timeout: Duration) -> Result<Ran> {
     Ok(r)
 }
 
-/// Decode the octal escapes of /proc/self/mountinfo paths.
+/// Decode the octal escapes of /proc/self/mountinfo paths ([`native_roots::unescape`]).
 fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    native_roots::unescape(s).to_string_lossy().into_owned()
 }
 
 /// Is `path` (absolute, canonical) a mountpoint right now?
