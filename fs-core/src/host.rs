@@ -128,6 +128,9 @@ pub(crate) struct HostTrees {
     dir: OwnedFd,
     path: PathBuf,
     st: Mutex<HState>,
+    /// `st.roots.len()`, readable without the lock: most workspaces have no
+    /// native roots, and every request asks [`HostTrees::serves`].
+    root_count: std::sync::atomic::AtomicUsize,
 }
 
 impl HostTrees {
@@ -135,7 +138,12 @@ impl HostTrees {
     pub(crate) fn open_dir(path: &Path) -> std::io::Result<HostTrees> {
         std::fs::create_dir_all(path)?;
         let dir = rustix::fs::open(path, OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty())?;
-        Ok(HostTrees { dir, path: path.to_path_buf(), st: Mutex::new(HState { next_fh: 1, ..Default::default() }) })
+        Ok(HostTrees {
+            dir,
+            path: path.to_path_buf(),
+            st: Mutex::new(HState { next_fh: 1, ..Default::default() }),
+            root_count: std::sync::atomic::AtomicUsize::new(0),
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, HState> {
@@ -167,7 +175,9 @@ impl HostTrees {
             RESOLVE,
         )
         .map_err(|e| Errno(e.raw_os_error()))?;
-        self.lock().roots.insert(ino, Arc::new(fd));
+        let mut st = self.lock();
+        st.roots.insert(ino, Arc::new(fd));
+        self.root_count.store(st.roots.len(), std::sync::atomic::Ordering::Release);
         Ok(())
     }
 
@@ -189,17 +199,22 @@ impl HostTrees {
     pub(crate) fn remove_root(&self, ino: u64) -> Result<()> {
         let name = CString::new(ino.to_string()).expect("digits");
         cvt(unsafe { libc::unlinkat(self.dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) })?;
-        self.lock().roots.remove(&ino);
+        self.detach_root(ino);
         Ok(())
     }
 
     /// Stops serving `ino` as a root (its tree moved into another root's).
     pub(crate) fn detach_root(&self, ino: u64) {
-        self.lock().roots.remove(&ino);
+        let mut st = self.lock();
+        st.roots.remove(&ino);
+        self.root_count.store(st.roots.len(), std::sync::atomic::Ordering::Release);
     }
 
     /// Is `ino` a root directory?
     pub(crate) fn is_root(&self, ino: u64) -> bool {
+        if self.root_count.load(std::sync::atomic::Ordering::Acquire) == 0 {
+            return false;
+        }
         self.lock().roots.contains_key(&ino)
     }
 
