@@ -53,6 +53,21 @@ fn err<T>(e: i32) -> Result<T> {
 fn is_dir(mode: u32) -> bool {
     mode & S_IFMT == S_IFDIR
 }
+
+/// `mode` after a remove-privileges request: S_ISUID cleared, and S_ISGID
+/// if S_IXGRP is set (a setgid file without group-exec is a mandatory-locking
+/// marker, kept as Linux keeps it); directories unchanged.
+pub(crate) fn killed_privs(mode: u32) -> u32 {
+    if is_dir(mode) {
+        return mode;
+    }
+    let mut m = mode & !libc::S_ISUID;
+    if m & libc::S_IXGRP != 0 {
+        m &= !libc::S_ISGID;
+    }
+    m
+}
+
 fn is_reg(mode: u32) -> bool {
     mode & S_IFMT == S_IFREG
 }
@@ -2185,10 +2200,7 @@ impl Fs {
             changed = true;
         }
         if s.kill_suidgid {
-            n.rec.mode &= !libc::S_ISUID;
-            if n.rec.mode & libc::S_IXGRP != 0 {
-                n.rec.mode &= !libc::S_ISGID;
-            }
+            n.rec.mode = killed_privs(n.rec.mode);
             changed = true;
         }
         let pick = |x: SetTime| match x {
@@ -2221,6 +2233,26 @@ impl Fs {
         st.touch_inode(ino);
         drop(st);
         self.attr_now(ino)
+    }
+
+    /// What a write by a caller without CAP_FSETID does to the mode of
+    /// `ino` (`file_remove_privs`, fs/inode.c): clears S_ISUID, and S_ISGID
+    /// if S_IXGRP is set, of a non-directory, and then updates ctime.
+    /// Nothing (not even ctime) when neither bit would change. Errors:
+    /// ENOENT for an unknown inode.
+    pub fn kill_suidgid(&self, ino: u64) -> Result<()> {
+        if self.inner.host.serves(ino) {
+            return self.inner.host.kill_suidgid(ino);
+        }
+        let mut st = self.inner.lock();
+        let n = st.node_mut(ino)?;
+        let mode = killed_privs(n.rec.mode);
+        if mode != n.rec.mode {
+            n.rec.mode = mode;
+            n.rec.ctime = now();
+            st.touch_inode(ino);
+        }
+        Ok(())
     }
 
     /// readlink(2): the target bytes. EINVAL if not a symlink.

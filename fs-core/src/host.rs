@@ -337,7 +337,24 @@ impl HostTrees {
             let times = [ts(s.atime), ts(s.mtime)];
             cvt(unsafe { libc::utimensat(raw, c"".as_ptr(), times.as_ptr(), libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW) })?;
         }
+        if s.kill_suidgid {
+            // The daemon's own truncate or write (CAP_FSETID) leaves the
+            // host's set-id bits alone; the caller's would not have.
+            self.kill_suidgid(ino)?;
+        }
         self.getattr(ino)
+    }
+
+    /// Clears S_ISUID, and S_ISGID if S_IXGRP is set, of a host
+    /// non-directory (see `Fs::kill_suidgid`); nothing when neither is set.
+    pub(crate) fn kill_suidgid(&self, ino: u64) -> Result<()> {
+        let fd = self.fd(ino)?;
+        let mode = fstat(fd.as_raw_fd())?.st_mode;
+        let killed = crate::fs::killed_privs(mode);
+        if killed != mode {
+            chmod_fd(fd.as_raw_fd(), killed & 0o7777)?;
+        }
+        Ok(())
     }
 
     /// readlink(2).

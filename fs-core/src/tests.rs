@@ -436,6 +436,18 @@ fn errnos_and_attrs() {
     assert_eq!(a.mode & 0o7777, 0o6755);
     let a = fs.setattr(&C, f, &SetAttr { kill_suidgid: true, ..Default::default() }).unwrap();
     assert_eq!(a.mode & 0o7777, 0o755);
+    // Setgid without group-exec stays (Linux), directories keep theirs, and
+    // the write-path variant changes nothing (not even ctime) without set-id bits.
+    fs.setattr(&C, f, &SetAttr { mode: Some(0o6745), ..Default::default() }).unwrap();
+    fs.kill_suidgid(f).unwrap();
+    assert_eq!(fs.getattr(f, None).unwrap().mode & 0o7777, 0o2745);
+    let a = fs.setattr(&C, s.ino, &SetAttr { kill_suidgid: true, ..Default::default() }).unwrap();
+    assert_eq!(a.mode & 0o7777, 0o2775);
+    fs.setattr(&C, f, &SetAttr { mode: Some(0o644), ctime: Some((5, 0)), ..Default::default() }).unwrap();
+    fs.kill_suidgid(f).unwrap();
+    let a = fs.getattr(f, None).unwrap();
+    assert_eq!((a.mode & 0o7777, a.ctime), (0o644, 5));
+    fs.setattr(&C, f, &SetAttr { mode: Some(0o755), ..Default::default() }).unwrap();
     // Size on a closed file, C12 O_RDONLY|O_TRUNC, st_blocks (C30).
     let a = fs.setattr(&C, f, &SetAttr { size: Some(2), ..Default::default() }).unwrap();
     assert_eq!(a.size, 2);

@@ -83,7 +83,8 @@ pub struct SetAttr {
     /// The handle the change is made through (ftruncate, fchmod): acts on
     /// that handle's working copy whatever the mode now says.
     pub fh: Option<u64>,
-    /// Clear S_ISUID, and S_ISGID when group-exec is set.
+    /// Clear S_ISUID, and S_ISGID when group-exec is set, of a
+    /// non-directory (ignored for directories); ctime becomes now.
     pub kill_suidgid: bool,
 }
 

@@ -254,7 +254,7 @@ pub const FUSE_EXPLICIT_INVAL_DATA: u64 = 1 << 25;
 pub const FUSE_MAP_ALIGNMENT: u64 = 1 << 26;
 /// The kernel creates submounts (virtiofs).
 pub const FUSE_SUBMOUNTS: u64 = 1 << 27;
-/// The server clears suid/sgid, signalled per request (not used: the trait lacks FUSE_OPEN_KILL_SUIDGID).
+/// The server clears suid/sgid (and the kernel sets SB_NOSEC), signalled per request; see `negotiate`.
 pub const FUSE_HANDLE_KILLPRIV_V2: u64 = 1 << 28;
 /// SETXATTR carries the 16-byte `fuse_setxattr_in`.
 pub const FUSE_SETXATTR_EXT: u64 = 1 << 29;

@@ -52,11 +52,23 @@ pub enum InitDecision {
 /// CACHE_SYMLINKS, INIT_EXT, DO_READDIRPLUS + READDIRPLUS_AUTO (if
 /// `opts.readdirplus`) and PASSTHROUGH with `max_stack_depth` 1 (if
 /// `opts.passthrough`) and OVER_IO_URING (unless `opts.transport` is
-/// `Dev`), each only if the kernel offers it. Never
-/// WRITEBACK_CACHE, POSIX_LOCKS or FLOCK_LOCKS (locks stay kernel-local), nor
-/// HANDLE_KILLPRIV(_V2) (the kernel keeps clearing suid/sgid itself, because
-/// the `Filesystem` trait does not carry FUSE_OPEN_KILL_SUIDGID), nor
-/// ATOMIC_O_TRUNC: with it the filesystem truncates inside OPEN, *before*
+/// `Dev`) and HANDLE_KILLPRIV_V2, each only if the kernel offers it.
+///
+/// HANDLE_KILLPRIV_V2 makes the kernel set SB_NOSEC, so after one check an
+/// inode without setuid/setgid bits or `security.capability` is marked
+/// S_NOSEC and later writes skip `file_remove_privs` — without it every
+/// write(2), passthrough writes included, costs a GETXATTR
+/// `security.capability` round trip to the daemon. In exchange the
+/// filesystem clears S_ISUID (and S_ISGID when S_IXGRP is set) itself: on
+/// WRITE with FUSE_WRITE_KILL_SUIDGID, on SETATTR with FATTR_KILL_SUIDGID
+/// (truncate by a caller without CAP_FSETID, chown), and on the SETATTR that
+/// carries no attribute at all (see [`decode_setattr`]), which is how a
+/// passthrough write reaches us. FUSE_OPEN_KILL_SUIDGID needs no handling:
+/// it is only acted on with ATOMIC_O_TRUNC, and without that the kernel
+/// truncates with a SETATTR that carries FATTR_KILL_SUIDGID.
+///
+/// Never WRITEBACK_CACHE, POSIX_LOCKS or FLOCK_LOCKS (locks stay
+/// kernel-local), nor ATOMIC_O_TRUNC: with it the filesystem truncates inside OPEN, *before*
 /// the VFS checks ETXTBSY (`handle_truncate` in fs/namei.c), so
 /// `open(O_TRUNC)` of a running executable would destroy it (and then
 /// succeed once the process died of SIGBUS). Without it the kernel checks
@@ -80,6 +92,7 @@ pub fn negotiate(init: &fuse_init_in, opts: &MountOptions) -> InitDecision {
         | FUSE_PARALLEL_DIROPS
         | FUSE_MAX_PAGES
         | FUSE_CACHE_SYMLINKS
+        | FUSE_HANDLE_KILLPRIV_V2
         | FUSE_INIT_EXT;
     if opts.readdirplus {
         want |= FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO;
@@ -358,9 +371,21 @@ fn xattr_reply(reply: &mut ReplyBuf, size: u32, x: XattrReply) -> Result<(), Err
 
 /// `fuse_setattr_in` → [`SetAttrIn`], from its `valid` mask (FATTR_*).
 /// FATTR_ATIME_NOW/MTIME_NOW win over an explicit time; FATTR_LOCKOWNER is ignored.
+///
+/// A SETATTR that changes no attribute (no MODE, UID, GID, SIZE, ATIME,
+/// MTIME or CTIME bit) is decoded as `kill_suidgid`. With HANDLE_KILLPRIV_V2
+/// `fuse_setattr` (fs/fuse/dir.c) drops ATTR_KILL_SUID/ATTR_KILL_SGID and the
+/// ATTR_MODE the VFS derived from them, so the two requests that only remove
+/// privileges arrive empty: `file_remove_privs` for a write, fallocate or
+/// copy_file_range by a caller without CAP_FSETID on a setuid/setgid file
+/// (through passthrough the daemon sees no WRITE at all), and
+/// `chown(f, -1, -1)` (`chown_common` in fs/open.c, which kills suid on any
+/// non-directory). Both want what FATTR_KILL_SUIDGID wants.
 pub fn decode_setattr(a: &fuse_setattr_in) -> SetAttrIn {
     let v = a.valid;
     let has = |bit: u32| v & bit != 0;
+    let changes = FATTR_MODE | FATTR_UID | FATTR_GID | FATTR_SIZE | FATTR_ATIME | FATTR_MTIME | FATTR_ATIME_NOW
+        | FATTR_MTIME_NOW | FATTR_CTIME;
     let time = |now: u32, at: u32, secs: u64, nsecs: u32| {
         if has(now) {
             Some(SetTime::Now)
@@ -379,7 +404,7 @@ pub fn decode_setattr(a: &fuse_setattr_in) -> SetAttrIn {
         mtime: time(FATTR_MTIME_NOW, FATTR_MTIME, a.mtime, a.mtimensec),
         ctime: has(FATTR_CTIME).then_some((a.ctime as i64, a.ctimensec)),
         fh: has(FATTR_FH).then_some(a.fh),
-        kill_suidgid: has(FATTR_KILL_SUIDGID),
+        kill_suidgid: has(FATTR_KILL_SUIDGID) || v & changes == 0,
     }
 }
 
@@ -490,6 +515,14 @@ mod tests {
         assert_eq!((s.size, s.fh, s.mode, s.uid), (Some(100), Some(9), None, None));
         assert_eq!((s.atime, s.mtime, s.ctime), (Some(SetTime::Now), Some(SetTime::At(5, 6)), None));
         assert!(s.kill_suidgid);
+        // Only a mode: no kill. Nothing but FATTR_FH / LOCKOWNER: the kernel's
+        // remove-privileges request under HANDLE_KILLPRIV_V2.
+        assert!(!decode_setattr(&fuse_setattr_in { valid: FATTR_MODE, ..Default::default() }).kill_suidgid);
+        assert!(!decode_setattr(&fuse_setattr_in { valid: FATTR_MTIME_NOW, ..Default::default() }).kill_suidgid);
+        for v in [0, FATTR_FH, FATTR_LOCKOWNER] {
+            let s = decode_setattr(&fuse_setattr_in { valid: v, ..Default::default() });
+            assert!(s.kill_suidgid && s.mode.is_none() && s.size.is_none() && s.mtime.is_none(), "{v:#x}");
+        }
     }
 
     #[test]
@@ -502,10 +535,10 @@ mod tests {
         assert_eq!((out.max_write, out.max_pages, out.max_stack_depth), (1 << 20, 256, 1));
         assert!(info.passthrough);
         let f = info.flags;
-        for bad in [FUSE_WRITEBACK_CACHE, FUSE_POSIX_LOCKS, FUSE_FLOCK_LOCKS, FUSE_HANDLE_KILLPRIV_V2, FUSE_OVER_IO_URING] {
+        for bad in [FUSE_WRITEBACK_CACHE, FUSE_POSIX_LOCKS, FUSE_FLOCK_LOCKS, FUSE_HANDLE_KILLPRIV, FUSE_ATOMIC_O_TRUNC, FUSE_OVER_IO_URING] {
             assert_eq!(f & bad, 0, "{bad:#x}");
         }
-        for good in [FUSE_ASYNC_READ, FUSE_BIG_WRITES, FUSE_DO_READDIRPLUS, FUSE_READDIRPLUS_AUTO, FUSE_PARALLEL_DIROPS, FUSE_MAX_PAGES, FUSE_INIT_EXT, FUSE_PASSTHROUGH] {
+        for good in [FUSE_ASYNC_READ, FUSE_BIG_WRITES, FUSE_DO_READDIRPLUS, FUSE_READDIRPLUS_AUTO, FUSE_PARALLEL_DIROPS, FUSE_MAX_PAGES, FUSE_INIT_EXT, FUSE_PASSTHROUGH, FUSE_HANDLE_KILLPRIV_V2] {
             assert_ne!(f & good, 0, "{good:#x}");
         }
         assert_eq!(out.flags2 as u64, f >> 32);

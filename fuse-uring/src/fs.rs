@@ -151,7 +151,9 @@ pub struct SetAttrIn {
     pub ctime: Option<(i64, u32)>,
     /// The file handle the change was made through (FATTR_FH), e.g. ftruncate.
     pub fh: Option<u64>,
-    /// FATTR_KILL_SUIDGID was set.
+    /// Clear S_ISUID, and S_ISGID if S_IXGRP is set, of a non-directory:
+    /// FATTR_KILL_SUIDGID was set, or the request changes no attribute at
+    /// all (the kernel's remove-privileges request, see `decode_setattr`).
     pub kill_suidgid: bool,
 }
 
@@ -313,7 +315,9 @@ pub trait Filesystem: Send + Sync + 'static {
     fn read(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
         Err(Errno::ENOSYS)
     }
-    /// Returns the number of bytes written. `write_flags` are FUSE_WRITE_*.
+    /// Returns the number of bytes written. `write_flags` are FUSE_WRITE_*;
+    /// with FUSE_WRITE_KILL_SUIDGID (HANDLE_KILLPRIV_V2, a caller without
+    /// CAP_FSETID) the filesystem clears S_ISUID, and S_ISGID if S_IXGRP is set.
     fn write(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, offset: u64, data: &[u8], write_flags: u32) -> Result<u32> {
         Err(Errno::ENOSYS)
     }

@@ -322,7 +322,11 @@ impl Filesystem for Adapter {
         self.fs.read(fh, offset, size).map_err(err)
     }
 
-    fn write(&self, _ctx: &RequestCtx, _nodeid: u64, fh: u64, offset: u64, data: &[u8], _write_flags: u32) -> Result<u32> {
+    fn write(&self, _ctx: &RequestCtx, nodeid: u64, fh: u64, offset: u64, data: &[u8], write_flags: u32) -> Result<u32> {
+        if write_flags & fuse_uring::abi::FUSE_WRITE_KILL_SUIDGID != 0 {
+            // HANDLE_KILLPRIV_V2: a caller without CAP_FSETID writes.
+            self.fs.kill_suidgid(nodeid).map_err(err)?;
+        }
         self.fs.write(fh, offset, data).map_err(err)
     }
 
