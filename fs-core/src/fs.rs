@@ -32,9 +32,13 @@ const LINK_MAX: u32 = 65000;
 const XATTR_NAME_MAX: usize = 255;
 const XATTR_SIZE_MAX: usize = 65536;
 const BLKSIZE: u32 = 4096;
-/// Bounds of the pool of ready (empty) working copies for new files.
+/// Bounds of the pools of ready (empty) backing files for new files.
 const POOL_MIN: usize = 8;
 const POOL_MAX: usize = 512;
+/// Pool index: working copies of synced files (`Inner::wc`).
+const POOL_WC: usize = 0;
+/// Pool index: bytes of local-only files (`Inner::local`).
+const POOL_LOCAL: usize = 1;
 
 const S_IFMT: u32 = libc::S_IFMT;
 const S_IFDIR: u32 = libc::S_IFDIR;
@@ -177,8 +181,10 @@ struct State {
     /// Freed local-only inodes (removed from the LOCAL_* tables only).
     freed_local: HashSet<u64>,
     hash_queued: HashSet<u64>,
-    /// Reserved inode numbers whose (empty) working copy already exists.
-    pool: Vec<u64>,
+    /// Reserved inode numbers whose (empty) backing file already exists:
+    /// `[POOL_WC]` in the working-copy directory, `[POOL_LOCAL]` in the
+    /// local-only directory.
+    pool: [Vec<u64>; 2],
 }
 
 impl State {
@@ -349,11 +355,12 @@ pub(crate) struct Inner {
     /// A content transaction committed non-durably since the last durable
     /// group commit.
     content_pending: AtomicBool,
-    /// Wakes the working-copy pool thread (waits on `state`).
+    /// Wakes the pool thread (waits on `state`).
     pool_cv: Condvar,
-    /// How many ready working copies to keep: starts small, doubles (up to
-    /// POOL_MAX) whenever a create finds the pool empty.
-    pool_size: std::sync::atomic::AtomicUsize,
+    /// How many ready backing files to keep per pool: doubles (from POOL_MIN,
+    /// up to POOL_MAX) whenever a create finds the pool empty. The local-only
+    /// pool starts at 0, so a workspace without local-only files keeps none.
+    pool_size: [std::sync::atomic::AtomicUsize; 2],
     stopping: AtomicBool,
     stop: Mutex<bool>,
     stop_cv: Condvar,
@@ -1781,32 +1788,36 @@ impl Inner {
     /// Keeps `pool_size` empty working copies ready, under reserved inode
     /// numbers; refills when half are used.
     fn pool_loop(self: &Arc<Self>) {
+        let low = |st: &State, i: usize| st.pool[i].len() <= self.pool_size[i].load(Ordering::Relaxed) / 2
+            && st.pool[i].len() < self.pool_size[i].load(Ordering::Relaxed);
         loop {
-            let range = {
+            let (side, range) = {
                 let mut st = self.lock();
-                while !self.stopping.load(Ordering::SeqCst) && st.pool.len() > self.pool_size.load(Ordering::Relaxed) / 2 {
+                while !self.stopping.load(Ordering::SeqCst) && !low(&st, POOL_WC) && !low(&st, POOL_LOCAL) {
                     st = self.pool_cv.wait_timeout(st, std::time::Duration::from_millis(500)).unwrap_or_else(|p| p.into_inner()).0;
                 }
                 if self.stopping.load(Ordering::SeqCst) {
                     return;
                 }
-                let k = self.pool_size.load(Ordering::Relaxed).saturating_sub(st.pool.len()) as u64;
+                let side = if low(&st, POOL_WC) { POOL_WC } else { POOL_LOCAL };
+                let k = self.pool_size[side].load(Ordering::Relaxed).saturating_sub(st.pool[side].len()) as u64;
                 let first = st.next_ino;
                 st.next_ino += k;
-                first..first + k
+                (side, first..first + k)
             };
+            let dir = self.data_dir(side == POOL_LOCAL);
             let mut made = Vec::new();
             let mut failed = false;
             for ino in range {
-                match self.wc.create_new(&ino.to_string()) {
+                match dir.create_new(&ino.to_string()) {
                     Ok(_) => made.push(ino),
                     Err(e) => {
-                        tracing::warn!("working-copy pool: {}/{ino}: {e}", self.wc.path().display());
+                        tracing::warn!("backing-file pool: {}/{ino}: {e}", dir.path().display());
                         failed = true;
                     }
                 }
             }
-            self.lock().pool.extend(made.into_iter().rev());
+            self.lock().pool[side].extend(made.into_iter().rev());
             if failed {
                 std::thread::sleep(std::time::Duration::from_secs(1));
             }
@@ -1976,7 +1987,7 @@ impl Fs {
             hash_tx: Mutex::new(None),
             content_pending: AtomicBool::new(false),
             pool_cv: Condvar::new(),
-            pool_size: std::sync::atomic::AtomicUsize::new(POOL_MIN),
+            pool_size: [std::sync::atomic::AtomicUsize::new(POOL_MIN), std::sync::atomic::AtomicUsize::new(0)],
             stopping: AtomicBool::new(false),
             stop: Mutex::new(false),
             stop_cv: Condvar::new(),
@@ -2286,19 +2297,19 @@ impl Fs {
         let (pgid, psgid) = (p.rec.gid, p.rec.mode & libc::S_ISGID != 0);
         let dir = is_dir(mode);
         let local = self.inner.local_for(&st, parent, name, dir);
-        let pooled = pooled && !local;
         let mut mode = mode;
         if dir && psgid {
             mode |= libc::S_ISGID;
         }
-        let from_pool = if pooled && is_reg(mode) { st.pool.pop() } else { None };
+        let side = if local { POOL_LOCAL } else { POOL_WC };
+        let from_pool = if pooled && is_reg(mode) { st.pool[side].pop() } else { None };
         if pooled && is_reg(mode) {
-            let size = &self.inner.pool_size;
+            let size = &self.inner.pool_size[side];
             if from_pool.is_none() {
                 // Creates outran the pool: keep more ready.
-                let _ = size.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| Some((s * 2).min(POOL_MAX)));
+                let _ = size.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| Some((s * 2).clamp(POOL_MIN, POOL_MAX)));
             }
-            if st.pool.len() <= size.load(Ordering::Relaxed) / 2 {
+            if st.pool[side].len() <= size.load(Ordering::Relaxed) / 2 {
                 self.inner.pool_cv.notify_one();
             }
         }
@@ -3472,9 +3483,11 @@ impl Fs {
         for f in freed {
             self.finish_free(Some(f));
         }
-        let pool = std::mem::take(&mut self.inner.lock().pool);
-        for ino in pool {
-            let _ = self.inner.wc.unlink(&ino.to_string());
+        let pools = std::mem::take(&mut self.inner.lock().pool);
+        for (side, pool) in pools.into_iter().enumerate() {
+            for ino in pool {
+                let _ = self.inner.data_dir(side == POOL_LOCAL).unlink(&ino.to_string());
+            }
         }
         let mut unstored = Vec::new();
         for ino in dirty {

@@ -940,3 +940,40 @@ fn local_only_paths() {
     let rtx = redb::ReadableDatabase::begin_read(&db).unwrap();
     assert_eq!(rtx.open_table(crate::store::LOCAL_INODES).unwrap().iter().unwrap().count(), 0);
 }
+
+/// Local-only creates take ready backing files from their own pool (after the
+/// first create finds it empty), and the unused pooled files are gone after
+/// shutdown: the local directory holds exactly the live local-only files.
+#[test]
+fn local_only_creates_use_a_pool() {
+    let t = tempfile::tempdir().unwrap();
+    let mut c = cfg(StoreLocation::Dir(t.path().to_path_buf()));
+    c.local = LocalConfig { ignore: vec!["node_modules".into()], dir: None, native_roots: false };
+    let fs = Fs::open_store(c).unwrap();
+    let names = |d: &str| -> std::collections::BTreeSet<String> {
+        let all = std::fs::read_dir(t.path().join(d)).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap());
+        all.filter(|n| n.parse::<u64>().is_ok()).collect()
+    };
+    // A workspace without local-only files keeps no local pool.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(names("local").is_empty(), "{:?}", names("local"));
+    let nm = fs.mkdir(&C, ROOT, os("node_modules"), 0o755).unwrap().ino;
+    let mut files = std::collections::BTreeSet::new();
+    for i in 0..300 {
+        let f = write_file(&fs, nm, &format!("f{i}"), format!("{i}").as_bytes());
+        assert_eq!(fs.is_local(f), Some(true));
+        files.insert(f.to_string());
+        if i == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            assert!(names("local").len() > 1, "the pool was not filled");
+        }
+    }
+    assert!(names("local").is_superset(&files));
+    for i in (0..300).step_by(2) {
+        assert_eq!(read_all(&fs, lookup(&fs, nm, &format!("f{i}")).unwrap().ino), format!("{i}").as_bytes());
+    }
+    fs.shutdown().unwrap();
+    drop(fs);
+    assert_eq!(names("local"), files, "pooled files left in the local directory");
+    assert!(fsck(t.path()).unwrap().is_clean(), "{}", fsck(t.path()).unwrap());
+}
