@@ -374,9 +374,7 @@ fn kill_privs_unrooted_tree() {
         return;
     }
     let m = TestMount::builder(Backend::Store).args(["--ignore", "nr"]).name("killpriv-unrooted").mount();
-    let dir = make_native_root(&m, "nr");
-    let o = run_timeout(Command::new(RINGFS).arg("unroot").arg(&dir), Duration::from_secs(20));
-    assert!(o.status.success(), "ringfs unroot: {}", out_str(&o).1);
+    make_unrooted_tree(&m, "nr");
     assert_eq!(kill_privs_scenario(&m, "nr"), kill_privs_expected(false));
 }
 

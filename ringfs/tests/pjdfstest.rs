@@ -212,10 +212,7 @@ fn pjdfstest_unrooted_tree() {
         return;
     }
     let m = TestMount::builder(Backend::Memory).args(["--ignore", "node_modules"]).name("pjdfstest-unrooted").mount();
-    let dir = make_native_root(&m, "node_modules");
-    let o = run_timeout(Command::new(RINGFS).arg("unroot").arg(&dir), Duration::from_secs(20));
-    assert!(o.status.success(), "ringfs unroot: {}", out_str(&o).1);
-    assert!(!is_mounted(&dir));
+    let dir = make_unrooted_tree(&m, "node_modules");
     run_at(&m, &dir, "unrooted tree");
 }
 

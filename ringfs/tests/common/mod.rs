@@ -790,6 +790,16 @@ pub fn make_native_root(m: &TestMount, rel: &str) -> PathBuf {
     p
 }
 
+/// Makes the native root `rel` (as [`make_native_root`]) and detaches it with
+/// `ringfs unroot`: the same host tree, now served by the daemon.
+pub fn make_unrooted_tree(m: &TestMount, rel: &str) -> PathBuf {
+    let dir = make_native_root(m, rel);
+    let o = run_timeout(Command::new(RINGFS).arg("unroot").arg(&dir), Duration::from_secs(20));
+    assert!(o.status.success(), "ringfs unroot: {}", out_str(&o).1);
+    assert!(!is_mounted(&dir), "{} is still a mount point after unroot", dir.display());
+    dir
+}
+
 /// Waits (10 s at most) until `p` is a mount point.
 pub fn wait_native_root(p: &Path) {
     let t0 = Instant::now();
