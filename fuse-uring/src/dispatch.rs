@@ -63,7 +63,7 @@ pub enum InitDecision {
 /// WRITE with FUSE_WRITE_KILL_SUIDGID, on SETATTR with FATTR_KILL_SUIDGID
 /// (truncate by a caller without CAP_FSETID, chown), and on the SETATTR that
 /// carries no attribute at all (see [`decode_setattr`]), which is how a
-/// passthrough write reaches us. FUSE_OPEN_KILL_SUIDGID needs no handling:
+/// passthrough write reaches us (`SetAttrIn::remove_privs`). FUSE_OPEN_KILL_SUIDGID needs no handling:
 /// it is only acted on with ATOMIC_O_TRUNC, and without that the kernel
 /// truncates with a SETATTR that carries FATTR_KILL_SUIDGID.
 ///
@@ -373,14 +373,18 @@ fn xattr_reply(reply: &mut ReplyBuf, size: u32, x: XattrReply) -> Result<(), Err
 /// FATTR_ATIME_NOW/MTIME_NOW win over an explicit time; FATTR_LOCKOWNER is ignored.
 ///
 /// A SETATTR that changes no attribute (no MODE, UID, GID, SIZE, ATIME,
-/// MTIME or CTIME bit) is decoded as `kill_suidgid`. With HANDLE_KILLPRIV_V2
+/// MTIME or CTIME bit) is decoded as `remove_privs`. With HANDLE_KILLPRIV_V2
 /// `fuse_setattr` (fs/fuse/dir.c) drops ATTR_KILL_SUID/ATTR_KILL_SGID and the
-/// ATTR_MODE the VFS derived from them, so the two requests that only remove
+/// ATTR_MODE the VFS derived from them, so the requests that only remove
 /// privileges arrive empty: `file_remove_privs` for a write, fallocate or
 /// copy_file_range by a caller without CAP_FSETID on a setuid/setgid file
-/// (through passthrough the daemon sees no WRITE at all), and
-/// `chown(f, -1, -1)` (`chown_common` in fs/open.c, which kills suid on any
-/// non-directory). Both want what FATTR_KILL_SUIDGID wants.
+/// (through passthrough the daemon sees no WRITE at all), `chown(f, -1, -1)`
+/// (`chown_common` in fs/open.c, which kills suid on any non-directory) —
+/// all of which want what FATTR_KILL_SUIDGID wants — and the same write by a
+/// caller *with* CAP_FSETID when the file has `security.capability`: the
+/// kernel then sends REMOVEXATTR of it (ATTR_KILL_PRIV in `setattr_prepare`)
+/// and an empty SETATTR that must leave the set-id bits alone. The filesystem
+/// tells them apart (see ringfs's adapter).
 pub fn decode_setattr(a: &fuse_setattr_in) -> SetAttrIn {
     let v = a.valid;
     let has = |bit: u32| v & bit != 0;
@@ -404,7 +408,8 @@ pub fn decode_setattr(a: &fuse_setattr_in) -> SetAttrIn {
         mtime: time(FATTR_MTIME_NOW, FATTR_MTIME, a.mtime, a.mtimensec),
         ctime: has(FATTR_CTIME).then_some((a.ctime as i64, a.ctimensec)),
         fh: has(FATTR_FH).then_some(a.fh),
-        kill_suidgid: has(FATTR_KILL_SUIDGID) || v & changes == 0,
+        kill_suidgid: has(FATTR_KILL_SUIDGID),
+        remove_privs: v & changes == 0,
     }
 }
 
@@ -517,11 +522,13 @@ mod tests {
         assert!(s.kill_suidgid);
         // Only a mode: no kill. Nothing but FATTR_FH / LOCKOWNER: the kernel's
         // remove-privileges request under HANDLE_KILLPRIV_V2.
-        assert!(!decode_setattr(&fuse_setattr_in { valid: FATTR_MODE, ..Default::default() }).kill_suidgid);
-        assert!(!decode_setattr(&fuse_setattr_in { valid: FATTR_MTIME_NOW, ..Default::default() }).kill_suidgid);
+        assert!(!s.remove_privs);
+        let m = decode_setattr(&fuse_setattr_in { valid: FATTR_MODE, ..Default::default() });
+        assert!(!m.kill_suidgid && !m.remove_privs);
+        assert!(!decode_setattr(&fuse_setattr_in { valid: FATTR_MTIME_NOW, ..Default::default() }).remove_privs);
         for v in [0, FATTR_FH, FATTR_LOCKOWNER] {
             let s = decode_setattr(&fuse_setattr_in { valid: v, ..Default::default() });
-            assert!(s.kill_suidgid && s.mode.is_none() && s.size.is_none() && s.mtime.is_none(), "{v:#x}");
+            assert!(s.remove_privs && !s.kill_suidgid && s.mode.is_none() && s.size.is_none() && s.mtime.is_none(), "{v:#x}");
         }
     }
 

@@ -151,10 +151,14 @@ pub struct SetAttrIn {
     pub ctime: Option<(i64, u32)>,
     /// The file handle the change was made through (FATTR_FH), e.g. ftruncate.
     pub fh: Option<u64>,
-    /// Clear S_ISUID, and S_ISGID if S_IXGRP is set, of a non-directory:
-    /// FATTR_KILL_SUIDGID was set, or the request changes no attribute at
-    /// all (the kernel's remove-privileges request, see `decode_setattr`).
+    /// FATTR_KILL_SUIDGID: clear S_ISUID, and S_ISGID if S_IXGRP is set, of
+    /// a non-directory.
     pub kill_suidgid: bool,
+    /// The request changes no attribute at all: with HANDLE_KILLPRIV_V2 the
+    /// kernel's remove-privileges request (see `decode_setattr`), which
+    /// wants S_ISUID/S_ISGID cleared unless it only removed
+    /// `security.capability` for a caller with CAP_FSETID.
+    pub remove_privs: bool,
 }
 
 /// A STATFS reply (`struct fuse_kstatfs`).

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fs_core::Fs;
 use fuse_uring::fs::{
@@ -125,11 +125,46 @@ pub struct Adapter {
     cache: CachePolicy,
     conn: Mutex<Option<ConnInfo>>,
     backing: Option<Backing>,
+    /// REMOVEXATTR `security.capability` just answered: nodeid → (caller's
+    /// pid, when). See [`Adapter::remove_privs_kills`].
+    caps_removed: Mutex<HashMap<u64, (u32, Instant)>>,
+}
+
+/// `capability.h`: the capability that keeps set-id bits on write.
+const CAP_FSETID: u32 = 4;
+
+/// Does task `pid` have CAP_FSETID in its effective set
+/// (`/proc/PID/status` `CapEff`)? Falls back to "is root" when unreadable.
+fn has_cap_fsetid(ctx: &RequestCtx) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", ctx.pid)).unwrap_or_default();
+    let eff = status.lines().find_map(|l| l.strip_prefix("CapEff:")).and_then(|h| u64::from_str_radix(h.trim(), 16).ok());
+    match eff {
+        Some(caps) => caps & (1 << CAP_FSETID) != 0,
+        None => ctx.uid == 0,
+    }
 }
 
 impl Adapter {
     pub fn new(fs: Arc<Fs>, cache: CachePolicy) -> Adapter {
-        Adapter { fs, cache, conn: Mutex::new(None), backing: None }
+        Adapter { fs, cache, conn: Mutex::new(None), backing: None, caps_removed: Mutex::new(HashMap::new()) }
+    }
+
+    /// Whether an empty SETATTR (`SetAttrIn::remove_privs`) clears the set-id
+    /// bits. The kernel sends one after a write, fallocate or copy_file_range
+    /// by a caller without CAP_FSETID on a set-id file, and for
+    /// `chown(f, -1, -1)` — both clear them — but also, right after its
+    /// REMOVEXATTR `security.capability`, when a caller *with* CAP_FSETID
+    /// writes a file that has a capability: then the bits stay (as on ext4).
+    /// That last case is recognised by the REMOVEXATTR from the same task a
+    /// moment before plus CAP_FSETID; `chown(f, -1, -1)` by such a caller on a
+    /// set-id file with a capability is indistinguishable from it on the wire
+    /// and keeps the bits too (docs/SEMANTICS.md).
+    fn remove_privs_kills(&self, ctx: &RequestCtx, nodeid: u64) -> bool {
+        let removed = self.caps_removed.lock().unwrap_or_else(|p| p.into_inner()).remove(&nodeid);
+        match removed {
+            Some((pid, at)) if pid == ctx.pid && at.elapsed() < Duration::from_secs(1) => !has_cap_fsetid(ctx),
+            _ => true,
+        }
     }
 
     /// Serve regular files with FUSE passthrough, registering working copies
@@ -271,7 +306,7 @@ impl Filesystem for Adapter {
             mtime: s.mtime.map(set_time),
             ctime: s.ctime,
             fh: s.fh,
-            kill_suidgid: s.kill_suidgid,
+            kill_suidgid: s.kill_suidgid || (s.remove_privs && self.remove_privs_kills(ctx, nodeid)),
         };
         self.fs.setattr(&caller(ctx), nodeid, &set).map(|a| self.attr_reply(&a)).map_err(err)
     }
@@ -408,7 +443,15 @@ impl Filesystem for Adapter {
     }
 
     fn removexattr(&self, ctx: &RequestCtx, nodeid: u64, name: &OsStr) -> Result<()> {
-        self.fs.removexattr(&caller(ctx), nodeid, name).map_err(err)
+        self.fs.removexattr(&caller(ctx), nodeid, name).map_err(err)?;
+        if name.as_encoded_bytes() == b"security.capability" {
+            let mut m = self.caps_removed.lock().unwrap_or_else(|p| p.into_inner());
+            if m.len() >= 64 {
+                m.retain(|_, (_, at)| at.elapsed() < Duration::from_secs(1));
+            }
+            m.insert(nodeid, (ctx.pid, Instant::now()));
+        }
+        Ok(())
     }
 
     fn fallocate(&self, _ctx: &RequestCtx, _nodeid: u64, fh: u64, offset: u64, length: u64, mode: u32) -> Result<()> {

@@ -294,10 +294,10 @@ const CAP_XATTR: &str = "0x0000000200040000000000000000000000000000";
 fn kill_privs_scenario(m: &TestMount, dir: &str) -> String {
     m.sh_ok(&format!(
         "cd {dir}\n\
-         for f in w_suid w_sgid w_sgid_nox w_root tr chown0 race cap; do printf data > $f; done\n\
-         chmod 4777 w_suid; chmod 2777 w_sgid; chmod 2767 w_sgid_nox; chmod 4777 w_root tr; chmod 4755 chown0\n\
+         for f in w_suid w_sgid w_sgid_nox w_root tr chown0 race cap cap_suid cap_nobody; do printf data > $f; done\n\
+         chmod 4777 w_suid cap_nobody; chmod 2777 w_sgid; chmod 2767 w_sgid_nox; chmod 4777 w_root tr; chmod 4755 chown0 cap_suid\n\
          chown 65534:65534 race; chmod 0777 race\n\
-         setfattr -n security.capability -v {CAP_XATTR} cap"
+         for f in cap cap_suid cap_nobody; do setfattr -n security.capability -v {CAP_XATTR} $f; done"
     ));
     // nobody (no CAP_FSETID): write, truncate, and a write through a descriptor
     // opened (and written) before the file became setuid.
@@ -307,15 +307,17 @@ fn kill_privs_scenario(m: &TestMount, dir: &str) -> String {
          dd if=/dev/zero of=w_sgid bs=4k count=4 conv=notrunc status=none\n\
          dd if=/dev/zero of=w_sgid_nox bs=4k count=4 conv=notrunc status=none\n\
          truncate -s 1 tr\n\
+         dd if=/dev/zero of=cap_nobody bs=4k count=1 conv=notrunc status=none\n\
          exec 3<>race; printf x >&3; chmod 4755 race; printf y >&3; exec 3>&-"
     ));
-    // root (CAP_FSETID keeps set-id bits on write; chown(-1, -1) and a
-    // capability are removed all the same).
+    // root (CAP_FSETID keeps set-id bits on write, also when the write
+    // removes a capability; chown(-1, -1) and a capability are removed all the same).
     m.sh_ok(&format!(
         "cd {dir}\n\
          dd if=/dev/zero of=w_root bs=4k count=4 conv=notrunc status=none\n\
          python3 -c \"import os; os.chown('chown0', -1, -1)\"\n\
-         printf more >> cap"
+         printf more >> cap\n\
+         printf more >> cap_suid"
     ));
     modes_and_cap(m, dir)
 }
@@ -323,8 +325,8 @@ fn kill_privs_scenario(m: &TestMount, dir: &str) -> String {
 fn modes_and_cap(m: &TestMount, dir: &str) -> String {
     m.sh_ok(&format!(
         "cd {dir}\n\
-         stat -c '%n %a' w_suid w_sgid w_sgid_nox w_root tr chown0 race cap\n\
-         getfattr -n security.capability cap >/dev/null 2>&1 && echo cap kept || echo cap removed"
+         stat -c '%n %a' w_suid w_sgid w_sgid_nox w_root tr chown0 race cap cap_suid cap_nobody\n\
+         for f in cap cap_suid cap_nobody; do getfattr -n security.capability $f >/dev/null 2>&1 && echo $f kept || echo $f removed; done"
     ))
 }
 
@@ -334,7 +336,10 @@ fn modes_and_cap(m: &TestMount, dir: &str) -> String {
 /// groups).
 fn kill_privs_expected(raw: bool) -> String {
     let sgid_nox = if raw { "767" } else { "2767" };
-    format!("w_suid 777\nw_sgid 777\nw_sgid_nox {sgid_nox}\nw_root 4777\ntr 777\nchown0 755\nrace 755\ncap 644\ncap removed\n")
+    format!(
+        "w_suid 777\nw_sgid 777\nw_sgid_nox {sgid_nox}\nw_root 4777\ntr 777\nchown0 755\nrace 755\ncap 644\ncap_suid 4755\ncap_nobody 777\n\
+         cap removed\ncap_suid removed\ncap_nobody removed\n"
+    )
 }
 
 fn kill_privs(args: &[&str], name: &str) {
