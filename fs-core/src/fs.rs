@@ -361,6 +361,8 @@ pub(crate) struct Inner {
     /// up to POOL_MAX) whenever a create finds the pool empty. The local-only
     /// pool starts at 0, so a workspace without local-only files keeps none.
     pool_size: [std::sync::atomic::AtomicUsize; 2],
+    /// When each pool last warned that it could not make a file.
+    pool_warned: Mutex<[Option<std::time::Instant>; 2]>,
     stopping: AtomicBool,
     stop: Mutex<bool>,
     stop_cv: Condvar,
@@ -1807,18 +1809,34 @@ impl Inner {
             };
             let dir = self.data_dir(side == POOL_LOCAL);
             let mut made = Vec::new();
-            let mut failed = false;
-            for ino in range {
+            let mut failed = None;
+            for ino in range.clone() {
                 match dir.create_new(&ino.to_string()) {
                     Ok(_) => made.push(ino),
                     Err(e) => {
-                        tracing::warn!("backing-file pool: {}/{ino}: {e}", dir.path().display());
-                        failed = true;
+                        failed = Some((ino, e));
+                        break;
                     }
                 }
             }
-            self.lock().pool[side].extend(made.into_iter().rev());
-            if failed {
+            {
+                let mut st = self.lock();
+                st.pool[side].extend(made.into_iter().rev());
+                if let Some((ino, _)) = &failed {
+                    // Give back the numbers not used, if nobody took one since.
+                    if st.next_ino == range.end {
+                        st.next_ino = *ino;
+                    }
+                }
+            }
+            if let Some((ino, e)) = failed {
+                // A full disk: say so once a minute, retry every second.
+                let mut last = self.pool_warned.lock().unwrap_or_else(|p| p.into_inner());
+                if last[side].is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(60)) {
+                    tracing::warn!("backing-file pool: {}/{ino}: {e} (retrying every second)", dir.path().display());
+                    last[side] = Some(std::time::Instant::now());
+                }
+                drop(last);
                 std::thread::sleep(std::time::Duration::from_secs(1));
             }
         }
@@ -1988,6 +2006,7 @@ impl Fs {
             content_pending: AtomicBool::new(false),
             pool_cv: Condvar::new(),
             pool_size: [std::sync::atomic::AtomicUsize::new(POOL_MIN), std::sync::atomic::AtomicUsize::new(0)],
+            pool_warned: Mutex::new([None, None]),
             stopping: AtomicBool::new(false),
             stop: Mutex::new(false),
             stop_cv: Condvar::new(),
@@ -2876,6 +2895,17 @@ impl Fs {
             Ok((self.attr_now(ino)?, fh))
         })();
         if r.is_err() {
+            if existing.is_none() {
+                // A failed creat(2) (no space for the backing file) leaves no name.
+                let mut st = self.inner.lock();
+                if st.child(parent, name.as_bytes()).map(|(i, _)| i) == Some(ino) {
+                    st.remove_entry(parent, name.as_bytes());
+                    if let Ok(n) = st.node_mut(ino) {
+                        n.rec.nlink = 0;
+                    }
+                    st.touch_inode(ino);
+                }
+            }
             self.forget(ino, 1);
         }
         r

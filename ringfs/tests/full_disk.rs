@@ -102,3 +102,57 @@ fn scopeguard(mp: &Path) -> impl Drop + '_ {
     }
     G(mp)
 }
+
+/// A create that fails for want of space (here: a `--local-dir` out of
+/// inodes) leaves no name behind, as creat(2) on ext4; the names that were
+/// made keep their bytes, and the store stays consistent.
+#[test]
+fn failed_creates_leave_no_name() {
+    if raw_mode() {
+        return;
+    }
+    let base = tempfile::Builder::new().prefix("ringfs-full-").tempdir().unwrap();
+    let (fsdir, mp, store) = (base.path().join("fs"), base.path().join("mnt"), base.path().join("store"));
+    std::fs::create_dir_all(&fsdir).unwrap();
+    std::fs::create_dir_all(&mp).unwrap();
+    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=8m,nr_inodes=64", "ringfs-full-test"]).arg(&fsdir).status().unwrap();
+    assert!(st.success(), "mount tmpfs");
+    let _tmpfs = Tmpfs(fsdir.clone());
+    let local = fsdir.join("local");
+    let args: Vec<&std::ffi::OsStr> = vec![
+        "mount".as_ref(), mp.as_os_str(), "--store".as_ref(), store.as_os_str(), "--local-dir".as_ref(), local.as_os_str(),
+        "--ignore".as_ref(), "/*".as_ref(), "--native-roots".as_ref(), "off".as_ref(), "--daemon".as_ref(),
+    ];
+    let o = ringfs_ok(&args);
+    assert!(o.status.success(), "mount: {}", out_str(&o).1);
+    let cleanup = scopeguard(&mp);
+    std::fs::create_dir(mp.join("d")).unwrap();
+    let mut made = std::collections::BTreeSet::new();
+    let mut failed = 0;
+    for i in 0..200 {
+        match std::fs::write(mp.join(format!("d/f{i}")), format!("content {i}")) {
+            Ok(()) => {
+                made.insert(format!("f{i}"));
+            }
+            Err(e) => {
+                assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "f{i}: {e}");
+                failed += 1;
+            }
+        }
+    }
+    assert!(failed > 0 && !made.is_empty(), "made {} failed {failed}", made.len());
+    let names: std::collections::BTreeSet<String> =
+        std::fs::read_dir(mp.join("d")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(names, made, "names left by failed creates");
+    for n in &made {
+        assert_eq!(std::fs::read_to_string(mp.join("d").join(n)).unwrap(), format!("content {}", &n[1..]));
+    }
+    let o = run_timeout(Command::new(RINGFS).arg("umount").arg(&mp), Duration::from_secs(60));
+    assert!(o.status.success(), "umount: {}", out_str(&o).1);
+    drop(cleanup);
+    let o = ringfs_ok(&["fsck".as_ref(), "--store".as_ref(), store.as_os_str()]);
+    assert!(o.status.success(), "fsck: {}", out_str(&o).0);
+    // No pooled or orphaned files left in the local directory.
+    let numbered = std::fs::read_dir(&local).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().parse::<u64>().is_ok()).count();
+    assert_eq!(numbered, made.len());
+}
