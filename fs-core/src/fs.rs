@@ -646,11 +646,30 @@ fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir) -> std::res
         let mut saved = 0;
         let mut orphan = |dir: &BackDir, name: &str, prefix: &str| {
             let bytes = dir.open_ro(name).and_then(|f| f.metadata()).map(|m| m.len()).unwrap_or(0);
-            match &lost {
-                Some(l) if bytes > 0 && dir.rename_to(name, l, &format!("{prefix}{name}")).is_ok() => saved += 1,
-                _ => {
-                    let _ = dir.unlink(name);
-                }
+            if bytes == 0 {
+                let _ = dir.unlink(name);
+                return;
+            }
+            let to = format!("{prefix}{name}");
+            // Into lost+found: a rename, or (--local-dir on another
+            // filesystem) a copy; failing both, a name the daemon never uses.
+            let moved = lost.as_ref().is_some_and(|l| {
+                dir.rename_to(name, l, &to).is_ok()
+                    || (|| -> std::io::Result<()> {
+                        let mut src = dir.open_ro(name)?;
+                        let mut dst = l.create_new(&to)?;
+                        std::io::copy(&mut src, &mut dst)?;
+                        dst.sync_all()?;
+                        dir.unlink(name)
+                    })()
+                    .is_ok()
+            });
+            if moved {
+                saved += 1;
+            } else if dir.rename_to(name, dir, &format!("lost-{name}")).is_ok() {
+                tracing::warn!("a file without a name after the crash is kept as {}/lost-{name}", dir.path().display());
+            } else {
+                tracing::error!("a file without a name after the crash is left as {}/{name}", dir.path().display());
             }
         };
         for name in wc.names() {

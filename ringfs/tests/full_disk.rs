@@ -156,3 +156,36 @@ fn failed_creates_leave_no_name() {
     let numbered = std::fs::read_dir(&local).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().parse::<u64>().is_ok()).count();
     assert_eq!(numbered, made.len());
 }
+
+/// Local-only files made after the last commit lose their names in a
+/// kill -9; with `--local-dir` on another filesystem than the store their
+/// bytes are copied into STORE/lost+found (a rename cannot cross), never
+/// deleted.
+#[test]
+fn crash_keeps_unnamed_local_bytes_across_filesystems() {
+    if raw_mode() {
+        return;
+    }
+    let base = tempfile::Builder::new().prefix("ringfs-lost-").tempdir().unwrap();
+    let fsdir = base.path().join("fs");
+    std::fs::create_dir_all(&fsdir).unwrap();
+    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=16m", "ringfs-lost-test"]).arg(&fsdir).status().unwrap();
+    assert!(st.success(), "mount tmpfs");
+    let _tmpfs = Tmpfs(fsdir.clone());
+    let local = fsdir.join("local");
+    let mut m = TestMount::builder(Backend::Store)
+        .args(["--local-dir", local.to_str().unwrap(), "--ignore", "node_modules", "--native-roots", "off", "--commit-interval-ms", "60000"])
+        .name("lost-local")
+        .mount();
+    m.sh_ok("mkdir node_modules && echo first > node_modules/committed && sync node_modules/committed\n\
+             for i in 1 2 3; do echo \"precious $i\" > node_modules/new$i; done");
+    m.kill_daemon();
+    m.mount_again();
+    assert_eq!(std::fs::read_to_string(m.p("node_modules/committed")).unwrap(), "first\n");
+    let lost = m.store_dir().join("lost+found");
+    let mut kept: Vec<String> = std::fs::read_dir(&lost)
+        .map(|d| d.map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect())
+        .unwrap_or_default();
+    kept.sort();
+    assert_eq!(kept, ["precious 1\n", "precious 2\n", "precious 3\n"], "bytes of the unnamed local-only files");
+}
