@@ -284,7 +284,8 @@ pub fn markdown(r: &Results, sums: &[Summary]) -> String {
                 if x.phase != "body" && x.phase != "install" && x.phase != "restore" {
                     continue;
                 }
-                let mut ops: Vec<(&String, &u64)> = req.iter().collect();
+                // Medians: an opcode seen in fewer than half the samples shows 0.
+                let mut ops: Vec<(&String, &u64)> = req.iter().filter(|(_, v)| **v > 0).collect();
                 ops.sort_by(|a, b| b.1.cmp(a.1));
                 let total: u64 = req.values().sum();
                 let by = ops.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ");

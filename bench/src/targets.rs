@@ -337,7 +337,7 @@ impl Instance {
             self.effective = self.status().map(|s| {
                 serde_json::json!({
                     "transport": s.pointer("/transport/name").cloned().unwrap_or(Value::Null),
-                    "io_uring": s.pointer("/transport/io_uring/enabled").cloned().unwrap_or(Value::Null),
+                    "queues": s.pointer("/transport/queues").cloned().unwrap_or(Value::Null),
                     "passthrough": s.pointer("/features/passthrough/enabled").cloned().unwrap_or(Value::Null),
                 })
             }).unwrap_or(Value::Null);
