@@ -361,6 +361,8 @@ pub(crate) struct Inner {
     /// up to POOL_MAX) whenever a create finds the pool empty. The local-only
     /// pool starts at 0, so a workspace without local-only files keeps none.
     pool_size: [std::sync::atomic::AtomicUsize; 2],
+    /// Store commits failing: (since, last logged).
+    store_trouble: Mutex<Option<(std::time::Instant, std::time::Instant)>>,
     /// When each pool last warned that it could not make a file.
     pool_warned: Mutex<[Option<std::time::Instant>; 2]>,
     stopping: AtomicBool,
@@ -650,27 +652,45 @@ fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir) -> std::res
                 let _ = dir.unlink(name);
                 return;
             }
-            let to = format!("{prefix}{name}");
+            // Names already taken (an earlier crash's) are never replaced.
+            let candidates = |base: String| (0..10_000).map(move |i| if i == 0 { base.clone() } else { format!("{base}.{i}") });
             // Into lost+found: a rename, or (--local-dir on another
             // filesystem) a copy; failing both, a name the daemon never uses.
-            let moved = lost.as_ref().is_some_and(|l| {
-                dir.rename_to(name, l, &to).is_ok()
-                    || (|| -> std::io::Result<()> {
-                        let mut src = dir.open_ro(name)?;
-                        let mut dst = l.create_new(&to)?;
-                        std::io::copy(&mut src, &mut dst)?;
-                        dst.sync_all()?;
-                        dir.unlink(name)
-                    })()
-                    .is_ok()
-            });
-            if moved {
+            let into_lost = |l: &BackDir| {
+                for to in candidates(format!("{prefix}{name}")) {
+                    let r = dir.rename_noreplace(name, l, &to).or_else(|e| match e.raw_os_error() {
+                        Some(libc::EXDEV) => (|| -> std::io::Result<()> {
+                            let mut src = dir.open_ro(name)?;
+                            let mut dst = l.create_new(&to)?;
+                            std::io::copy(&mut src, &mut dst)?;
+                            dst.sync_all()?;
+                            dir.unlink(name)
+                        })(),
+                        _ => Err(e),
+                    });
+                    match r {
+                        Ok(()) => return true,
+                        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => continue,
+                        Err(_) => return false,
+                    }
+                }
+                false
+            };
+            if lost.as_ref().is_some_and(into_lost) {
                 saved += 1;
-            } else if dir.rename_to(name, dir, &format!("lost-{name}")).is_ok() {
-                tracing::warn!("a file without a name after the crash is kept as {}/lost-{name}", dir.path().display());
-            } else {
-                tracing::error!("a file without a name after the crash is left as {}/{name}", dir.path().display());
+                return;
             }
+            for to in candidates(format!("lost-{name}")) {
+                match dir.rename_noreplace(name, dir, &to) {
+                    Ok(()) => {
+                        tracing::warn!("a file without a name after the crash is kept as {}/{to}", dir.path().display());
+                        return;
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::EEXIST) => continue,
+                    Err(_) => break,
+                }
+            }
+            tracing::error!("a file without a name after the crash is left as {}/{name}", dir.path().display());
         };
         for name in wc.names() {
             let keep = name.parse::<u64>().ok().map(|i| st.nodes.get(&i).map(|n| is_reg(n.rec.mode) && !n.data_local).unwrap_or(false)).unwrap_or(false);
@@ -836,7 +856,9 @@ impl Inner {
                     }
                     self.queue_hash(&mut st, *ino);
                 }
-                tracing::warn!("store: database reopened after an I/O error; retrying queued changes and re-storing {} files", lost.len());
+                if self.store_trouble_loud() {
+                    tracing::warn!("store: database reopened after an I/O error; retrying queued changes and re-storing {} files", lost.len());
+                }
                 Ok(())
             }
             Err(e) => {
@@ -1456,7 +1478,9 @@ impl Inner {
                 if is_io_error(&e) {
                     // redb refuses every later transaction on this handle.
                     self.db_broken.store(true, Ordering::SeqCst);
-                    tracing::error!("store: commit failed ({e}); changes stay queued, the database is reopened for the next commit");
+                    if self.store_trouble_loud() {
+                        tracing::error!("store: commit failed ({e}); changes stay queued, the database is reopened for the next commit (repeated at most once a minute)");
+                    }
                 }
                 // Put the changes back so the next commit retries them.
                 if pending {
@@ -1861,6 +1885,20 @@ impl Inner {
         }
     }
 
+    /// Whether to log a failing commit now: the first failure, then once a
+    /// minute while they go on (a full disk retries every commit interval).
+    fn store_trouble_loud(&self) -> bool {
+        let mut t = self.store_trouble.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        match *t {
+            Some((_, last)) if now.duration_since(last) < std::time::Duration::from_secs(60) => false,
+            _ => {
+                *t = Some((t.map_or(now, |x| x.0), now));
+                true
+            }
+        }
+    }
+
     fn commit_loop(self: &Arc<Self>) {
         let mut stop = self.stop.lock().unwrap_or_else(|p| p.into_inner());
         loop {
@@ -1870,8 +1908,17 @@ impl Inner {
                 return;
             }
             drop(stop);
-            if let Err(e) = self.commit(Durability::Immediate, false, None) {
-                tracing::error!("group commit failed: {e}");
+            match self.commit(Durability::Immediate, false, None) {
+                Err(e) => {
+                    if self.store_trouble_loud() {
+                        tracing::error!("group commit failed: {e}");
+                    }
+                }
+                Ok(()) => {
+                    if self.store_trouble.lock().unwrap_or_else(|p| p.into_inner()).take().is_some() {
+                        tracing::warn!("store: commits work again");
+                    }
+                }
             }
             stop = self.stop.lock().unwrap_or_else(|p| p.into_inner());
         }
@@ -2026,6 +2073,7 @@ impl Fs {
             pool_cv: Condvar::new(),
             pool_size: [std::sync::atomic::AtomicUsize::new(POOL_MIN), std::sync::atomic::AtomicUsize::new(0)],
             pool_warned: Mutex::new([None, None]),
+            store_trouble: Mutex::new(None),
             stopping: AtomicBool::new(false),
             stop: Mutex::new(false),
             stop_cv: Condvar::new(),
@@ -2429,7 +2477,27 @@ impl Fs {
             _ => return err(libc::EINVAL),
         };
         let rdev = if ty == libc::S_IFCHR || ty == libc::S_IFBLK { rdev } else { 0 };
-        self.make(c, parent, name, ty | (mode & 0o7777), rdev, None)
+        if ty != S_IFREG {
+            return self.make(c, parent, name, ty | (mode & 0o7777), rdev, None);
+        }
+        // A regular file gets its backing file now, as from creat(2), so that
+        // a full disk fails the mknod (ENOSPC) rather than every later open.
+        let (a, pooled) = self.make_in(c, parent, name, ty | (mode & 0o7777), 0, None, true)?;
+        if !pooled {
+            let (data_local, mtime) = {
+                let st = self.inner.lock();
+                let n = st.node(a.ino)?;
+                (n.data_local, n.rec.mtime)
+            };
+            match self.inner.data_dir(data_local).create(&a.ino.to_string(), true) {
+                Ok(f) => set_mtime(&f, mtime),
+                Err(e) => {
+                    self.unmake(parent, name, a.ino);
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(a)
     }
 
     /// mkdir(2): +1 lookup; the parent's nlink grows by one.
@@ -2916,18 +2984,29 @@ impl Fs {
         if r.is_err() {
             if existing.is_none() {
                 // A failed creat(2) (no space for the backing file) leaves no name.
-                let mut st = self.inner.lock();
-                if st.child(parent, name.as_bytes()).map(|(i, _)| i) == Some(ino) {
-                    st.remove_entry(parent, name.as_bytes());
-                    if let Ok(n) = st.node_mut(ino) {
-                        n.rec.nlink = 0;
-                    }
-                    st.touch_inode(ino);
-                }
+                self.unmake(parent, name, ino);
+            } else {
+                self.forget(ino, 1);
             }
-            self.forget(ino, 1);
         }
         r
+    }
+
+    /// Takes back a regular file `make_in` just made as `name` in `parent`
+    /// (its name, and the lookup it was given) when its backing file could
+    /// not be made.
+    fn unmake(&self, parent: u64, name: &OsStr, ino: u64) {
+        {
+            let mut st = self.inner.lock();
+            if st.child(parent, name.as_bytes()).map(|(i, _)| i) == Some(ino) {
+                st.remove_entry(parent, name.as_bytes());
+                if let Ok(n) = st.node_mut(ino) {
+                    n.rec.nlink = 0;
+                }
+                st.touch_inode(ino);
+            }
+        }
+        self.forget(ino, 1);
     }
 
     fn handle(&self, fh: u64) -> Result<(u64, u32, Arc<OpenFile>)> {

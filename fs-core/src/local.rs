@@ -124,6 +124,13 @@ impl BackDir {
         Ok(())
     }
 
+    /// Renames `from` in this directory to `to` in `dst`, failing with
+    /// EEXIST if `to` exists (RENAME_NOREPLACE: never replaces anything).
+    pub(crate) fn rename_noreplace(&self, from: &str, dst: &BackDir, to: &str) -> std::io::Result<()> {
+        rustix::fs::renameat_with(self.fd.as_fd(), from, dst.fd.as_fd(), to, rustix::fs::RenameFlags::NOREPLACE)?;
+        Ok(())
+    }
+
     /// Does the entry `name` exist (as anything, symlinks not followed)?
     pub(crate) fn exists(&self, name: &str) -> bool {
         rustix::fs::statat(self.fd.as_fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok()

@@ -141,6 +141,12 @@ fn failed_creates_leave_no_name() {
         }
     }
     assert!(failed > 0 && !made.is_empty(), "made {} failed {failed}", made.len());
+    // mknod(2) of a regular file fails the same way (it used to succeed and
+    // leave a name that no open could use).
+    let nod = mp.join("d/nod");
+    let r = unsafe { libc::mknod(cstr(&nod).as_ptr(), libc::S_IFREG | 0o644, 0) };
+    assert_eq!((r, if r < 0 { errno() } else { 0 }), (-1, libc::ENOSPC), "mknod on a full --local-dir");
+    assert!(!nod.exists());
     let names: std::collections::BTreeSet<String> =
         std::fs::read_dir(mp.join("d")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     assert_eq!(names, made, "names left by failed creates");
@@ -188,4 +194,29 @@ fn crash_keeps_unnamed_local_bytes_across_filesystems() {
         .unwrap_or_default();
     kept.sort();
     assert_eq!(kept, ["precious 1\n", "precious 2\n", "precious 3\n"], "bytes of the unnamed local-only files");
+}
+
+/// Crash after crash: inode numbers of files lost in one crash are given out
+/// again, but STORE/lost+found never replaces what an earlier crash put there.
+#[test]
+fn repeated_crashes_keep_every_lost_file() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::builder(Backend::Store)
+        .args(["--ignore", "node_modules", "--native-roots", "off", "--commit-interval-ms", "60000"])
+        .name("lost-repeat")
+        .mount();
+    m.sh_ok("mkdir node_modules && echo keep > k && sync k");
+    for r in 1..=3 {
+        m.sh_ok(&format!("echo synced-round{r} > s{r}; echo local-round{r} > node_modules/x{r}"));
+        m.kill_daemon();
+        m.mount_again();
+    }
+    let lost = m.store_dir().join("lost+found");
+    let mut kept: Vec<String> = std::fs::read_dir(&lost).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect();
+    kept.sort();
+    let mut want: Vec<String> = (1..=3).flat_map(|r| [format!("local-round{r}\n"), format!("synced-round{r}\n")]).collect();
+    want.sort();
+    assert_eq!(kept, want);
 }
