@@ -72,6 +72,28 @@ pub(crate) fn killed_privs(mode: u32) -> u32 {
     m
 }
 
+/// A warning that would repeat while a condition lasts (a full disk) is
+/// logged at most once a minute.
+#[derive(Default)]
+struct LogThrottle(Mutex<Option<std::time::Instant>>);
+
+impl LogThrottle {
+    /// True, and the minute starts again, if nothing was logged in the last one.
+    fn due(&self) -> bool {
+        let mut last = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(60)) {
+            return false;
+        }
+        *last = Some(std::time::Instant::now());
+        true
+    }
+
+    /// The condition is over: true if it had been logged.
+    fn reset(&self) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take().is_some()
+    }
+}
+
 fn is_reg(mode: u32) -> bool {
     mode & S_IFMT == S_IFREG
 }
@@ -361,10 +383,10 @@ pub(crate) struct Inner {
     /// up to POOL_MAX) whenever a create finds the pool empty. The local-only
     /// pool starts at 0, so a workspace without local-only files keeps none.
     pool_size: [std::sync::atomic::AtomicUsize; 2],
-    /// Store commits failing: (since, last logged).
-    store_trouble: Mutex<Option<(std::time::Instant, std::time::Instant)>>,
-    /// When each pool last warned that it could not make a file.
-    pool_warned: Mutex<[Option<std::time::Instant>; 2]>,
+    /// Failing store commits (a full disk retries every commit interval).
+    store_trouble: LogThrottle,
+    /// Each pool failing to make a file (retried every second).
+    pool_trouble: [LogThrottle; 2],
     stopping: AtomicBool,
     stop: Mutex<bool>,
     stop_cv: Condvar,
@@ -856,7 +878,7 @@ impl Inner {
                     }
                     self.queue_hash(&mut st, *ino);
                 }
-                if self.store_trouble_loud() {
+                if self.store_trouble.due() {
                     tracing::warn!("store: database reopened after an I/O error; retrying queued changes and re-storing {} files", lost.len());
                 }
                 Ok(())
@@ -1478,7 +1500,7 @@ impl Inner {
                 if is_io_error(&e) {
                     // redb refuses every later transaction on this handle.
                     self.db_broken.store(true, Ordering::SeqCst);
-                    if self.store_trouble_loud() {
+                    if self.store_trouble.due() {
                         tracing::error!("store: commit failed ({e}); changes stay queued, the database is reopened for the next commit (repeated at most once a minute)");
                     }
                 }
@@ -1874,27 +1896,10 @@ impl Inner {
             }
             if let Some((ino, e)) = failed {
                 // A full disk: say so once a minute, retry every second.
-                let mut last = self.pool_warned.lock().unwrap_or_else(|p| p.into_inner());
-                if last[side].is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(60)) {
+                if self.pool_trouble[side].due() {
                     tracing::warn!("backing-file pool: {}/{ino}: {e} (retrying every second)", dir.path().display());
-                    last[side] = Some(std::time::Instant::now());
                 }
-                drop(last);
                 std::thread::sleep(std::time::Duration::from_secs(1));
-            }
-        }
-    }
-
-    /// Whether to log a failing commit now: the first failure, then once a
-    /// minute while they go on (a full disk retries every commit interval).
-    fn store_trouble_loud(&self) -> bool {
-        let mut t = self.store_trouble.lock().unwrap_or_else(|p| p.into_inner());
-        let now = std::time::Instant::now();
-        match *t {
-            Some((_, last)) if now.duration_since(last) < std::time::Duration::from_secs(60) => false,
-            _ => {
-                *t = Some((t.map_or(now, |x| x.0), now));
-                true
             }
         }
     }
@@ -1910,12 +1915,12 @@ impl Inner {
             drop(stop);
             match self.commit(Durability::Immediate, false, None) {
                 Err(e) => {
-                    if self.store_trouble_loud() {
+                    if self.store_trouble.due() {
                         tracing::error!("group commit failed: {e}");
                     }
                 }
                 Ok(()) => {
-                    if self.store_trouble.lock().unwrap_or_else(|p| p.into_inner()).take().is_some() {
+                    if self.store_trouble.reset() {
                         tracing::warn!("store: commits work again");
                     }
                 }
@@ -2072,8 +2077,8 @@ impl Fs {
             content_pending: AtomicBool::new(false),
             pool_cv: Condvar::new(),
             pool_size: [std::sync::atomic::AtomicUsize::new(POOL_MIN), std::sync::atomic::AtomicUsize::new(0)],
-            pool_warned: Mutex::new([None, None]),
-            store_trouble: Mutex::new(None),
+            pool_trouble: Default::default(),
+            store_trouble: LogThrottle::default(),
             stopping: AtomicBool::new(false),
             stop: Mutex::new(false),
             stop_cv: Condvar::new(),
@@ -2484,20 +2489,29 @@ impl Fs {
         // a full disk fails the mknod (ENOSPC) rather than every later open.
         let (a, pooled) = self.make_in(c, parent, name, ty | (mode & 0o7777), 0, None, true)?;
         if !pooled {
-            let (data_local, mtime) = {
-                let st = self.inner.lock();
-                let n = st.node(a.ino)?;
-                (n.data_local, n.rec.mtime)
-            };
-            match self.inner.data_dir(data_local).create(&a.ino.to_string(), true) {
-                Ok(f) => set_mtime(&f, mtime),
-                Err(e) => {
-                    self.unmake(parent, name, a.ino);
-                    return Err(e.into());
-                }
+            if let Err(e) = self.new_backing_file(a.ino, false) {
+                self.unmake(parent, name, a.ino);
+                return Err(e);
             }
         }
         Ok(a)
+    }
+
+    /// The backing file of a regular file `make_in` just made: the pooled
+    /// one (`pooled`), or a new one in its side's directory.
+    fn new_backing_file(&self, ino: u64, pooled: bool) -> Result<File> {
+        let (data_local, mtime) = {
+            let st = self.inner.lock();
+            let n = st.node(ino)?;
+            (n.data_local, n.rec.mtime)
+        };
+        let f = self.inner.data_dir(data_local).create(&ino.to_string(), !pooled)?;
+        if !pooled {
+            // A file made just now is newer than our timestamps; only
+            // writes that bypass us may make it newer.
+            set_mtime(&f, mtime);
+        }
+        Ok(f)
     }
 
     /// mkdir(2): +1 lookup; the parent's nlink grows by one.
@@ -2958,21 +2972,7 @@ impl Fs {
         };
         let r = (|| {
             let fresh = match existing {
-                // A new file: open its pooled working copy, or create one.
-                None => {
-                    let (data_local, mtime) = {
-                        let st = self.inner.lock();
-                        let n = st.node(ino)?;
-                        (n.data_local, n.rec.mtime)
-                    };
-                    let f = self.inner.data_dir(data_local).create(&ino.to_string(), !pooled)?;
-                    if !pooled {
-                        // A file made just now is newer than our timestamps;
-                        // only writes that bypass us may make it newer.
-                        set_mtime(&f, mtime);
-                    }
-                    Some(f)
-                }
+                None => Some(self.new_backing_file(ino, pooled)?),
                 Some(_) => None,
             };
             let (fh, file) = self.attach(ino, flags, fresh)?;

@@ -52,7 +52,10 @@
 //! * A directory's size is always 4096.
 //! * The group of a file created by a non-member in a setgid directory
 //!   keeps S_ISGID (the kernel would clear it; fs-core cannot see group
-//!   membership).
+//!   membership). For the same reason a remove-privileges request (a write
+//!   or truncate by a caller without CAP_FSETID, `SetAttr::kill_suidgid`)
+//!   clears S_ISGID only with group-exec; Linux ≥ 6.2 also clears it for a
+//!   caller outside the file's group.
 //! * Extended attributes: names up to 255 bytes, values up to 64 KiB, all
 //!   namespaces stored alike.
 
