@@ -12,6 +12,17 @@ use std::time::Duration;
 
 struct Tmpfs(std::path::PathBuf);
 
+impl Tmpfs {
+    /// Makes `dir` and mounts a tmpfs with `opts` (e.g. "size=8m,nr_inodes=64")
+    /// on it; unmounted (lazily) and removed when dropped.
+    fn mount(dir: &Path, opts: &str) -> Tmpfs {
+        std::fs::create_dir_all(dir).unwrap();
+        let st = Command::new("mount").args(["-t", "tmpfs", "-o", opts, "ringfs-full-test"]).arg(dir).status().unwrap();
+        assert!(st.success(), "mount tmpfs");
+        Tmpfs(dir.to_path_buf())
+    }
+}
+
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
@@ -35,11 +46,8 @@ fn full_disk_during_commit_recovers_once_space_is_freed() {
     let base = tempfile::Builder::new().prefix("ringfs-full-").tempdir().unwrap();
     let fsdir = base.path().join("fs");
     let mp = base.path().join("mnt");
-    std::fs::create_dir_all(&fsdir).unwrap();
     std::fs::create_dir_all(&mp).unwrap();
-    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=64m", "ringfs-full-test"]).arg(&fsdir).status().unwrap();
-    assert!(st.success(), "mount tmpfs");
-    let _tmpfs = Tmpfs(fsdir.clone());
+    let _tmpfs = Tmpfs::mount(&fsdir, "size=64m");
     let store = fsdir.join("store");
     let o = ringfs_ok(&["mount".as_ref(), mp.as_os_str(), "--store".as_ref(), store.as_os_str(), "--daemon".as_ref(), "--commit-interval-ms".as_ref(), "200".as_ref()]);
     assert!(o.status.success(), "mount: {}", out_str(&o).1);
@@ -113,11 +121,8 @@ fn failed_creates_leave_no_name() {
     }
     let base = tempfile::Builder::new().prefix("ringfs-full-").tempdir().unwrap();
     let (fsdir, mp, store) = (base.path().join("fs"), base.path().join("mnt"), base.path().join("store"));
-    std::fs::create_dir_all(&fsdir).unwrap();
     std::fs::create_dir_all(&mp).unwrap();
-    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=8m,nr_inodes=64", "ringfs-full-test"]).arg(&fsdir).status().unwrap();
-    assert!(st.success(), "mount tmpfs");
-    let _tmpfs = Tmpfs(fsdir.clone());
+    let _tmpfs = Tmpfs::mount(&fsdir, "size=8m,nr_inodes=64");
     let local = fsdir.join("local");
     let args: Vec<&std::ffi::OsStr> = vec![
         "mount".as_ref(), mp.as_os_str(), "--store".as_ref(), store.as_os_str(), "--local-dir".as_ref(), local.as_os_str(),
@@ -174,10 +179,7 @@ fn crash_keeps_unnamed_local_bytes_across_filesystems() {
     }
     let base = tempfile::Builder::new().prefix("ringfs-lost-").tempdir().unwrap();
     let fsdir = base.path().join("fs");
-    std::fs::create_dir_all(&fsdir).unwrap();
-    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=16m", "ringfs-lost-test"]).arg(&fsdir).status().unwrap();
-    assert!(st.success(), "mount tmpfs");
-    let _tmpfs = Tmpfs(fsdir.clone());
+    let _tmpfs = Tmpfs::mount(&fsdir, "size=16m");
     let local = fsdir.join("local");
     let mut m = TestMount::builder(Backend::Store)
         .args(["--local-dir", local.to_str().unwrap(), "--ignore", "node_modules", "--native-roots", "off", "--commit-interval-ms", "60000"])
