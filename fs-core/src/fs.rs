@@ -1809,19 +1809,29 @@ impl Inner {
 
     /// Opens (and if needed restores) the working copy of a regular file.
     fn open_wc(&self, ino: u64) -> Result<File> {
-        let (data_local, local) = {
-            let st = self.lock();
-            let n = st.node(ino)?;
-            (n.data_local, n.local)
-        };
-        let dir = self.data_dir(data_local);
+        let data_local = self.lock().node(ino)?.data_local;
         let name = ino.to_string();
-        match dir.open_rw(&name) {
+        match self.data_dir(data_local).open_rw(&name) {
             Ok(f) => return Ok(f),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
             Err(e) => return Err(e.into()),
         }
-        let mtime = self.lock().node(ino)?.rec.mtime;
+        // A rename across the local-only boundary may have moved the bytes
+        // between reading the side and opening (`apply_sides` moves them
+        // under the lock): look again with the lock held, so that ENOENT
+        // means the file is really missing — never rebuild or empty a file
+        // that is only elsewhere.
+        let (data_local, local, mtime) = {
+            let st = self.lock();
+            let n = st.node(ino)?;
+            match self.data_dir(n.data_local).open_rw(&name) {
+                Ok(f) => return Ok(f),
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(e) => return Err(e.into()),
+            }
+            (n.data_local, n.local, n.rec.mtime)
+        };
+        let dir = self.data_dir(data_local);
         if local {
             // Local-only bytes have no copy in the store.
             let f = dir.create(&name, false)?;
