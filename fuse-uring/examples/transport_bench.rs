@@ -106,7 +106,7 @@ impl Filesystem for BenchFs {
     }
     /// RELEASE is trivial here: serve it inline (default: on the pool).
     fn is_slow(&self, opcode: u32, size: u32) -> bool {
-        opcode != fuse_uring::abi::FUSE_RELEASE && fuse_uring::ring::is_slow_default(opcode, size)
+        opcode != fuse_uring::abi::FUSE_RELEASE && fuse_uring::is_slow_default(opcode, size)
     }
 }
 

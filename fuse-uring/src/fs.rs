@@ -13,6 +13,11 @@
 use std::ffi::OsStr;
 use std::time::Duration;
 
+use crate::abi::{
+    FUSE_COPY_FILE_RANGE, FUSE_COPY_FILE_RANGE_64, FUSE_FALLOCATE, FUSE_FSYNC, FUSE_FSYNCDIR, FUSE_READ, FUSE_RELEASE, FUSE_SYNCFS,
+    FUSE_WRITE,
+};
+
 /// A positive errno value (`libc::ENOENT`, ...) sent back as `-errno` in
 /// `fuse_out_header.error`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -240,6 +245,20 @@ pub struct ConnInfo {
     pub passthrough: bool,
 }
 
+/// READ/WRITE larger than this are slow ([`is_slow_default`]).
+pub const SLOW_IO_BYTES: u32 = 64 * 1024;
+
+/// The default of [`Filesystem::is_slow`]:
+/// requests that may block for long and so leave the ring thread.
+pub fn is_slow_default(opcode: u32, size: u32) -> bool {
+    match opcode {
+        FUSE_FSYNC | FUSE_FSYNCDIR | FUSE_FALLOCATE | FUSE_COPY_FILE_RANGE | FUSE_COPY_FILE_RANGE_64 | FUSE_SYNCFS
+        | FUSE_RELEASE => true,
+        FUSE_READ | FUSE_WRITE => size > SLOW_IO_BYTES,
+        _ => false,
+    }
+}
+
 /// The operations a FUSE filesystem serves. Implementations are shared by
 /// all worker threads (`&self`, `Send + Sync`).
 #[allow(unused_variables)]
@@ -252,11 +271,11 @@ pub trait Filesystem: Send + Sync + 'static {
     /// copies). The io_uring transport runs such requests on its worker pool,
     /// so the ring thread of that CPU keeps serving; others run inline (a pool
     /// hop costs two thread wake-ups). `size` is the READ/WRITE size (else 0).
-    /// Default: [`crate::ring::is_slow_default`] (FSYNC, FSYNCDIR, FALLOCATE,
+    /// Default: [`is_slow_default`] (FSYNC, FSYNCDIR, FALLOCATE,
     /// COPY_FILE_RANGE(_64), SYNCFS, RELEASE, READ/WRITE > 64 KiB).
     /// `/dev/fuse` ignores it (its workers all block alike).
     fn is_slow(&self, opcode: u32, size: u32) -> bool {
-        crate::ring::is_slow_default(opcode, size)
+        is_slow_default(opcode, size)
     }
 
     /// LOOKUP: find `name` in directory `parent`. Answer ENOENT or a negative entry (`attr.ino == 0`, cached for `entry_timeout`) if absent. With EXPORT_SUPPORT negotiated the kernel may also look up `.` and `..`.
@@ -393,5 +412,17 @@ pub trait Filesystem: Send + Sync + 'static {
     #[allow(clippy::too_many_arguments)]
     fn copy_file_range(&self, ctx: &RequestCtx, nodeid_in: u64, fh_in: u64, off_in: u64, nodeid_out: u64, fh_out: u64, off_out: u64, len: u64, flags: u64) -> Result<u64> {
         Err(Errno::ENOSYS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn is_slow_default_opcodes() {
+        use crate::abi::*;
+        use super::is_slow_default as slow;
+        assert!(slow(FUSE_FSYNC, 0) && slow(FUSE_RELEASE, 0) && slow(FUSE_COPY_FILE_RANGE_64, 0));
+        assert!(slow(FUSE_READ, 128 * 1024) && !slow(FUSE_READ, 4096) && !slow(FUSE_WRITE, 65536));
+        assert!(!slow(FUSE_GETATTR, 0) && !slow(FUSE_LOOKUP, 0) && !slow(FUSE_CREATE, 0));
     }
 }

@@ -85,4 +85,4 @@ pub use session::{
     backing_close, backing_open, clone_fd, mount, unmount, FuseDev, MountOptions, Notifier, OpStatsHandle, Session, Unmounter,
 };
 pub use stats::{OpCount, OpStats};
-pub use transport::{uring_available, Transport, TransportInfo, TransportKind};
+pub use transport::{possible_cpus, uring_available, Transport, TransportInfo, TransportKind};

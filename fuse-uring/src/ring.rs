@@ -19,7 +19,7 @@
 //!   the mount, would deadlock it). It waits for CQEs; a CQE on an entry
 //!   means "a request is in this entry". Quick requests are dispatched
 //!   inline and answered with COMMIT_AND_FETCH, which also re-arms the entry.
-//! - Slow requests ([`Filesystem::is_slow`], default [`is_slow_default`]:
+//! - Slow requests ([`Filesystem::is_slow`], default [`is_slow_default`](crate::is_slow_default):
 //!   fsync, release, fallocate, copy_file_range, large reads/writes) are
 //!   handed to a `Pool` thread; the entry stays owned by that job until the
 //!   ring thread commits it (a hop costs two thread wake-ups, measured
@@ -83,8 +83,6 @@ const ENT_IN_OUT: usize = OP_IN + FUSE_URING_OP_IN_OUT_SZ;
 pub const HEADER_SIZE: usize = ENT_IN_OUT + std::mem::size_of::<fuse_uring_ent_in_out>();
 /// user_data of the eventfd poll.
 const WAKE: u64 = u64::MAX;
-/// READ/WRITE larger than this go to the pool.
-pub const SLOW_IO_BYTES: u32 = 64 * 1024;
 
 type Ring = IoUring<squeue::Entry128, cqueue::Entry>;
 
@@ -113,42 +111,6 @@ impl RingFault {
     }
     pub(crate) fn overmounts(self) -> bool {
         matches!(self, RingFault::OvermountBeforeProbe | RingFault::OvermountAndSkipLastQueue)
-    }
-}
-
-/// The number of queues the kernel expects: highest id in
-/// `/sys/devices/system/cpu/possible` + 1.
-pub fn possible_cpus() -> io::Result<usize> {
-    let s = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
-    parse_cpu_list(&s)
-        .and_then(|v| v.into_iter().max())
-        .map(|m| m + 1)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("cannot parse cpu list {s:?}")))
-}
-
-/// Parses a kernel cpu list such as `0-3,5,7-8`.
-pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
-    let mut v = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
-                v.extend(a..=b);
-            }
-            None => v.push(part.parse().ok()?),
-        }
-    }
-    (!v.is_empty()).then_some(v)
-}
-
-/// The default of [`Filesystem::is_slow`]:
-/// requests that may block for long and so leave the ring thread.
-pub fn is_slow_default(opcode: u32, size: u32) -> bool {
-    match opcode {
-        FUSE_FSYNC | FUSE_FSYNCDIR | FUSE_FALLOCATE | FUSE_COPY_FILE_RANGE | FUSE_COPY_FILE_RANGE_64 | FUSE_SYNCFS
-        | FUSE_RELEASE => true,
-        FUSE_READ | FUSE_WRITE => size > SLOW_IO_BYTES,
-        _ => false,
     }
 }
 

@@ -23,7 +23,7 @@ use crate::request::{Operation, ParseOptions, Request};
 use crate::stats::OpStats;
 use crate::ring::{self, RingFault, Rings};
 pub use crate::transport::{Transport, TransportInfo, TransportKind};
-use crate::transport::{abort_connection, abort_connection_id, connection_id, uring_available};
+use crate::transport::{abort_connection, abort_connection_id, connection_id, possible_cpus, uring_available};
 use std::time::Duration;
 
 /// Options for [`mount`]. `Default` gives the values documented per field.
@@ -546,7 +546,7 @@ impl Session {
     /// through; on success the session uses io_uring. Err: a reason, and the
     /// caller must [`Self::abandon`] the connection.
     fn start_rings(&mut self, opts: &MountOptions) -> Result<(), String> {
-        let nqueues = ring::possible_cpus().map_err(|e| format!("/sys/devices/system/cpu/possible: {e}"))?;
+        let nqueues = possible_cpus().map_err(|e| format!("/sys/devices/system/cpu/possible: {e}"))?;
         let payload = FUSE_MIN_READ_BUFFER.max((self.info.max_write as usize).div_ceil(4096) * 4096);
         let depth = opts.queue_depth.max(1) as usize;
         let mut rings = ring::start(&self.dev, nqueues, depth, payload, opts.ring_fault)?;

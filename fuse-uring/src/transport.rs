@@ -3,6 +3,14 @@
 //! [`MountOptions::transport`](crate::MountOptions::transport) asks for one
 //! ([`Transport`]); [`Session::transport_info`](crate::Session::transport_info)
 //! says what the mount got ([`TransportInfo`]), e.g. for `ringfs status`.
+//! Also the facts about the kernel and the machine that choice rests on:
+//! whether io_uring is enabled ([`uring_available`]), how many queues it
+//! needs ([`possible_cpus`]), and which FUSE connection sits on a mount point
+//! ([`connection_id`], [`abort_connection`]), all read from `/sys` and
+//! `/proc` without sending a request to the mount.
+//!
+//! A leaf: it imports nothing from the rest of the crate and knows nothing of
+//! requests, the filesystem or the threads that serve them.
 
 use std::io;
 use std::path::Path;
@@ -130,6 +138,31 @@ pub fn uring_available() -> Result<(), String> {
     }
 }
 
+/// The number of queues the kernel expects: highest id in
+/// `/sys/devices/system/cpu/possible` + 1.
+pub fn possible_cpus() -> io::Result<usize> {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
+    parse_cpu_list(&s)
+        .and_then(|v| v.into_iter().max())
+        .map(|m| m + 1)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("cannot parse cpu list {s:?}")))
+}
+
+/// Parses a kernel cpu list such as `0-3,5,7-8`.
+pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
+    let mut v = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+                v.extend(a..=b);
+            }
+            None => v.push(part.parse().ok()?),
+        }
+    }
+    (!v.is_empty()).then_some(v)
+}
+
 /// Undoes `/proc/self/mountinfo` octal escapes (`\040` for space, ...).
 fn unescape(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
@@ -245,13 +278,8 @@ mod tests {
         assert_eq!("dev".parse::<Transport>().unwrap(), Transport::Dev);
         assert!("x".parse::<Transport>().is_err());
         assert_eq!(unescape(r"/a\040b\134c"), b"/a b\\c");
-        assert_eq!(crate::ring::parse_cpu_list("0-3,5\n"), Some(vec![0, 1, 2, 3, 5]));
-        assert_eq!(crate::ring::parse_cpu_list("0"), Some(vec![0]));
-        assert_eq!(crate::ring::parse_cpu_list(""), None);
-        use crate::abi::*;
-        use crate::ring::is_slow_default as slow;
-        assert!(slow(FUSE_FSYNC, 0) && slow(FUSE_RELEASE, 0) && slow(FUSE_COPY_FILE_RANGE_64, 0));
-        assert!(slow(FUSE_READ, 128 * 1024) && !slow(FUSE_READ, 4096) && !slow(FUSE_WRITE, 65536));
-        assert!(!slow(FUSE_GETATTR, 0) && !slow(FUSE_LOOKUP, 0) && !slow(FUSE_CREATE, 0));
+        assert_eq!(parse_cpu_list("0-3,5\n"), Some(vec![0, 1, 2, 3, 5]));
+        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
+        assert_eq!(parse_cpu_list(""), None);
     }
 }

@@ -51,7 +51,7 @@ fn transport_info_reports_what_is_used() {
     let m = Mounted::new(opts(Transport::Uring));
     let t = &m.transport;
     assert_eq!((t.kind, t.requested, t.reason.as_deref()), (TransportKind::IoUring, Transport::Uring, None));
-    assert_eq!(t.queues, fuse_uring::ring::possible_cpus().unwrap());
+    assert_eq!(t.queues, fuse_uring::possible_cpus().unwrap());
     assert_eq!(t.depth, 4);
     assert!(t.payload_size >= m.info.max_write as usize && t.payload_size >= 8192, "{t:?}");
     assert_eq!(t.kind.as_str(), "io_uring");
