@@ -8,7 +8,14 @@
 //! the filesystem, and encoding live here, once, for every transport.
 //!
 //! INIT is negotiated by [`negotiate`] before a dispatcher exists (it needs
-//! only the [`MountOptions`]); a later INIT reaching the dispatcher gets EPROTO.
+//! only the [`InitOptions`], which the session fills from its
+//! [`MountOptions`](crate::MountOptions)); a later INIT reaching the
+//! dispatcher gets EPROTO.
+//!
+//! Sits on the protocol (`abi`, `request`, `reply`), the [`Filesystem`] trait
+//! and `stats`, and on nothing above: it does not know how bytes reach it
+//! (`/dev/fuse`, io_uring), how the connection was mounted, or which
+//! transport was chosen.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,8 +24,24 @@ use crate::abi::*;
 use crate::fs::{ConnInfo, Errno, Filesystem, RequestCtx, SetAttrIn, SetTime, XattrReply};
 use crate::reply::{encode_attr_out, encode_entry, DirentPlusWriter, DirentWriter, ReplyBuf};
 use crate::request::{parse_header, opcode_needs_reply, Args, InHeader, Operation, ParseError, ParseOptions, Request};
-use crate::session::MountOptions;
 use crate::stats::OpStats;
+
+/// What [`negotiate`] asks the kernel for: the part of the mount options
+/// that INIT needs. The session fills it from its
+/// [`MountOptions`](crate::MountOptions) (`From<&MountOptions>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InitOptions {
+    /// Ask for READDIRPLUS (DO_READDIRPLUS + READDIRPLUS_AUTO).
+    pub readdirplus: bool,
+    /// Ask for FUSE_PASSTHROUGH with `max_stack_depth` 1.
+    pub passthrough: bool,
+    /// Ask for FUSE_OVER_IO_URING (the transport is not `/dev/fuse` only).
+    pub over_io_uring: bool,
+    /// Largest WRITE payload in bytes (at least 4096 is answered).
+    pub max_write: u32,
+    /// `fuse_init_out.max_background`; the congestion threshold is 3/4 of it.
+    pub max_background: u16,
+}
 
 /// What [`negotiate`] decided for one INIT request.
 #[derive(Clone, Copy, Debug)]
@@ -51,8 +74,10 @@ pub enum InitDecision {
 /// EXPORT_SUPPORT, PARALLEL_DIROPS, MAX_PAGES (`max_pages` 256),
 /// CACHE_SYMLINKS, INIT_EXT, DO_READDIRPLUS + READDIRPLUS_AUTO (if
 /// `opts.readdirplus`) and PASSTHROUGH with `max_stack_depth` 1 (if
-/// `opts.passthrough`) and OVER_IO_URING (unless `opts.transport` is
-/// `Dev`) and HANDLE_KILLPRIV_V2, each only if the kernel offers it.
+/// `opts.passthrough`) and OVER_IO_URING (if `opts.over_io_uring`, i.e.
+/// unless the mount's transport is `Dev`) and HANDLE_KILLPRIV_V2, each only
+/// if the kernel offers it. `opts` is an [`InitOptions`] or anything that
+/// converts into one (`&MountOptions`).
 ///
 /// HANDLE_KILLPRIV_V2 makes the kernel set SB_NOSEC, so after one check an
 /// inode without setuid/setgid bits or `security.capability` is marked
@@ -73,7 +98,8 @@ pub enum InitDecision {
 /// `open(O_TRUNC)` of a running executable would destroy it (and then
 /// succeed once the process died of SIGBUS). Without it the kernel checks
 /// first and truncates with a SETATTR.
-pub fn negotiate(init: &fuse_init_in, opts: &MountOptions) -> InitDecision {
+pub fn negotiate(init: &fuse_init_in, opts: impl Into<InitOptions>) -> InitDecision {
+    let opts = opts.into();
     if init.major > FUSE_KERNEL_VERSION {
         let out = fuse_init_out { major: FUSE_KERNEL_VERSION, minor: FUSE_KERNEL_MINOR_VERSION, ..Default::default() };
         return InitDecision::RetryMajor { out, len: FUSE_COMPAT_INIT_OUT_SIZE };
@@ -100,7 +126,7 @@ pub fn negotiate(init: &fuse_init_in, opts: &MountOptions) -> InitDecision {
     if opts.passthrough {
         want |= FUSE_PASSTHROUGH;
     }
-    if opts.transport != crate::transport::Transport::Dev {
+    if opts.over_io_uring {
         want |= FUSE_OVER_IO_URING;
     }
     let flags = want & kernel_flags;
@@ -417,6 +443,7 @@ pub fn decode_setattr(a: &fuse_setattr_in) -> SetAttrIn {
 mod tests {
     use super::*;
     use crate::fs::{Attr, Entry};
+    use crate::MountOptions;
     use std::ffi::OsStr;
     use std::sync::Mutex;
 

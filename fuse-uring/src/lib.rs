@@ -77,7 +77,7 @@ pub mod session;
 pub mod stats;
 pub mod transport;
 
-pub use dispatch::{negotiate, Dispatcher, InitDecision};
+pub use dispatch::{negotiate, Dispatcher, InitDecision, InitOptions};
 pub use fs::*;
 pub use reply::{DirentPlusWriter, DirentWriter, ReplyBuf};
 pub use request::{Operation, ParseError, Request};

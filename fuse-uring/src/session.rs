@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::abi::*;
-use crate::dispatch::{negotiate, Dispatcher, InitDecision};
+use crate::dispatch::{negotiate, Dispatcher, InitDecision, InitOptions};
 use crate::fs::{ConnInfo, Filesystem};
 use crate::reply::ReplyBuf;
 use crate::request::{Operation, ParseOptions, Request};
@@ -83,6 +83,19 @@ impl Default for MountOptions {
             queue_depth: 4,
             ring_start_timeout: Duration::from_secs(5),
             ring_fault: RingFault::None,
+        }
+    }
+}
+
+impl From<&MountOptions> for InitOptions {
+    /// What INIT asks for: OVER_IO_URING unless the transport is [`Transport::Dev`].
+    fn from(o: &MountOptions) -> InitOptions {
+        InitOptions {
+            readdirplus: o.readdirplus,
+            passthrough: o.passthrough,
+            over_io_uring: o.transport != Transport::Dev,
+            max_write: o.max_write,
+            max_background: o.max_background,
         }
     }
 }
