@@ -68,6 +68,7 @@
 #![warn(missing_docs)]
 
 pub mod abi;
+pub mod dev;
 pub mod dispatch;
 pub mod fs;
 pub mod reply;
@@ -81,8 +82,7 @@ pub use dispatch::{negotiate, Dispatcher, InitDecision, InitOptions};
 pub use fs::*;
 pub use reply::{DirentPlusWriter, DirentWriter, ReplyBuf};
 pub use request::{Operation, ParseError, Request};
-pub use session::{
-    backing_close, backing_open, clone_fd, mount, unmount, FuseDev, MountOptions, Notifier, OpStatsHandle, Session, Unmounter,
-};
+pub use dev::{backing_close, backing_open, clone_fd, FuseDev, Notifier};
+pub use session::{mount, unmount, MountOptions, OpStatsHandle, Session, Unmounter};
 pub use stats::{OpCount, OpStats};
 pub use transport::{possible_cpus, uring_available, Transport, TransportInfo, TransportKind};

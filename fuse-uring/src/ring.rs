@@ -70,10 +70,10 @@ use std::time::{Duration, Instant};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use crate::abi::*;
+use crate::dev::FuseDev;
 use crate::dispatch::Dispatcher;
 use crate::fs::Filesystem;
 use crate::reply::ReplyBuf;
-use crate::session::FuseDev;
 
 /// Offset of `op_in` in the header buffer.
 const OP_IN: usize = FUSE_URING_IN_OUT_HEADER_SZ;

@@ -1,30 +1,39 @@
-//! Mounting, the INIT handshake, the `/dev/fuse` worker loop, unmounting,
-//! kernel notifications and passthrough backing ids.
+//! The session: mounting, the INIT handshake, choosing and starting the
+//! transport, serving, unmounting.
 //!
 //! Lifecycle: [`mount`] opens `/dev/fuse`, calls `mount(2)` and answers INIT
 //! on that fd, returning a [`Session`] whose [`ConnInfo`] says what was
-//! negotiated. [`Session::run`] serves requests on worker threads until the
+//! negotiated. With io_uring it also starts and probes the rings and, if they
+//! do not work, aborts that connection and remounts on `/dev/fuse` (or
+//! fails). [`Session::run`] serves requests on worker threads until the
 //! filesystem is unmounted ([`unmount`] / [`Unmounter`]) or the connection is
 //! aborted, then calls `Filesystem::destroy`. [`Session::notifier`] and
 //! [`Session::stats`] give handles that outlive `run`'s borrow of the session.
+//!
+//! The top of the crate: it owns [`MountOptions`] and turns them into what
+//! the layers below need ([`InitOptions`] for INIT, queue counts and depths
+//! for the rings). It moves no request bytes itself: the `/dev/fuse` loop,
+//! notifications and backing ids are [`dev`](crate::dev)'s, the rings
+//! [`ring`]'s, decoding and the filesystem call the [`Dispatcher`]'s.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::abi::*;
+use crate::dev::{clone_fd, cvt, open_dev_fuse, read_request, worker_loop, write_reply, FuseDev, Notifier};
 use crate::dispatch::{negotiate, Dispatcher, InitDecision, InitOptions};
 use crate::fs::{ConnInfo, Filesystem};
 use crate::reply::ReplyBuf;
 use crate::request::{Operation, ParseOptions, Request};
-use crate::stats::OpStats;
 use crate::ring::{self, RingFault, Rings};
+use crate::stats::OpStats;
 pub use crate::transport::{Transport, TransportInfo, TransportKind};
 use crate::transport::{abort_connection, abort_connection_id, connection_id, possible_cpus, uring_available};
-use std::time::Duration;
 
 /// Options for [`mount`]. `Default` gives the values documented per field.
 #[derive(Clone, Debug)]
@@ -107,65 +116,8 @@ pub type OpStatsHandle = Arc<OpStats>;
 /// The filesystem type given to `mount(2)`: shows as `fuse.ringfs` in /proc/mounts.
 pub const FSTYPE: &str = "fuse.ringfs";
 
-/// A shared handle on the session's `/dev/fuse` fd (the one `mount(2)` was
-/// given). Needed for notifications and passthrough backing ids; cheap to clone.
-#[derive(Clone, Debug)]
-pub struct FuseDev(Arc<OwnedFd>);
-
-impl AsFd for FuseDev {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.0.as_fd()
-    }
-}
-
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
 pub(crate) fn cpath(p: &Path) -> io::Result<CString> {
     CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
-}
-
-fn open_dev_fuse() -> io::Result<OwnedFd> {
-    // SAFETY: plain open(2) of a constant NUL-terminated path.
-    let fd = cvt(unsafe { libc::open(c"/dev/fuse".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) })?;
-    // SAFETY: `fd` was just returned by open(2) and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Opens a new `/dev/fuse` fd attached to `session`'s connection
-/// (`FUSE_DEV_IOC_CLONE`), so a worker gets its own request processing queue.
-pub fn clone_fd(session: impl AsFd) -> io::Result<OwnedFd> {
-    let fd = open_dev_fuse()?;
-    let mut src: u32 = session.as_fd().as_raw_fd() as u32;
-    // SAFETY: the ioctl reads one u32 (the session fd number) from `src`.
-    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), FUSE_DEV_IOC_CLONE as _, &mut src as *mut u32) })?;
-    Ok(fd)
-}
-
-/// `FUSE_DEV_IOC_BACKING_OPEN`: registers `file` as a passthrough backing file
-/// on the connection of `dev` (the session fd) and returns its backing id, for
-/// `Opened::backing_id` with `FOPEN_PASSTHROUGH`. Each call makes a new id.
-/// Errors: EPERM without CAP_SYS_ADMIN in the initial user namespace,
-/// EOPNOTSUPP if passthrough was not negotiated, EISDIR/EINVAL for files that
-/// cannot back (kernel doc: Documentation/filesystems/fuse-passthrough.rst).
-pub fn backing_open(dev: impl AsFd, file: impl AsFd) -> io::Result<i32> {
-    let map = fuse_backing_map { fd: file.as_fd().as_raw_fd(), flags: 0, padding: 0 };
-    // SAFETY: the ioctl reads a `fuse_backing_map` from the pointer.
-    cvt(unsafe { libc::ioctl(dev.as_fd().as_raw_fd(), FUSE_DEV_IOC_BACKING_OPEN as _, &map as *const fuse_backing_map) })
-}
-
-/// `FUSE_DEV_IOC_BACKING_CLOSE`: drops backing id `id` (files already opened
-/// with it keep their backing file). Errors: ENOENT for an unknown id.
-pub fn backing_close(dev: impl AsFd, id: i32) -> io::Result<()> {
-    let id = id as u32;
-    // SAFETY: the ioctl reads one u32 from the pointer.
-    cvt(unsafe { libc::ioctl(dev.as_fd().as_raw_fd(), FUSE_DEV_IOC_BACKING_CLOSE as _, &id as *const u32) })?;
-    Ok(())
 }
 
 /// Unmounts `mountpoint`: `umount2(mountpoint, 0)`, falling back to a lazy
@@ -199,77 +151,6 @@ impl Unmounter {
     /// The mount point this handle unmounts.
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint
-    }
-}
-
-/// Sends kernel cache invalidations (`FUSE_NOTIFY_*`, kernel doc: fuse.h
-/// "notify") on the session fd, with `unique` 0. Clonable; usable from any
-/// thread, also while `run` serves requests.
-///
-/// Do not invalidate a directory's entry from inside a request that holds
-/// that directory locked in the kernel (e.g. inval_entry(parent, ..) while
-/// answering a LOOKUP/CREATE in `parent`): the kernel would deadlock. Send
-/// such notifications from another thread.
-#[derive(Clone, Debug)]
-pub struct Notifier {
-    dev: FuseDev,
-}
-
-impl Notifier {
-    fn send(&self, code: i32, parts: &[&[u8]]) -> io::Result<()> {
-        let len: usize = std::mem::size_of::<fuse_out_header>() + parts.iter().map(|p| p.len()).sum::<usize>();
-        let h = fuse_out_header { len: len as u32, error: code, unique: 0 };
-        let mut iov: Vec<libc::iovec> = Vec::with_capacity(parts.len() + 1);
-        for p in std::iter::once(h.as_bytes()).chain(parts.iter().copied()) {
-            iov.push(libc::iovec { iov_base: p.as_ptr() as *mut _, iov_len: p.len() });
-        }
-        loop {
-            // SAFETY: every iovec points into a live slice borrowed for this call.
-            let r = unsafe { libc::writev(self.dev.as_fd().as_raw_fd(), iov.as_ptr(), iov.len() as i32) };
-            if r >= 0 {
-                return Ok(());
-            }
-            let e = io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
-                // Nothing cached for that inode/entry: nothing to invalidate.
-                Some(libc::ENOENT) => return Ok(()),
-                _ => return Err(e),
-            }
-        }
-    }
-
-    fn check_name(name: &OsStr) -> io::Result<&[u8]> {
-        let b = name.as_bytes();
-        if b.len() > FUSE_NAME_MAX {
-            return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
-        }
-        Ok(b)
-    }
-
-    /// FUSE_NOTIFY_INVAL_ENTRY: drop the kernel's cached dentry `name` in
-    /// directory `parent` (positive or negative). Ok if it was not cached.
-    pub fn inval_entry(&self, parent: u64, name: &OsStr) -> io::Result<()> {
-        let b = Self::check_name(name)?;
-        let arg = fuse_notify_inval_entry_out { parent, namelen: b.len() as u32, flags: 0 };
-        self.send(FUSE_NOTIFY_INVAL_ENTRY, &[arg.as_bytes(), b, &[0]])
-    }
-
-    /// FUSE_NOTIFY_INVAL_INODE: drop cached attributes of `nodeid` and its
-    /// page cache from byte `off` for `len` bytes (`len` 0 = to the end;
-    /// `off` < 0 = attributes only). Ok if the inode is not cached.
-    pub fn inval_inode(&self, nodeid: u64, off: i64, len: i64) -> io::Result<()> {
-        let arg = fuse_notify_inval_inode_out { ino: nodeid, off, len };
-        self.send(FUSE_NOTIFY_INVAL_INODE, &[arg.as_bytes()])
-    }
-
-    /// FUSE_NOTIFY_DELETE: `name` in `parent` (which was `child`) is gone;
-    /// the kernel drops the dentry and, if `child` is an unused directory,
-    /// marks it dead. Ok if nothing was cached.
-    pub fn delete(&self, parent: u64, child: u64, name: &OsStr) -> io::Result<()> {
-        let b = Self::check_name(name)?;
-        let arg = fuse_notify_delete_out { parent, child, namelen: b.len() as u32, padding: 0 };
-        self.send(FUSE_NOTIFY_DELETE, &[arg.as_bytes(), b, &[0]])
     }
 }
 
@@ -349,39 +230,6 @@ fn open_root(target: &std::ffi::CStr) -> Option<(OwnedFd, u32)> {
             && l.split(" - ").nth(1).is_some_and(|t| t.starts_with("fuse"))
     });
     ours.then_some((fd, dev))
-}
-
-fn read_request(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
-    loop {
-        // SAFETY: reads into a live, writable buffer of buf.len() bytes.
-        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr() as *mut _, buf.len()) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            // ENOENT: the request was interrupted before we read it.
-            Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::ENOENT) => continue,
-            _ => return Err(e),
-        }
-    }
-}
-
-/// Writes one reply. ENOENT (request interrupted and gone) is not an error.
-fn write_reply(fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<()> {
-    loop {
-        // SAFETY: writes from a live buffer of bytes.len() bytes.
-        let n = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr() as *const _, bytes.len()) };
-        if n >= 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
-            Some(libc::ENOENT) => return Ok(()),
-            _ => return Err(e),
-        }
-    }
 }
 
 /// Mounts a FUSE filesystem at `mountpoint` and answers the kernel's INIT.
@@ -480,7 +328,7 @@ fn mount_once(mountpoint: &Path, opts: &MountOptions, uring: bool) -> io::Result
     };
 
     let bufsize = FUSE_MIN_READ_BUFFER.max(opts.max_write.max(4096) as usize + 4096);
-    let dev = FuseDev(Arc::new(fd));
+    let dev = FuseDev::new(fd);
     match init_handshake(dev.as_fd(), opts, bufsize) {
         Ok(info) => {
             tracing::info!(
@@ -656,7 +504,7 @@ impl Session {
 
     /// A handle sending cache invalidations on this session's fd.
     pub fn notifier(&self) -> Notifier {
-        Notifier { dev: self.dev.clone() }
+        Notifier::new(self.dev.clone())
     }
 
     /// The session's `/dev/fuse` fd, for [`backing_open`] / [`backing_close`].
@@ -788,49 +636,8 @@ impl Session {
     }
 }
 
-fn worker_loop<F: Filesystem>(fd: OwnedFd, d: &Dispatcher<F>, bufsize: usize) -> io::Result<()> {
-    let mut buf = vec![0u8; bufsize];
-    let mut reply = ReplyBuf::with_capacity(64 * 1024);
-    loop {
-        let n = match read_request(fd.as_fd(), &mut buf) {
-            Ok(n) => n,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENODEV) | Some(libc::ECONNABORTED)) => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        let req = &buf[..n];
-        let send = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| d.dispatch(req, &mut reply))) {
-            Ok(send) => send,
-            Err(_) => {
-                // The filesystem panicked; answer EIO so the caller does not hang.
-                match crate::request::parse_header(req) {
-                    Ok(h) if crate::request::opcode_needs_reply(h.opcode) => {
-                        tracing::error!(opcode = h.opcode, "filesystem panicked; replying EIO");
-                        reply.reset(h.unique);
-                        reply.set_error(libc::EIO);
-                        true
-                    }
-                    _ => false,
-                }
-            }
-        };
-        if send {
-            match write_reply(fd.as_fd(), reply.as_bytes()) {
-                Ok(()) => {}
-                Err(e) if matches!(e.raw_os_error(), Some(libc::ENODEV) | Some(libc::ECONNABORTED)) => return Ok(()),
-                Err(e) => tracing::warn!("writing FUSE reply failed: {e}"),
-            }
-        }
-        // Do not let one huge reply pin memory forever.
-        if reply.body_len() > 4 << 20 {
-            reply = ReplyBuf::with_capacity(64 * 1024);
-        }
-    }
-}
-
 #[allow(dead_code)]
 fn _assert_send_sync() {
     fn is<T: Send + Sync>() {}
-    is::<Notifier>();
-    is::<FuseDev>();
     is::<Unmounter>();
 }

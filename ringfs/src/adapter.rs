@@ -31,7 +31,7 @@ const FOPEN_PASSTHROUGH: u32 = 1 << 7;
 /// inode is served through the daemon for as long as it stays open
 /// (`id == None`), again so that all its opens agree.
 struct Backing {
-    dev: fuse_uring::session::FuseDev,
+    dev: fuse_uring::FuseDev,
     /// ino → (backing id or None for "through the daemon", open handles).
     inodes: Mutex<BackingTable>,
 }
@@ -60,7 +60,7 @@ impl Backing {
                 // SAFETY: `fd` is the working copy fs-core keeps open while the
                 // inode has handles; we hold one (fh) right now.
                 let file = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-                let id = match fuse_uring::session::backing_open(&self.dev, file) {
+                let id = match fuse_uring::backing_open(&self.dev, file) {
                     Ok(id) => Some(id),
                     Err(e) => {
                         tracing::warn!("passthrough: registering the backing file of inode {ino} failed: {e}; serving it through the daemon");
@@ -91,7 +91,7 @@ impl Backing {
             None => None,
         };
         if let Some(id) = close {
-            if let Err(e) = fuse_uring::session::backing_close(&self.dev, id) {
+            if let Err(e) = fuse_uring::backing_close(&self.dev, id) {
                 tracing::warn!("passthrough: closing backing id {id} of inode {ino}: {e}");
             }
         }
@@ -171,7 +171,7 @@ impl Adapter {
     /// as backing files on `dev` (the session fd). Call before the session
     /// runs, and only when INIT negotiated passthrough and registering a
     /// backing file works (CAP_SYS_ADMIN).
-    pub fn enable_passthrough(&mut self, dev: fuse_uring::session::FuseDev) {
+    pub fn enable_passthrough(&mut self, dev: fuse_uring::FuseDev) {
         self.backing = Some(Backing { dev, inodes: Mutex::new(BackingTable::default()) });
     }
 

@@ -279,9 +279,9 @@ fn passthrough_check(mode: Passthrough, session: &fuse_uring::session::Session) 
         .open(&probe)
         .map_err(|e| format!("cannot create a probe file {}: {e}", probe.display()))?;
     let _ = std::fs::remove_file(&probe);
-    match fuse_uring::session::backing_open(session.device(), &file) {
+    match fuse_uring::backing_open(session.device(), &file) {
         Ok(id) => {
-            let _ = fuse_uring::session::backing_close(session.device(), id);
+            let _ = fuse_uring::backing_close(session.device(), id);
             Ok(())
         }
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => {

@@ -1,0 +1,244 @@
+//! The `/dev/fuse` device: the session's fd ([`FuseDev`]), the classic
+//! read/write transport (`worker_loop`: read one request, dispatch, write
+//! one reply), cloned per-worker fds ([`clone_fd`]), kernel notifications
+//! ([`Notifier`]) and passthrough backing ids ([`backing_open`],
+//! [`backing_close`]).
+//!
+//! Only moves bytes and issues ioctls on the fd: decoding, the filesystem
+//! call and encoding are the [`Dispatcher`]'s. It does not mount, answer
+//! INIT, choose a transport or know about io_uring rings (the ring transport
+//! builds on [`FuseDev`]; the session on both).
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
+
+use crate::abi::*;
+use crate::dispatch::Dispatcher;
+use crate::fs::Filesystem;
+use crate::reply::ReplyBuf;
+
+/// A shared handle on the session's `/dev/fuse` fd (the one `mount(2)` was
+/// given). Needed for notifications and passthrough backing ids; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct FuseDev(Arc<OwnedFd>);
+
+impl FuseDev {
+    /// Shares `fd`, a `/dev/fuse` fd, as the session's device.
+    pub(crate) fn new(fd: OwnedFd) -> FuseDev {
+        FuseDev(Arc::new(fd))
+    }
+}
+
+impl AsFd for FuseDev {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+pub(crate) fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+pub(crate) fn open_dev_fuse() -> io::Result<OwnedFd> {
+    // SAFETY: plain open(2) of a constant NUL-terminated path.
+    let fd = cvt(unsafe { libc::open(c"/dev/fuse".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) })?;
+    // SAFETY: `fd` was just returned by open(2) and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Opens a new `/dev/fuse` fd attached to `session`'s connection
+/// (`FUSE_DEV_IOC_CLONE`), so a worker gets its own request processing queue.
+pub fn clone_fd(session: impl AsFd) -> io::Result<OwnedFd> {
+    let fd = open_dev_fuse()?;
+    let mut src: u32 = session.as_fd().as_raw_fd() as u32;
+    // SAFETY: the ioctl reads one u32 (the session fd number) from `src`.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), FUSE_DEV_IOC_CLONE as _, &mut src as *mut u32) })?;
+    Ok(fd)
+}
+
+/// `FUSE_DEV_IOC_BACKING_OPEN`: registers `file` as a passthrough backing file
+/// on the connection of `dev` (the session fd) and returns its backing id, for
+/// `Opened::backing_id` with `FOPEN_PASSTHROUGH`. Each call makes a new id.
+/// Errors: EPERM without CAP_SYS_ADMIN in the initial user namespace,
+/// EOPNOTSUPP if passthrough was not negotiated, EISDIR/EINVAL for files that
+/// cannot back (kernel doc: Documentation/filesystems/fuse-passthrough.rst).
+pub fn backing_open(dev: impl AsFd, file: impl AsFd) -> io::Result<i32> {
+    let map = fuse_backing_map { fd: file.as_fd().as_raw_fd(), flags: 0, padding: 0 };
+    // SAFETY: the ioctl reads a `fuse_backing_map` from the pointer.
+    cvt(unsafe { libc::ioctl(dev.as_fd().as_raw_fd(), FUSE_DEV_IOC_BACKING_OPEN as _, &map as *const fuse_backing_map) })
+}
+
+/// `FUSE_DEV_IOC_BACKING_CLOSE`: drops backing id `id` (files already opened
+/// with it keep their backing file). Errors: ENOENT for an unknown id.
+pub fn backing_close(dev: impl AsFd, id: i32) -> io::Result<()> {
+    let id = id as u32;
+    // SAFETY: the ioctl reads one u32 from the pointer.
+    cvt(unsafe { libc::ioctl(dev.as_fd().as_raw_fd(), FUSE_DEV_IOC_BACKING_CLOSE as _, &id as *const u32) })?;
+    Ok(())
+}
+
+pub(crate) fn read_request(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: reads into a live, writable buffer of buf.len() bytes.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr() as *mut _, buf.len()) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            // ENOENT: the request was interrupted before we read it.
+            Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::ENOENT) => continue,
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Writes one reply. ENOENT (request interrupted and gone) is not an error.
+pub(crate) fn write_reply(fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<()> {
+    loop {
+        // SAFETY: writes from a live buffer of bytes.len() bytes.
+        let n = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr() as *const _, bytes.len()) };
+        if n >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
+            Some(libc::ENOENT) => return Ok(()),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Sends kernel cache invalidations (`FUSE_NOTIFY_*`, kernel doc: fuse.h
+/// "notify") on the session fd, with `unique` 0. Clonable; usable from any
+/// thread, also while `run` serves requests.
+///
+/// Do not invalidate a directory's entry from inside a request that holds
+/// that directory locked in the kernel (e.g. inval_entry(parent, ..) while
+/// answering a LOOKUP/CREATE in `parent`): the kernel would deadlock. Send
+/// such notifications from another thread.
+#[derive(Clone, Debug)]
+pub struct Notifier {
+    dev: FuseDev,
+}
+
+impl Notifier {
+    /// Notifications on `dev`.
+    pub(crate) fn new(dev: FuseDev) -> Notifier {
+        Notifier { dev }
+    }
+
+    fn send(&self, code: i32, parts: &[&[u8]]) -> io::Result<()> {
+        let len: usize = std::mem::size_of::<fuse_out_header>() + parts.iter().map(|p| p.len()).sum::<usize>();
+        let h = fuse_out_header { len: len as u32, error: code, unique: 0 };
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(parts.len() + 1);
+        for p in std::iter::once(h.as_bytes()).chain(parts.iter().copied()) {
+            iov.push(libc::iovec { iov_base: p.as_ptr() as *mut _, iov_len: p.len() });
+        }
+        loop {
+            // SAFETY: every iovec points into a live slice borrowed for this call.
+            let r = unsafe { libc::writev(self.dev.as_fd().as_raw_fd(), iov.as_ptr(), iov.len() as i32) };
+            if r >= 0 {
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
+                // Nothing cached for that inode/entry: nothing to invalidate.
+                Some(libc::ENOENT) => return Ok(()),
+                _ => return Err(e),
+            }
+        }
+    }
+
+    fn check_name(name: &OsStr) -> io::Result<&[u8]> {
+        let b = name.as_bytes();
+        if b.len() > FUSE_NAME_MAX {
+            return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+        }
+        Ok(b)
+    }
+
+    /// FUSE_NOTIFY_INVAL_ENTRY: drop the kernel's cached dentry `name` in
+    /// directory `parent` (positive or negative). Ok if it was not cached.
+    pub fn inval_entry(&self, parent: u64, name: &OsStr) -> io::Result<()> {
+        let b = Self::check_name(name)?;
+        let arg = fuse_notify_inval_entry_out { parent, namelen: b.len() as u32, flags: 0 };
+        self.send(FUSE_NOTIFY_INVAL_ENTRY, &[arg.as_bytes(), b, &[0]])
+    }
+
+    /// FUSE_NOTIFY_INVAL_INODE: drop cached attributes of `nodeid` and its
+    /// page cache from byte `off` for `len` bytes (`len` 0 = to the end;
+    /// `off` < 0 = attributes only). Ok if the inode is not cached.
+    pub fn inval_inode(&self, nodeid: u64, off: i64, len: i64) -> io::Result<()> {
+        let arg = fuse_notify_inval_inode_out { ino: nodeid, off, len };
+        self.send(FUSE_NOTIFY_INVAL_INODE, &[arg.as_bytes()])
+    }
+
+    /// FUSE_NOTIFY_DELETE: `name` in `parent` (which was `child`) is gone;
+    /// the kernel drops the dentry and, if `child` is an unused directory,
+    /// marks it dead. Ok if nothing was cached.
+    pub fn delete(&self, parent: u64, child: u64, name: &OsStr) -> io::Result<()> {
+        let b = Self::check_name(name)?;
+        let arg = fuse_notify_delete_out { parent, child, namelen: b.len() as u32, padding: 0 };
+        self.send(FUSE_NOTIFY_DELETE, &[arg.as_bytes(), b, &[0]])
+    }
+}
+
+/// Serves requests on `fd` until the connection ends: reads one whole
+/// request into a `bufsize` buffer, [`Dispatcher::dispatch`]es it (a panic in
+/// the filesystem is answered EIO) and writes the reply. Ok on ENODEV or
+/// ECONNABORTED (unmounted or aborted); other read errors end it with Err.
+pub(crate) fn worker_loop<F: Filesystem>(fd: OwnedFd, d: &Dispatcher<F>, bufsize: usize) -> io::Result<()> {
+    let mut buf = vec![0u8; bufsize];
+    let mut reply = ReplyBuf::with_capacity(64 * 1024);
+    loop {
+        let n = match read_request(fd.as_fd(), &mut buf) {
+            Ok(n) => n,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENODEV) | Some(libc::ECONNABORTED)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let req = &buf[..n];
+        let send = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| d.dispatch(req, &mut reply))) {
+            Ok(send) => send,
+            Err(_) => {
+                // The filesystem panicked; answer EIO so the caller does not hang.
+                match crate::request::parse_header(req) {
+                    Ok(h) if crate::request::opcode_needs_reply(h.opcode) => {
+                        tracing::error!(opcode = h.opcode, "filesystem panicked; replying EIO");
+                        reply.reset(h.unique);
+                        reply.set_error(libc::EIO);
+                        true
+                    }
+                    _ => false,
+                }
+            }
+        };
+        if send {
+            match write_reply(fd.as_fd(), reply.as_bytes()) {
+                Ok(()) => {}
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENODEV) | Some(libc::ECONNABORTED)) => return Ok(()),
+                Err(e) => tracing::warn!("writing FUSE reply failed: {e}"),
+            }
+        }
+        // Do not let one huge reply pin memory forever.
+        if reply.body_len() > 4 << 20 {
+            reply = ReplyBuf::with_capacity(64 * 1024);
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn is<T: Send + Sync>() {}
+    is::<Notifier>();
+    is::<FuseDev>();
+}
