@@ -507,7 +507,8 @@ impl Session {
         Notifier::new(self.dev.clone())
     }
 
-    /// The session's `/dev/fuse` fd, for [`backing_open`] / [`backing_close`].
+    /// The session's `/dev/fuse` fd, for [`backing_open`](crate::backing_open) /
+    /// [`backing_close`](crate::backing_close).
     pub fn device(&self) -> FuseDev {
         self.dev.clone()
     }
