@@ -2,8 +2,16 @@
 //! module parameter `enable_uring=Y`).
 //!
 //! Only moves bytes: every request goes through the same
-//! [`Dispatcher::dispatch_parts`] as the `/dev/fuse` transport uses through
-//! `dispatch`. Kernel doc: Documentation/filesystems/fuse-io-uring.rst.
+//! [`Dispatcher::dispatch_parts`](crate::Dispatcher::dispatch_parts) as the
+//! `/dev/fuse` transport uses through `dispatch`. Kernel doc:
+//! Documentation/filesystems/fuse-io-uring.rst.
+//!
+//! Owns the queues, their threads, the start-up probe and the pool for slow
+//! requests; the entries' buffers and one request's trip through them are
+//! its submodule `entry`. It builds on [`dev`](crate::dev) (the
+//! [`FuseDev`] its SQEs name) and on the dispatcher (through `Handler`). It
+//! does not mount, answer INIT, read `/dev/fuse` or decide whether io_uring
+//! is used: the session does, and tears the connection down if the ring fails.
 //!
 //! # Structure
 //!
@@ -19,8 +27,9 @@
 //!   the mount, would deadlock it). It waits for CQEs; a CQE on an entry
 //!   means "a request is in this entry". Quick requests are dispatched
 //!   inline and answered with COMMIT_AND_FETCH, which also re-arms the entry.
-//! - Slow requests ([`Filesystem::is_slow`], default [`is_slow_default`](crate::is_slow_default):
-//!   fsync, release, fallocate, copy_file_range, large reads/writes) are
+//! - Slow requests ([`Filesystem::is_slow`](crate::Filesystem::is_slow),
+//!   default [`is_slow_default`](crate::is_slow_default): fsync, release,
+//!   fallocate, copy_file_range, large reads/writes) are
 //!   handed to a `Pool` thread; the entry stays owned by that job until the
 //!   ring thread commits it (a hop costs two thread wake-ups, measured
 //!   +25..70 µs on a loaded 2-CPU machine). The job writes the
@@ -63,7 +72,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -71,16 +80,13 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use crate::abi::*;
 use crate::dev::FuseDev;
-use crate::dispatch::Dispatcher;
-use crate::fs::Filesystem;
 use crate::reply::ReplyBuf;
 
-/// Offset of `op_in` in the header buffer.
-const OP_IN: usize = FUSE_URING_IN_OUT_HEADER_SZ;
-/// Offset of `fuse_uring_ent_in_out` in the header buffer.
-const ENT_IN_OUT: usize = OP_IN + FUSE_URING_OP_IN_OUT_SZ;
-/// Size of `struct fuse_uring_req_header` (288 bytes).
-pub const HEADER_SIZE: usize = ENT_IN_OUT + std::mem::size_of::<fuse_uring_ent_in_out>();
+mod entry;
+use entry::{ent_in_out, io_size, process_entry, put_reply, QueueMem, ENT_IN_OUT, OP_IN};
+pub(crate) use entry::Handler;
+pub use entry::HEADER_SIZE;
+
 /// user_data of the eventfd poll.
 const WAKE: u64 = u64::MAX;
 
@@ -111,120 +117,6 @@ impl RingFault {
     }
     pub(crate) fn overmounts(self) -> bool {
         matches!(self, RingFault::OvermountBeforeProbe | RingFault::OvermountAndSkipLastQueue)
-    }
-}
-
-/// The READ/WRITE size from a ring entry's `op_in`, else 0.
-fn io_size(opcode: u32, op_in: &[u8]) -> u32 {
-    match opcode {
-        FUSE_READ => fuse_read_in::read_from(op_in).map_or(0, |a| a.size),
-        FUSE_WRITE => fuse_write_in::read_from(op_in).map_or(0, |a| a.size),
-        _ => 0,
-    }
-}
-
-struct EntryMem {
-    hdr: *mut u8,
-    payload: *mut u8,
-}
-
-/// The header and payload buffers of one queue's entries (see the module
-/// doc on ownership). Heap memory, allocated zeroed (untouched pages stay
-/// unbacked), never moved.
-pub(crate) struct QueueMem {
-    entries: Vec<EntryMem>,
-    payload_len: usize,
-    /// `[header, payload]` per entry, as REGISTER reads them.
-    iov: Vec<[libc::iovec; 2]>,
-    /// Set once the kernel has released every entry: only then is freeing safe.
-    drained: AtomicBool,
-}
-
-// SAFETY: the raw pointers are owned heap buffers; access follows the
-// single-owner protocol of the module doc.
-unsafe impl Send for QueueMem {}
-// SAFETY: as above.
-unsafe impl Sync for QueueMem {}
-
-fn hdr_layout() -> std::alloc::Layout {
-    std::alloc::Layout::from_size_align(HEADER_SIZE, 64).expect("layout")
-}
-fn payload_layout(len: usize) -> std::alloc::Layout {
-    std::alloc::Layout::from_size_align(len, 4096).expect("layout")
-}
-
-impl QueueMem {
-    fn new(depth: usize, payload_len: usize) -> io::Result<QueueMem> {
-        let mut m = QueueMem { entries: Vec::new(), payload_len, iov: Vec::new(), drained: AtomicBool::new(true) };
-        for _ in 0..depth {
-            // SAFETY: non-zero-sized layouts.
-            let hdr = unsafe { std::alloc::alloc_zeroed(hdr_layout()) };
-            // SAFETY: as above.
-            let payload = unsafe { std::alloc::alloc_zeroed(payload_layout(payload_len)) };
-            if hdr.is_null() || payload.is_null() {
-                return Err(io::Error::from_raw_os_error(libc::ENOMEM));
-            }
-            m.entries.push(EntryMem { hdr, payload });
-            m.iov.push([
-                libc::iovec { iov_base: hdr as *mut _, iov_len: HEADER_SIZE },
-                libc::iovec { iov_base: payload as *mut _, iov_len: payload_len },
-            ]);
-        }
-        Ok(m)
-    }
-
-    /// The header buffer of entry `i`.
-    ///
-    /// # Safety
-    /// The caller owns entry `i` (module doc) for the lifetime of the slice.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn hdr(&self, i: usize) -> &mut [u8] {
-        std::slice::from_raw_parts_mut(self.entries[i].hdr, HEADER_SIZE)
-    }
-
-    /// The payload buffer of entry `i`.
-    ///
-    /// # Safety
-    /// As for [`Self::hdr`].
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn payload(&self, i: usize) -> &mut [u8] {
-        std::slice::from_raw_parts_mut(self.entries[i].payload, self.payload_len)
-    }
-}
-
-impl Drop for QueueMem {
-    fn drop(&mut self) {
-        if !self.drained.load(Ordering::Acquire) {
-            // The kernel may still own entries: leaking is the safe choice.
-            tracing::debug!(entries = self.entries.len(), "ring buffers not drained; leaking them");
-            return;
-        }
-        for e in &self.entries {
-            // SAFETY: allocated in `new` with these layouts, freed once.
-            unsafe {
-                std::alloc::dealloc(e.hdr, hdr_layout());
-                std::alloc::dealloc(e.payload, payload_layout(self.payload_len));
-            }
-        }
-    }
-}
-
-/// What a ring thread serves requests with: the session's dispatcher
-/// (type-erased, so the threads can start in `mount` before the filesystem
-/// type is known) and the pool for slow requests.
-pub(crate) trait Handler: Send + Sync {
-    /// [`Dispatcher::dispatch_parts`].
-    fn handle(&self, in_header: &[u8], op_in: &[u8], payload: &[u8], reply: &mut ReplyBuf) -> bool;
-    /// [`Filesystem::is_slow`].
-    fn is_slow(&self, opcode: u32, size: u32) -> bool;
-}
-
-impl<F: Filesystem> Handler for Dispatcher<F> {
-    fn handle(&self, in_header: &[u8], op_in: &[u8], payload: &[u8], reply: &mut ReplyBuf) -> bool {
-        self.dispatch_parts(in_header, op_in, payload, reply)
-    }
-    fn is_slow(&self, opcode: u32, size: u32) -> bool {
-        self.filesystem().is_slow(opcode, size)
     }
 }
 
@@ -310,63 +202,6 @@ impl Queue {
     fn reap(&mut self, out: &mut Vec<(u64, i32)>) {
         out.clear();
         out.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
-    }
-}
-
-/// # Safety
-/// The caller owns entry `i`.
-unsafe fn ent_in_out(mem: &QueueMem, i: usize) -> fuse_uring_ent_in_out {
-    fuse_uring_ent_in_out::read_from(&mem.hdr(i)[ENT_IN_OUT..]).expect("header buffer is 288 bytes")
-}
-
-/// Writes `reply` into entry `i`: out-header in `in_out`, all reply bytes in
-/// the payload, `payload_sz`. A body larger than the payload becomes EIO.
-///
-/// # Safety
-/// The caller owns entry `i`.
-unsafe fn put_reply(mem: &QueueMem, i: usize, reply: &mut ReplyBuf) {
-    if reply.body_len() > mem.payload_len {
-        tracing::error!(len = reply.body_len(), "reply larger than the ring payload; replying EIO");
-        reply.set_error(libc::EIO);
-    }
-    let hdr = mem.hdr(i);
-    hdr[..std::mem::size_of::<fuse_out_header>()].copy_from_slice(reply.header().as_bytes());
-    mem.payload(i)[..reply.body_len()].copy_from_slice(reply.body());
-    let mut meta = fuse_uring_ent_in_out::read_from(&hdr[ENT_IN_OUT..]).expect("288 bytes");
-    meta.payload_sz = reply.body_len() as u32;
-    hdr[ENT_IN_OUT..HEADER_SIZE].copy_from_slice(meta.as_bytes());
-}
-
-/// Dispatches the request held by entry `i` and writes the reply into the
-/// entry. Shared by ring threads and pool jobs.
-///
-/// # Safety
-/// The caller owns entry `i`.
-unsafe fn process_entry(mem: &QueueMem, i: usize, h: &dyn Handler, reply: &mut ReplyBuf) {
-    let (send, unique) = {
-        let hdr = mem.hdr(i);
-        let meta = ent_in_out(mem, i);
-        let payload = mem.payload(i);
-        let n = (meta.payload_sz as usize).min(payload.len());
-        let (in_out, rest) = hdr.split_at(OP_IN);
-        let op_in = &rest[..FUSE_URING_OP_IN_OUT_SZ];
-        let unique = fuse_in_header::read_from(in_out).map_or(meta.commit_id, |h| h.unique);
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.handle(in_out, op_in, &payload[..n], reply)));
-        let send = r.unwrap_or_else(|_| {
-            tracing::error!(unique, "filesystem panicked; replying EIO");
-            false
-        });
-        (send, unique)
-    };
-    if !send {
-        // A ring entry is re-armed only by a commit, and requests without a
-        // reply never come through the ring: answer EIO.
-        reply.reset(unique);
-        reply.set_error(libc::EIO);
-    }
-    put_reply(mem, i, reply);
-    if reply.body_len() > 4 << 20 {
-        *reply = ReplyBuf::with_capacity(64 * 1024);
     }
 }
 
