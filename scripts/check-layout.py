@@ -20,18 +20,20 @@ LIMIT = 900
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 CRATES = ["fs-core", "fuse-uring"]
 # fuse-uring: module (top-level) -> layer. Lower layers never import higher ones.
+# A submodule (ring::entry) has its top-level module's layer. Mirrors the layer
+# list in fuse-uring/src/lib.rs.
 LAYERS = {
     "fuse-uring": {
-        "abi": 0,
-        "request": 1,
-        "stats": 1,
-        "fs": 2,
-        "reply": 3,
-        "dispatch": 4,
-        "transport": 5,
-        "dev": 5,
-        "ring": 6,
-        "session": 7,
+        "abi": 0,  # protocol: the kernel's wire structs
+        "request": 1,  # protocol: the decoder
+        "stats": 1,  # per-opcode counters (abi only)
+        "fs": 2,  # the Filesystem trait and its values
+        "reply": 3,  # protocol: the encoder (of the trait's values)
+        "dispatch": 4,  # request -> Filesystem call -> reply; INIT negotiation
+        "transport": 5,  # choosing/reporting the transport; /sys and /proc facts
+        "dev": 5,  # the /dev/fuse device: fd, read/write loop, notify, backing ids
+        "ring": 6,  # the io_uring transport (on dev's FuseDev)
+        "session": 7,  # mount, INIT, run, unmount
     },
 }
 

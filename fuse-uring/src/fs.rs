@@ -2,7 +2,11 @@
 //!
 //! This is the contract between the FUSE session (request decoding, reply
 //! encoding, both transports) and whatever serves the requests. It speaks in
-//! nodeids, file handles and plain values; it knows nothing of the wire format.
+//! nodeids, file handles and plain values; of the wire format it knows only
+//! the opcode numbers that [`is_slow_default`] (the default of
+//! [`Filesystem::is_slow`]) sorts, and it knows nothing of the decoder, the
+//! encoder, the dispatcher, the transports or the session, which all build on
+//! it.
 //! Method semantics follow the kernel's FUSE protocol
 //! (`include/uapi/linux/fuse.h`) and libfuse's `fuse_lowlevel.h`.
 //!

@@ -1,22 +1,32 @@
 //! `fuse-uring`: the FUSE session of ringfs.
 //!
-//! Layers, each its own module, with hard edges:
-//! - [`abi`]: the kernel's wire structs and constants (`include/uapi/linux/fuse.h`,
-//!   protocol 7.45), nothing else.
-//! - [`request`]: the one request decoder, raw bytes → [`Operation`]. Bounds-checked:
-//!   malformed input gives an error (answered EIO), never a panic.
-//! - [`reply`]: the one reply encoder, a reusable [`ReplyBuf`] (`fuse_out_header` +
-//!   body) plus the READDIR/READDIRPLUS sinks.
-//! - [`dispatch`]: [`Dispatcher`] ties them to the [`Filesystem`] trait; [`negotiate`]
-//!   answers INIT.
-//! - [`session`]: the `/dev/fuse` transport — [`mount`], [`Session::run`] worker
-//!   threads on cloned fds, [`unmount`], [`Notifier`], passthrough backing ids.
-//! - [`ring`]: the FUSE-over-io_uring transport (one queue per possible CPU,
-//!   a worker pool for slow requests), started by [`mount`] when
-//!   [`MountOptions::transport`] allows it.
-//! - [`transport`]: choosing ([`Transport`]) and reporting ([`TransportInfo`],
-//!   [`Session::transport_info`]) the transport.
-//! - [`stats`]: per-opcode request counters ([`OpStats`]).
+//! Layers, bottom first, numbered as in the `LAYERS` table of
+//! `scripts/check-layout.py`, which checks that a module imports only from
+//! its own layer or the ones below it, never from above:
+//! 0. [`abi`]: the kernel's wire structs and constants
+//!    (`include/uapi/linux/fuse.h`, protocol 7.45), nothing else.
+//! 1. [`request`]: the one request decoder, raw bytes → [`Operation`],
+//!    bounds-checked (malformed input gives an error, answered EIO, never a
+//!    panic). [`stats`]: per-opcode request counters ([`OpStats`]).
+//! 2. [`fs`]: the [`Filesystem`] trait and the values it speaks in, and the
+//!    default slow-request policy ([`is_slow_default`]).
+//! 3. [`reply`]: the one reply encoder, a reusable [`ReplyBuf`]
+//!    (`fuse_out_header` + body) plus the READDIR/READDIRPLUS sinks. With
+//!    `abi` and `request` it is the protocol, but it encodes the trait's
+//!    values and implements its sinks, hence sits above `fs`.
+//! 4. [`dispatch`]: [`Dispatcher`] ties decoder, trait and encoder together
+//!    for every transport; [`negotiate`] answers INIT from [`InitOptions`].
+//! 5. Transport foundations. [`dev`]: the `/dev/fuse` device ([`FuseDev`],
+//!    the read → dispatch → write loop, [`clone_fd`], [`Notifier`],
+//!    passthrough backing ids [`backing_open`] / [`backing_close`]).
+//!    [`transport`]: choosing ([`Transport`]) and reporting
+//!    ([`TransportInfo`]) the transport, and the facts that rests on
+//!    ([`uring_available`], [`possible_cpus`], aborting a connection).
+//! 6. [`ring`]: the FUSE-over-io_uring transport (one queue per possible
+//!    CPU, a worker pool for slow requests) on a [`FuseDev`].
+//! 7. [`session`]: [`mount`] (`mount(2)`, INIT, starting and probing the
+//!    ring when [`MountOptions::transport`] allows it, else or on failure
+//!    `/dev/fuse`), [`Session::run`], [`unmount`] / [`Unmounter`].
 //!
 //! # Transport neutrality
 //!

@@ -7,6 +7,12 @@
 //! `in_out` area and [`ReplyBuf::body`] into its payload buffer (setting
 //! `payload_sz` to `body().len()`). The buffer keeps its capacity between
 //! requests: call [`ReplyBuf::reset`] (the dispatcher does) and reuse it.
+//!
+//! Built on [`abi`](crate::abi) and the [`Filesystem`](crate::Filesystem)
+//! trait's value types (it encodes [`Attr`](crate::Attr),
+//! [`Entry`] and directory entries, and its writers are the
+//! trait's [`DirSink`]/[`DirPlusSink`]); it calls no filesystem method and
+//! does not know which transport sends the bytes.
 
 use crate::abi::*;
 use crate::fs::{DirEntry, DirPlusSink, DirSink, Entry};

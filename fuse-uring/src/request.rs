@@ -11,6 +11,10 @@
 //!
 //! Every read is bounds-checked; a short or malformed request gives a
 //! [`ParseError`] (the dispatcher answers it with EIO), never a panic.
+//!
+//! Built on [`abi`] alone: it borrows from the request bytes and knows
+//! nothing of the [`Filesystem`](crate::Filesystem) trait, replies, or where
+//! the bytes came from.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;

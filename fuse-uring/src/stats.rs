@@ -8,6 +8,10 @@
 //!
 //! Histogram buckets are log-linear: four buckets per power of two of
 //! nanoseconds, so a reported percentile is within 12.5 % of the true value.
+//!
+//! Built on [`abi`](crate::abi) alone (opcode numbers and names): the
+//! dispatcher feeds it, the session hands it out; it knows nothing of
+//! request contents, the filesystem or the transports.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
