@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use redb::{ReadableDatabase, ReadableTable};
 
-use crate::fs::{hex, open_db, take_lock, ROOT};
+use crate::inode::ROOT;
+use crate::store::db::{open_db, take_lock};
 use crate::store::*;
 use crate::types::StoreError;
 

@@ -350,7 +350,7 @@ impl HostTrees {
     pub(crate) fn kill_suidgid(&self, ino: u64) -> Result<()> {
         let fd = self.fd(ino)?;
         let mode = fstat(fd.as_raw_fd())?.st_mode;
-        let killed = crate::fs::killed_privs(mode);
+        let killed = crate::posix::killed_privs(mode);
         if killed != mode {
             chmod_fd(fd.as_raw_fd(), killed & 0o7777)?;
         }

@@ -63,9 +63,13 @@ pub mod chunk;
 mod fs;
 mod fsck;
 mod host;
+mod inode;
 mod local;
+mod posix;
 pub mod store;
+mod throttle;
 mod types;
+mod wc;
 
 pub use fs::Fs;
 

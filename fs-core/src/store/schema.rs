@@ -1,5 +1,9 @@
-//! The redb store: table layout, records, and the typed helpers shared by
-//! the live filesystem, recovery and fsck.
+//! The redb schema (version [`SCHEMA_VERSION`]): table layout, records,
+//! their encoding, and the typed helpers shared by the group commit,
+//! recovery and fsck. The layout is written down in docs/ARCHITECTURE.md.
+//!
+//! Owns: table definitions and record types. Must not touch: the in-memory
+//! inode table, working copies.
 
 use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
@@ -162,4 +166,9 @@ pub fn create_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(LOCAL_XATTRS)?;
     txn.open_table(LOCAL_SYMLINKS)?;
     Ok(())
+}
+
+/// Lower-case hex of a hash (chunk names in messages).
+pub(crate) fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }

@@ -1,0 +1,458 @@
+//! The file-data operations of [`Fs`]: open and create (a new regular
+//! file's backing file), read, write, flush, release, fsync, fallocate,
+//! lseek, copy_file_range, and the working-copy descriptor handed to the
+//! kernel for passthrough ([`Fs::backing_fd`]).
+//!
+//! Owns: file handles and their access modes, when a changed file is queued
+//! for hashing (release) or hashed at once (fsync). Must not touch: names
+//! (namespace), the store's tables.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use redb::Durability;
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+
+use crate::fs::Fs;
+use crate::host::is_host_id;
+use crate::posix::*;
+use crate::types::*;
+use crate::host::copy_range;
+use crate::inode::{wc_stamp, Handle, OpenFile};
+use crate::store::db::db_errno;
+use crate::wc::note_bypass;
+
+impl Fs {
+    /// Attaches a new handle to `ino`, opening its working copy if this is
+    /// the first handle. Returns the handle.
+    pub(super) fn attach(&self, ino: u64, flags: u32, fresh: Option<File>) -> Result<(u64, Option<Arc<OpenFile>>)> {
+        let (mode, existing) = {
+            let st = self.inner.lock();
+            let n = st.node(ino)?;
+            (n.rec.mode, n.file.clone())
+        };
+        let file = if is_reg(mode) {
+            Some(match existing {
+                Some(f) => f,
+                None => {
+                    let f = match fresh {
+                        Some(f) => f,
+                        None => self.inner.open_wc(ino)?,
+                    };
+                    Arc::new(OpenFile { file: f, append: Mutex::new(()) })
+                }
+            })
+        } else {
+            None
+        };
+        let fh = self.inner.next_fh.fetch_add(1, Ordering::Relaxed);
+        let mut st = self.inner.lock();
+        let n = st.node_mut(ino)?;
+        let file = match (&n.file, file) {
+            (Some(f), Some(_)) => Some(f.clone()),
+            (None, Some(f)) => {
+                n.wc_seen = f.file.metadata().ok().map(|m| wc_stamp(&m));
+                n.file = Some(f.clone());
+                Some(f)
+            }
+            (_, None) => None,
+        };
+        n.opens += 1;
+        st.handles.insert(fh, Handle { ino, flags, file: file.clone() });
+        Ok((fh, file))
+    }
+
+    pub(super) fn truncate_on_open(&self, ino: u64, file: &Option<Arc<OpenFile>>) -> Result<()> {
+        if let Some(f) = file {
+            f.file.set_len(0)?;
+            let t = now();
+            let mut st = self.inner.lock();
+            let n = st.node_mut(ino)?;
+            n.rec.size = 0;
+            n.rec.blocks = 0;
+            n.rec.mtime = t;
+            n.rec.ctime = t;
+            n.content_gen += 1;
+            st.touch_inode(ino);
+        }
+        Ok(())
+    }
+
+    /// open(2) of an existing inode: returns a file handle. Honours
+    /// O_TRUNC (even with O_RDONLY, as ext4) and remembers O_APPEND and the
+    /// access mode. EISDIR when asking to write a directory.
+    pub fn open(&self, _c: &Caller, ino: u64, flags: u32) -> Result<u64> {
+        if self.inner.host.serves(ino) {
+            return self.inner.host.open(ino, flags);
+        }
+        {
+            let st = self.inner.lock();
+            if is_dir(st.node(ino)?.rec.mode) && can_write(flags) {
+                return err(libc::EISDIR);
+            }
+        }
+        let (fh, file) = self.attach(ino, flags, None)?;
+        if flags as i32 & libc::O_TRUNC != 0 {
+            if let Err(e) = self.truncate_on_open(ino, &file) {
+                let _ = self.release(fh);
+                return Err(e);
+            }
+        }
+        Ok(fh)
+    }
+
+    /// open(2) with O_CREAT: creates a regular file `name` (+1 lookup) and
+    /// opens it. If it exists: EEXIST with O_EXCL, EISDIR for a directory,
+    /// else opens it (honouring O_TRUNC).
+    pub fn create(&self, c: &Caller, parent: u64, name: &OsStr, mode: u32, flags: u32) -> Result<(Attr, u64)> {
+        if self.inner.host.serves(parent) {
+            return self.inner.host.create(c, parent, name.as_bytes(), mode, flags);
+        }
+        let existing = {
+            let mut st = self.inner.lock();
+            st.live_dir(parent)?;
+            match st.child(parent, name.as_bytes()) {
+                Some((ino, _)) => {
+                    if flags as i32 & libc::O_EXCL != 0 {
+                        return err(libc::EEXIST);
+                    }
+                    if is_dir(st.node(ino)?.rec.mode) {
+                        return err(libc::EISDIR);
+                    }
+                    st.node_mut(ino)?.lookups += 1;
+                    Some(ino)
+                }
+                None => None,
+            }
+        };
+        let (ino, pooled) = match existing {
+            Some(ino) => (ino, false),
+            None => {
+                let (a, pooled) = self.make_in(c, parent, name, S_IFREG | (mode & 0o7777), 0, None, true)?;
+                (a.ino, pooled)
+            }
+        };
+        let r = (|| {
+            let fresh = match existing {
+                None => Some(self.new_backing_file(ino, pooled)?),
+                Some(_) => None,
+            };
+            let (fh, file) = self.attach(ino, flags, fresh)?;
+            if existing.is_some() && flags as i32 & libc::O_TRUNC != 0 {
+                self.truncate_on_open(ino, &file)?;
+            }
+            Ok((self.attr_now(ino)?, fh))
+        })();
+        if r.is_err() {
+            if existing.is_none() {
+                // A failed creat(2) (no space for the backing file) leaves no name.
+                self.unmake(parent, name, ino);
+            } else {
+                self.forget(ino, 1);
+            }
+        }
+        r
+    }
+
+    /// Takes back a regular file `make_in` just made as `name` in `parent`
+    /// (its name, and the lookup it was given) when its backing file could
+    /// not be made.
+    pub(super) fn unmake(&self, parent: u64, name: &OsStr, ino: u64) {
+        {
+            let mut st = self.inner.lock();
+            if st.child(parent, name.as_bytes()).map(|(i, _)| i) == Some(ino) {
+                st.remove_entry(parent, name.as_bytes());
+                if let Ok(n) = st.node_mut(ino) {
+                    n.rec.nlink = 0;
+                }
+                st.touch_inode(ino);
+            }
+        }
+        self.forget(ino, 1);
+    }
+
+    pub(super) fn handle(&self, fh: u64) -> Result<(u64, u32, Arc<OpenFile>)> {
+        let st = self.inner.lock();
+        let h = st.handles.get(&fh).ok_or(Errno(libc::EBADF))?;
+        match &h.file {
+            Some(f) => Ok((h.ino, h.flags, f.clone())),
+            None => err(libc::EINVAL),
+        }
+    }
+
+    /// pread(2) through a handle: at most `size` bytes, fewer only at end of file.
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        if is_host_id(fh) {
+            return self.inner.host.read(fh, offset, size);
+        }
+        let (ino, flags, f) = self.handle(fh)?;
+        if !can_read(flags) {
+            return err(libc::EBADF);
+        }
+        let mut buf = vec![0u8; size as usize];
+        let mut got = 0;
+        while got < buf.len() {
+            match f.file.read_at(&mut buf[got..], offset + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        buf.truncate(got);
+        self.touch_atime(ino);
+        Ok(buf)
+    }
+
+    /// relatime, as ext4 mounts by default: atime moves on access when it is
+    /// not newer than mtime/ctime or is a day old.
+    pub(super) fn touch_atime(&self, ino: u64) {
+        let t = now();
+        let mut st = self.inner.lock();
+        if let Some(n) = st.nodes.get_mut(&ino) {
+            let r = &mut n.rec;
+            if r.atime <= r.mtime || r.atime <= r.ctime || r.atime.0 + 86400 <= t.0 {
+                r.atime = t;
+                st.dirty_inodes.insert(ino);
+            }
+        }
+    }
+
+    /// pwrite(2) through a handle (at end of file for O_APPEND handles).
+    /// Returns the bytes written; updates mtime/ctime. EBADF on a
+    /// read-only handle.
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32> {
+        if is_host_id(fh) {
+            return self.inner.host.write(fh, offset, data);
+        }
+        let (ino, flags, f) = self.handle(fh)?;
+        if !can_write(flags) {
+            return err(libc::EBADF);
+        }
+        let append = flags as i32 & libc::O_APPEND != 0;
+        let guard = if append { Some(f.append.lock().unwrap_or_else(|p| p.into_inner())) } else { None };
+        let offset = if append { f.file.metadata()?.len() } else { offset };
+        f.file.write_all_at(data, offset)?;
+        drop(guard);
+        let t = now();
+        let mut st = self.inner.lock();
+        if let Some(n) = st.nodes.get_mut(&ino) {
+            if !data.is_empty() {
+                n.rec.size = n.rec.size.max(offset + data.len() as u64);
+            }
+            n.rec.mtime = t;
+            n.rec.ctime = t;
+            n.content_gen += 1;
+            st.dirty_inodes.insert(ino);
+        }
+        Ok(data.len() as u32)
+    }
+
+    /// close(2) of one descriptor: nothing to do (data is hashed at release).
+    pub fn flush(&self, fh: u64) -> Result<()> {
+        if is_host_id(fh) {
+            return Ok(());
+        }
+        let st = self.inner.lock();
+        st.handles.get(&fh).map(|_| ()).ok_or(Errno(libc::EBADF))
+    }
+
+    /// The last close of an open file description. Returns at once; a
+    /// changed file is queued for hashing. Frees an unlinked inode whose
+    /// last handle this was.
+    pub fn release(&self, fh: u64) -> Result<()> {
+        if is_host_id(fh) {
+            return self.inner.host.release(fh);
+        }
+        let (freed, last) = {
+            let mut st = self.inner.lock();
+            let h = st.handles.remove(&fh).ok_or(Errno(libc::EBADF))?;
+            let ino = h.ino;
+            let Some(n) = st.nodes.get_mut(&ino) else { return Ok(()) };
+            n.opens = n.opens.saturating_sub(1);
+            let last = if n.opens == 0 { n.file.take() } else { None };
+            // Writes that bypassed us (FUSE passthrough) show in the working
+            // copy's size and mtime.
+            if let Some(f) = h.file.as_ref().filter(|_| can_write(h.flags)) {
+                note_bypass(&mut st, ino, f);
+            }
+            let n = st.nodes.get_mut(&ino).unwrap();
+            let dirty = n.content_gen != n.hashed_gen && n.rec.nlink > 0;
+            if dirty {
+                self.inner.queue_hash(&mut st, ino);
+            }
+            (st.maybe_free(ino), last)
+        };
+        drop(last);
+        self.finish_free(freed);
+        Ok(())
+    }
+
+    /// fsync(2)/fdatasync(2): hashes the file if it changed and returns
+    /// after a durable commit of it and of all pending metadata.
+    pub fn fsync(&self, fh: u64, _datasync: bool) -> Result<()> {
+        if is_host_id(fh) {
+            return self.inner.host.fsync(fh, _datasync);
+        }
+        let ino = {
+            let mut st = self.inner.lock();
+            let h = st.handles.get(&fh).ok_or(Errno(libc::EBADF))?;
+            let (ino, f) = (h.ino, h.file.clone());
+            if let Some(f) = f {
+                note_bypass(&mut st, ino, &f);
+            }
+            ino
+        };
+        self.inner.hash_file(ino)?;
+        self.inner.commit(Durability::Immediate, true, None).map_err(db_errno)
+    }
+
+    /// fsync(2) on a directory: a durable commit of all pending metadata.
+    pub fn fsyncdir(&self, _fh: u64) -> Result<()> {
+        if is_host_id(_fh) {
+            return self.inner.host.fsync(_fh, false);
+        }
+        self.inner.commit(Durability::Immediate, true, None).map_err(db_errno)
+    }
+
+    /// fallocate(2) through a handle: mode 0, FALLOC_FL_KEEP_SIZE, and
+    /// FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE; anything else EOPNOTSUPP.
+    pub fn fallocate(&self, fh: u64, offset: u64, length: u64, mode: u32) -> Result<()> {
+        if is_host_id(fh) {
+            return self.inner.host.fallocate(fh, offset, length, mode);
+        }
+        let keep = libc::FALLOC_FL_KEEP_SIZE as u32;
+        let punch = libc::FALLOC_FL_PUNCH_HOLE as u32;
+        if mode != 0 && mode != keep && mode != (punch | keep) {
+            return err(libc::EOPNOTSUPP);
+        }
+        if length == 0 {
+            return err(libc::EINVAL);
+        }
+        let (ino, flags, f) = self.handle(fh)?;
+        if !can_write(flags) {
+            return err(libc::EBADF);
+        }
+        let r = unsafe { libc::fallocate(f.file.as_raw_fd(), mode as i32, offset as i64, length as i64) };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        let m = f.file.metadata()?;
+        let t = now();
+        let mut st = self.inner.lock();
+        if let Some(n) = st.nodes.get_mut(&ino) {
+            use std::os::unix::fs::MetadataExt;
+            n.rec.size = m.size();
+            n.rec.blocks = m.blocks();
+            n.rec.ctime = t;
+            if mode & punch != 0 || mode == 0 {
+                n.rec.mtime = t;
+            }
+            n.content_gen += 1;
+            st.dirty_inodes.insert(ino);
+        }
+        Ok(())
+    }
+
+    /// lseek(2) through a handle: SEEK_DATA / SEEK_HOLE answered from the
+    /// working copy (ENXIO past the end); SEEK_SET/SEEK_END computed;
+    /// others EINVAL.
+    pub fn lseek(&self, fh: u64, offset: u64, whence: u32) -> Result<u64> {
+        if is_host_id(fh) {
+            return self.inner.host.lseek(fh, offset, whence);
+        }
+        let (_, _, f) = self.handle(fh)?;
+        match whence as i32 {
+            libc::SEEK_SET => Ok(offset),
+            libc::SEEK_END => Ok(f.file.metadata()?.len().saturating_add(offset)),
+            libc::SEEK_DATA | libc::SEEK_HOLE => {
+                // pread-based I/O never uses the fd's position, so seeking the
+                // shared fd is harmless.
+                let r = unsafe { libc::lseek(f.file.as_raw_fd(), offset as i64, whence as i32) };
+                if r < 0 {
+                    Err(std::io::Error::last_os_error().into())
+                } else {
+                    Ok(r as u64)
+                }
+            }
+            _ => err(libc::EINVAL),
+        }
+    }
+
+    /// copy_file_range(2) between two open handles; returns bytes copied
+    /// (0 at end of input). EBADF for a wrong access mode.
+    pub fn copy_file_range(&self, fh_in: u64, off_in: u64, fh_out: u64, off_out: u64, len: u64) -> Result<u64> {
+        match (is_host_id(fh_in), is_host_id(fh_out)) {
+            (true, true) => {
+                let host = &self.inner.host;
+                let (a, b) = (host.handle_fd(fh_in).ok_or(Errno(libc::EBADF))?, host.handle_fd(fh_out).ok_or(Errno(libc::EBADF))?);
+                return copy_range(a, off_in, b, off_out, len);
+            }
+            (false, false) => {}
+            // Across a native root: the kernel falls back to read + write.
+            _ => return err(libc::EOPNOTSUPP),
+        }
+        let (_, fin, src) = self.handle(fh_in)?;
+        let (ino_out, fout, dst) = self.handle(fh_out)?;
+        if !can_read(fin) || !can_write(fout) {
+            return err(libc::EBADF);
+        }
+        let mut oi = off_in as i64;
+        let mut oo = off_out as i64;
+        let len = len.min(1 << 30) as usize;
+        let r = unsafe { libc::copy_file_range(src.file.as_raw_fd(), &mut oi, dst.file.as_raw_fd(), &mut oo, len, 0) };
+        let n = if r >= 0 {
+            r as u64
+        } else {
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EXDEV) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => {
+                    let mut buf = vec![0u8; len.min(1 << 20)];
+                    let got = src.file.read_at(&mut buf, off_in)?;
+                    dst.file.write_all_at(&buf[..got], off_out)?;
+                    got as u64
+                }
+                _ => return Err(e.into()),
+            }
+        };
+        if n > 0 {
+            let t = now();
+            let mut st = self.inner.lock();
+            if let Some(nd) = st.nodes.get_mut(&ino_out) {
+                nd.rec.size = nd.rec.size.max(off_out + n);
+                nd.rec.mtime = t;
+                nd.rec.ctime = t;
+                nd.content_gen += 1;
+                st.dirty_inodes.insert(ino_out);
+            }
+        }
+        Ok(n)
+    }
+
+    /// The working-copy file behind an open regular-file handle, for FUSE
+    /// passthrough (register it as the backing file). The fd stays valid
+    /// until the handle's inode has no open handles left.
+    pub fn backing_fd(&self, fh: u64) -> Option<std::os::unix::io::RawFd> {
+        if is_host_id(fh) {
+            return self.inner.host.handle_fd(fh);
+        }
+        self.handle(fh).ok().map(|(_, _, f)| f.file.as_raw_fd())
+    }
+}
+
+/// O_WRONLY or O_RDWR.
+pub(crate) fn can_write(flags: u32) -> bool {
+    let acc = flags as i32 & libc::O_ACCMODE;
+    acc == libc::O_WRONLY || acc == libc::O_RDWR
+}
+
+/// O_RDONLY or O_RDWR.
+pub(crate) fn can_read(flags: u32) -> bool {
+    let acc = flags as i32 & libc::O_ACCMODE;
+    acc == libc::O_RDONLY || acc == libc::O_RDWR
+}

@@ -1,0 +1,473 @@
+//! [`Fs`]: the live filesystem, the public POSIX surface of fs-core. The
+//! inode table, directory tree and open handles live in memory behind one
+//! mutex; file bytes live in working copies read and written outside that
+//! mutex; redb receives group commits from a background thread and content
+//! manifests from the hash workers.
+//!
+//! `Fs` methods are the operations, one per FUSE request, grouped by concept:
+//! [`namespace`] (names and directories), [`data`] (handles and bytes),
+//! [`attr`] (attributes), [`xattr`]; [`sides`] moves inodes across the
+//! local-only boundary and [`roots`] keeps native roots in step with the
+//! model. This module opens a store (wiring the threads) and shuts it down.
+//!
+//! Must not know: FUSE's wire format or transports (the ringfs adapter maps
+//! requests onto these methods).
+
+mod attr;
+mod data;
+mod namespace;
+mod roots;
+mod sides;
+mod xattr;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use redb::{Database, Durability};
+
+use crate::host::HostTrees;
+use crate::inode::{self, Freed, State, POOL_LOCAL, ROOT};
+use crate::local::{BackDir, IgnorePolicy};
+use crate::posix::*;
+use crate::store::commit::run_group_commits;
+use crate::store::db::{corrupt, io_err, open_db, take_lock, Store};
+use crate::store::recovery::load;
+use crate::types::*;
+use crate::wc::hash::{background_priority, Hasher};
+use crate::wc::pool::Pools;
+use crate::wc::{Dirs, Wc};
+
+/// Called with the inode of each new native root.
+type RootListener = Arc<dyn Fn(u64) + Send + Sync>;
+
+/// What every part of the filesystem shares; `Fs` and its threads hold it.
+pub(crate) struct Inner {
+    /// The redb database: transactions, group commits, counters.
+    store: Store,
+    /// The inode table (see [`crate::inode`]).
+    state: Mutex<State>,
+    /// The working-copy directory and the local-only directory.
+    dirs: Dirs,
+    /// Files waiting to be hashed.
+    hasher: Hasher,
+    /// Ready backing files for new files.
+    pools: Pools,
+    /// Native-root trees (`LOCAL/roots`), served here until bind-mounted.
+    host: HostTrees,
+    /// Make eligible new local-only directories native roots.
+    native_roots: bool,
+    /// Told the inode of every native root made (mkdir) or found (open).
+    root_listener: Mutex<Option<RootListener>>,
+    policy: Option<IgnorePolicy>,
+    /// The LOCAL_* tables may hold records (patterns now, or local-only
+    /// inodes loaded from an earlier mount): commits must clean them up.
+    local_tables: bool,
+    next_fh: AtomicU64,
+    stopping: AtomicBool,
+    stop: Mutex<bool>,
+    stop_cv: Condvar,
+    abandon: AtomicBool,
+    shut: AtomicBool,
+    commit_interval: std::time::Duration,
+    _tmp: Option<tempfile::TempDir>,
+    _tmp_local: Option<tempfile::TempDir>,
+}
+
+/// The filesystem. `Send + Sync`; every method takes `&self`. Inode numbers
+/// are FUSE nodeids; the root is inode 1.
+pub struct Fs {
+    inner: Arc<Inner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        inode::lock(&self.state)
+    }
+
+    /// Where a file's bytes live: the local-only directory or `wc/`.
+    fn data_dir(&self, data_local: bool) -> &BackDir {
+        self.dirs.data_dir(data_local)
+    }
+
+    fn wc(&self) -> Wc<'_> {
+        Wc { table: &self.state, store: &self.store, dirs: &self.dirs }
+    }
+
+    /// Opens (and if needed restores) the working copy of a regular file.
+    fn open_wc(&self, ino: u64) -> Result<File> {
+        self.wc().open_wc(ino)
+    }
+
+    /// Hashes and stores the working copy of `ino` if it changed.
+    fn hash_file(&self, ino: u64) -> Result<()> {
+        self.wc().hash_file(ino)
+    }
+
+    fn queue_hash(&self, st: &mut State, ino: u64) {
+        self.hasher.queue(st, ino)
+    }
+
+    /// One group commit of everything dirty (see [`Store::group_commit`]).
+    fn commit(&self, durability: Durability, force: bool, clean: Option<bool>) -> std::result::Result<(), redb::Error> {
+        self.store.group_commit(durability, force, clean, self.local_tables, || self.lock().drain(self.local_tables), |b| self.lock().put_back(b))
+    }
+
+    fn tell_root(&self, ino: u64) {
+        let l = self.root_listener.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(l) = l {
+            l(ino);
+        }
+    }
+}
+
+impl Fs {
+    /// Opens (creating if missing) the store. (Named `open_store` because
+    /// [`Fs::open`] is open(2).) For a `Dir` store takes an
+    /// exclusive flock on `DIR/ringfs.lock` (holding our pid), opens
+    /// `DIR/store.redb`, checks the schema version and, after an unclean
+    /// shutdown, frees unlinked inodes, deletes working copies that have no
+    /// inode and re-hashes the others in the background.
+    ///
+    /// Errors: [`StoreError::Locked`] (another process holds it),
+    /// [`StoreError::NewerSchema`], [`StoreError::Corrupt`] (redb cannot
+    /// open it), [`StoreError::Io`].
+    pub fn open_store(cfg: Config) -> std::result::Result<Fs, StoreError> {
+        let policy = IgnorePolicy::new(&cfg.local.ignore).map_err(|(pattern, reason)| StoreError::Ignore { pattern, reason })?;
+        let policy = if policy.is_empty() { None } else { Some(policy) };
+        let (db, wc_dir, desc, dir, lock, tmp, dbpath) = match &cfg.store {
+            StoreLocation::Dir(d) => {
+                std::fs::create_dir_all(d).map_err(|e| io_err(d, e))?;
+                let lock = take_lock(d)?;
+                let wc = d.join("wc");
+                std::fs::create_dir_all(&wc).map_err(|e| io_err(&wc, e))?;
+                let db = open_db(d)?;
+                (db, wc, d.display().to_string(), Some(d.clone()), Some(lock), None, d.join("store.redb"))
+            }
+            StoreLocation::Memory => {
+                let tmp = tempfile::Builder::new().prefix("ringfs-wc-").tempdir().map_err(|e| io_err(&std::env::temp_dir(), e))?;
+                let db = Database::builder()
+                    .create_with_backend(redb::backends::InMemoryBackend::new())
+                    .map_err(|e| corrupt(Path::new("memory"), e))?;
+                (db, tmp.path().to_path_buf(), "memory".to_string(), None, None, Some(tmp), PathBuf::from("memory"))
+            }
+        };
+        let (local_dir, tmp_local) = match (&cfg.local.dir, &dir) {
+            (Some(l), _) => (l.clone(), None),
+            (None, Some(d)) => (d.join("local"), None),
+            (None, None) => {
+                let t = tempfile::Builder::new().prefix("ringfs-local-").tempdir().map_err(|e| io_err(&std::env::temp_dir(), e))?;
+                (t.path().to_path_buf(), Some(t))
+            }
+        };
+        let wc = BackDir::open(&wc_dir).map_err(|e| io_err(&wc_dir, e))?;
+        let local = BackDir::open(&local_dir).map_err(|e| io_err(&local_dir, e))?;
+        if !wc.same_fs(&local) {
+            tracing::warn!(
+                "local-only directory {} is on another filesystem than {}: files renamed across the boundary keep their bytes where they are",
+                local_dir.display(),
+                wc_dir.display()
+            );
+        }
+        let roots_dir = local_dir.join("roots");
+        let host = HostTrees::open_dir(&roots_dir).map_err(|e| io_err(&roots_dir, e))?;
+        let loaded = load(&db, &dbpath, &wc, &local)?;
+        if !loaded.clean {
+            tracing::warn!("store {desc} was not shut down cleanly; recovered");
+        }
+        let local_tables = policy.is_some() || loaded.state.nodes.values().any(|n| n.local);
+        let store = Store::new(db, dir, desc, lock, loaded.sync_pos, (loaded.chunk_count, loaded.chunk_bytes));
+        let inner = Arc::new(Inner {
+            store,
+            dirs: Dirs { wc_dir, wc, local },
+            host,
+            native_roots: cfg.local.native_roots,
+            root_listener: Mutex::new(None),
+            policy,
+            local_tables,
+            state: Mutex::new(loaded.state),
+            next_fh: AtomicU64::new(1),
+            hasher: Hasher::default(),
+            pools: Pools::new(),
+            stopping: AtomicBool::new(false),
+            stop: Mutex::new(false),
+            stop_cv: Condvar::new(),
+            abandon: AtomicBool::new(false),
+            shut: AtomicBool::new(false),
+            commit_interval: cfg.commit_interval,
+            _tmp: tmp,
+            _tmp_local: tmp_local,
+        });
+        // After a reopen of the database (an I/O error), content stored
+        // non-durably before it is gone: hash those files again.
+        let weak = Arc::downgrade(&inner);
+        inner.store.on_reopen(Box::new(move |lost: &[u64]| {
+            let Some(inner) = weak.upgrade() else { return };
+            let mut st = inner.lock();
+            for ino in lost {
+                if let Some(n) = st.nodes.get_mut(ino) {
+                    n.hashed_gen = 0;
+                    n.content_gen = n.content_gen.max(1);
+                }
+                inner.queue_hash(&mut st, *ino);
+            }
+        }));
+        inner.attach_roots();
+        let mut threads = Vec::new();
+        let rx = Arc::new(Mutex::new(inner.hasher.open()));
+        for i in 0..cfg.hash_threads.max(1) {
+            let inner = inner.clone();
+            let rx = rx.clone();
+            threads.push(spawn_named(format!("ringfs-hash-{i}"), move || {
+                background_priority();
+                loop {
+                    let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                    let Ok((ino, not_before)) = job else { return };
+                    if inner.abandon.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    // A released file is often read back (or written again)
+                    // at once: let that go first. Shutdown does not wait.
+                    let wait = not_before.saturating_duration_since(std::time::Instant::now());
+                    if !wait.is_zero() && !inner.stopping.load(Ordering::SeqCst) {
+                        std::thread::sleep(wait);
+                    }
+                    if let Err(e) = inner.hash_file(ino) {
+                        tracing::warn!("hashing inode {ino}: {e}");
+                    }
+                }
+            })?);
+        }
+        let pool = inner.clone();
+        threads.push(spawn_named("ringfs-wcpool".into(), move || pool.pools.run(&pool.state, &pool.dirs, &pool.stopping))?);
+        let c = inner.clone();
+        threads.push(spawn_named("ringfs-commit".into(), move || {
+            run_group_commits(&c.store, c.commit_interval, &c.stop, &c.stop_cv, || c.commit(Durability::Immediate, false, None))
+        })?);
+        {
+            let mut st = inner.lock();
+            for ino in loaded.rehash {
+                inner.queue_hash(&mut st, ino);
+            }
+            // The ignore patterns may differ from the last mount's: put
+            // every inode on the side its path now calls for.
+            let top: Vec<(Vec<u8>, u64, bool)> = st
+                .node(ROOT)
+                .ok()
+                .and_then(|r| r.dir.as_ref())
+                .map(|d| d.by_name.iter().map(|(k, (c, _))| (k.clone(), *c, st.nodes.get(c).map(|n| n.dir.is_some()).unwrap_or(false))).collect())
+                .unwrap_or_default();
+            let mut plan = Vec::new();
+            for (name, c, dir) in top {
+                let l = inner.policy.as_ref().map(|p| p.matches(&name, dir)).unwrap_or(false);
+                if let Ok(p) = inner.plan_sides(&st, c, l, ROOT, &name, false) {
+                    plan.extend(p);
+                }
+            }
+            if !plan.is_empty() {
+                tracing::info!("ignore patterns changed: {} inodes change sides", plan.len());
+                inner.apply_sides(&mut st, &plan);
+            }
+        }
+        inner.import_unmatched_roots();
+        if inner.native_roots {
+            inner.migrate_flat_roots();
+        }
+        Ok(Fs { inner, threads: Mutex::new(threads) })
+    }
+
+    /// A description of the store (`ringfs stats`).
+    pub fn stats(&self) -> Stats {
+        let st = self.inner.lock();
+        Stats {
+            store: self.inner.store.desc.clone(),
+            inodes: st.nodes.len() as u64,
+            chunks: self.inner.store.chunk_count.load(Ordering::SeqCst),
+            chunk_bytes: self.inner.store.chunk_bytes.load(Ordering::SeqCst),
+            sync_position: self.inner.store.sync_pos.load(Ordering::SeqCst),
+            dirty: st.dirty_count(),
+        }
+    }
+
+    /// Local-only paths: the ignore patterns in force, the backing
+    /// directory, and how many live inodes are local-only.
+    pub fn local_info(&self) -> (Vec<String>, PathBuf, u64) {
+        let n = self.inner.lock().nodes.values().filter(|n| n.local).count() as u64;
+        (self.inner.policy.as_ref().map(|p| p.patterns().to_vec()).unwrap_or_default(), self.inner.dirs.local.path().to_path_buf(), n)
+    }
+
+    /// Is `ino` in a native root's host tree (or a root itself)? Its host
+    /// files can change behind the daemon (through the bind mount), so the
+    /// kernel must not cache its entries or attributes.
+    pub fn is_host(&self, ino: u64) -> bool {
+        self.inner.host.serves(ino)
+    }
+
+    /// Is inode `ino` local-only (its path matches an ignore pattern)?
+    /// `None` for an unknown inode.
+    pub fn is_local(&self, ino: u64) -> Option<bool> {
+        if self.inner.host.serves(ino) {
+            return Some(true);
+        }
+        self.inner.lock().nodes.get(&ino).map(|n| n.local)
+    }
+
+    fn stop_threads(&self, abandon: bool) {
+        if abandon {
+            self.inner.abandon.store(true, Ordering::SeqCst);
+        }
+        self.inner.stopping.store(true, Ordering::SeqCst);
+        self.inner.pools.cv.notify_all();
+        *self.inner.stop.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.inner.stop_cv.notify_all();
+        self.inner.hasher.close();
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
+    /// Clean shutdown: frees unlinked inodes, hashes every changed working
+    /// copy, commits durably, marks the store clean and releases
+    /// `ringfs.lock`. Idempotent. The `Fs` must not be used afterwards; redb
+    /// keeps its database file open (and locked) until the `Fs` is dropped,
+    /// so drop it before reopening the store.
+    pub fn shutdown(&self) -> std::result::Result<(), StoreError> {
+        if self.inner.shut.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let dbpath = self.inner.store.db_path();
+        // Let the workers drain what is queued, then hash the rest here.
+        self.stop_threads(false);
+        let (freed, dirty): (Vec<Freed>, Vec<u64>) = {
+            let mut st = self.inner.lock();
+            st.handles.clear();
+            let all: Vec<u64> = st.nodes.keys().copied().collect();
+            let mut freed = Vec::new();
+            for ino in &all {
+                let n = st.nodes.get_mut(ino).unwrap();
+                n.opens = 0;
+                n.lookups = 0;
+                n.file = None;
+                if let Some(f) = st.maybe_free(*ino) {
+                    freed.push(f);
+                }
+            }
+            let dirty = st.nodes.iter().filter(|(_, n)| is_reg(n.rec.mode) && n.content_gen != n.hashed_gen).map(|(&i, _)| i).collect();
+            (freed, dirty)
+        };
+        for f in freed {
+            self.finish_free(Some(f));
+        }
+        let pools = std::mem::take(&mut self.inner.lock().pool);
+        for (side, pool) in pools.into_iter().enumerate() {
+            for ino in pool {
+                let _ = self.inner.data_dir(side == POOL_LOCAL).unlink(&ino.to_string());
+            }
+        }
+        let mut unstored = Vec::new();
+        for ino in dirty {
+            if let Err(e) = self.inner.hash_file(ino) {
+                tracing::error!("shutdown: hashing inode {ino}: {e}");
+                unstored.push((ino, e));
+            }
+        }
+        // An I/O error (a full disk) closes the database; the next attempt
+        // reopens it. Queued changes are kept across attempts.
+        let mut last = None;
+        for attempt in 0..3 {
+            match self.inner.commit(Durability::Immediate, true, Some(true)) {
+                Ok(()) => {
+                    last = None;
+                    break;
+                }
+                Err(e) => {
+                    tracing::error!("final commit, attempt {}: {e}", attempt + 1);
+                    last = Some(e);
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                }
+            }
+        }
+        if last.is_none() {
+            // A reopen during those attempts may have dropped content stored
+            // since the last durable commit: store it again (or report it).
+            let again: Vec<u64> = {
+                let st = self.inner.lock();
+                st.nodes.iter().filter(|(_, n)| is_reg(n.rec.mode) && !n.local && n.content_gen != n.hashed_gen).map(|(&i, _)| i).collect()
+            };
+            if !again.is_empty() {
+                for ino in again {
+                    if let Err(e) = self.inner.hash_file(ino) {
+                        unstored.push((ino, e));
+                    }
+                }
+                if let Err(e) = self.inner.commit(Durability::Immediate, true, Some(true)) {
+                    last = Some(e);
+                }
+            }
+        }
+        if let Some(e) = last {
+            let dir = dbpath.parent().unwrap_or(Path::new(".")).to_path_buf();
+            return Err(StoreError::Io {
+                path: dbpath.clone(),
+                source: std::io::Error::other(format!(
+                    "the final commit failed ({e}): changes since the last commit are not in the store; \
+                     file bytes stay in {}/wc and are kept in {}/lost+found at the next mount; free space (df {}) and mount again",
+                    dir.display(),
+                    dir.display(),
+                    dir.display()
+                )),
+            });
+        }
+        self.inner.store.release_lock();
+        if let Some((ino, e)) = unstored.first() {
+            let dir = dbpath.parent().unwrap_or(Path::new(".")).to_path_buf();
+            return Err(StoreError::Io {
+                path: dbpath.clone(),
+                source: std::io::Error::other(format!(
+                    "{} changed files could not be stored (inode {ino}: {e}); their bytes are safe in {}/wc and are stored at the next mount (free space first: df {})",
+                    unstored.len(),
+                    dir.display(),
+                    dir.display()
+                )),
+            });
+        }
+        // A memory store's temporary directories go now: the daemon may
+        // exit without dropping the Fs (threads still hold it).
+        for t in [&self.inner._tmp, &self.inner._tmp_local].into_iter().flatten() {
+            let _ = std::fs::remove_dir_all(t.path());
+        }
+        Ok(())
+    }
+
+    /// Test hook: stops like a killed process would — no final commit, the
+    /// store stays marked unclean — and releases the store.
+    #[doc(hidden)]
+    pub fn simulate_crash(self) {
+        self.inner.shut.store(true, Ordering::SeqCst);
+        self.stop_threads(true);
+    }
+}
+
+impl Drop for Fs {
+    /// Dropping without [`Fs::shutdown`] behaves like a crash: the last
+    /// group commit stands, and the next open recovers.
+    fn drop(&mut self) {
+        if !self.inner.shut.load(Ordering::SeqCst) {
+            tracing::warn!("ringfs store {} dropped without shutdown", self.inner.store.desc);
+        }
+        self.stop_threads(true);
+    }
+}
+
+/// Starts a named background thread of the store; a failure to start is a
+/// [`StoreError::Io`].
+fn spawn_named(
+    name: String,
+    f: impl FnOnce() + Send + 'static,
+) -> std::result::Result<std::thread::JoinHandle<()>, StoreError> {
+    std::thread::Builder::new().name(name).spawn(f).map_err(|e| io_err(Path::new("thread"), e))
+}

@@ -1,0 +1,658 @@
+//! The namespace operations of [`Fs`]: lookup and FORGET, creating names
+//! (mknod, mkdir, symlink, link; the regular-file half of create is in
+//! [`data`](super::data)), removing them (unlink, rmdir), rename and
+//! RENAME_EXCHANGE, and reading directories (opendir, readdir,
+//! readdirplus, releasedir).
+//!
+//! Owns: ext4's errnos for names (EEXIST, ENOENT, ENOTDIR, EISDIR,
+//! ENOTEMPTY, EINVAL, EXDEV, EMLINK), link counts, readdir cookies. Must not
+//! touch: file bytes (working copies), the store.
+
+use std::fs::File;
+
+use redb::Durability;
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+
+use crate::fs::Fs;
+use crate::host::is_host_id;
+use crate::posix::*;
+use crate::types::*;
+use std::sync::atomic::Ordering;
+
+use crate::inode::{attr_of, fstat_into, Freed, Handle, Node, State, POOL_LOCAL, POOL_WC, ROOT};
+use crate::store::schema::InodeRec;
+use crate::wc::set_mtime;
+
+impl Fs {
+    /// lookup: the attributes of `name` in directory `parent`; adds one to
+    /// its lookup count. ENOENT, ENOTDIR, ENAMETOOLONG.
+    pub fn lookup(&self, _c: &Caller, parent: u64, name: &OsStr) -> Result<Attr> {
+        let name = name.as_bytes();
+        if self.inner.host.serves(parent) {
+            return self.inner.host.lookup(parent, name);
+        }
+        if name.len() > NAME_MAX {
+            return err(libc::ENAMETOOLONG);
+        }
+        let ino = {
+            let mut st = self.inner.lock();
+            let p = st.node(parent)?;
+            if !is_dir(p.rec.mode) {
+                return err(libc::ENOTDIR);
+            }
+            let ino = match name {
+                b"." => parent,
+                b".." => p.rec.parent,
+                _ => st.child(parent, name).ok_or(Errno(libc::ENOENT))?.0,
+            };
+            st.node_mut(ino)?.lookups += 1;
+            ino
+        };
+        self.attr_now(ino)
+    }
+
+    /// FORGET: drops `n` from the lookup count; frees the inode when it
+    /// also has no links and no open handles.
+    pub fn forget(&self, ino: u64, n: u64) {
+        if is_host_id(ino) {
+            return self.inner.host.forget(ino, n);
+        }
+        let freed = {
+            let mut st = self.inner.lock();
+            match st.nodes.get_mut(&ino) {
+                Some(node) => node.lookups = node.lookups.saturating_sub(n),
+                None => return,
+            }
+            st.maybe_free(ino)
+        };
+        self.finish_free(freed);
+    }
+
+    pub(super) fn finish_free(&self, f: Option<Freed>) {
+        if let Some(f) = f {
+            if f.regular {
+                let _ = self.inner.data_dir(f.data_local).unlink(&f.ino.to_string());
+            }
+        }
+    }
+
+    /// Creates an inode of `mode` (type bits included) named `name` in
+    /// `parent`, owned by the caller (group from a setgid parent).
+    pub(super) fn make(&self, c: &Caller, parent: u64, name: &OsStr, mode: u32, rdev: u32, link: Option<Vec<u8>>) -> Result<Attr> {
+        self.make_in(c, parent, name, mode, rdev, link, false).map(|x| x.0)
+    }
+
+    /// As `make`; with `pooled`, a regular file takes a ready working copy
+    /// from the pool when there is one (returned true).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn make_in(&self, c: &Caller, parent: u64, name: &OsStr, mode: u32, rdev: u32, link: Option<Vec<u8>>, pooled: bool) -> Result<(Attr, bool)> {
+        let name = name.as_bytes();
+        check_name(name)?;
+        let t = now();
+        let mut st = self.inner.lock();
+        st.live_dir(parent)?;
+        if is_dot(name) || st.child(parent, name).is_some() {
+            return err(libc::EEXIST);
+        }
+        let p = st.node(parent)?;
+        let (pgid, psgid) = (p.rec.gid, p.rec.mode & libc::S_ISGID != 0);
+        let dir = is_dir(mode);
+        let local = self.inner.local_for(&st, parent, name, dir);
+        let mut mode = mode;
+        if dir && psgid {
+            mode |= libc::S_ISGID;
+        }
+        let side = if local { POOL_LOCAL } else { POOL_WC };
+        let from_pool = if pooled && is_reg(mode) { self.inner.pools.take(&mut st, side) } else { None };
+        let ino = match from_pool {
+            Some(i) => i,
+            None => st.alloc_ino(),
+        };
+        let rec = InodeRec {
+            mode,
+            uid: c.uid,
+            gid: if psgid { pgid } else { c.gid },
+            size: if dir { 4096 } else { link.as_ref().map(|l| l.len() as u64).unwrap_or(0) },
+            blocks: if dir { 8 } else { 0 },
+            nlink: if dir { 2 } else { 1 },
+            rdev,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            parent: if dir { parent } else { 0 },
+            next_cookie: 3,
+        };
+        let (m, u, g) = (rec.mode, rec.uid, rec.gid);
+        let mut node = Node::new(rec);
+        node.symlink = link;
+        node.lookups = 1;
+        node.local = local;
+        node.data_local = local;
+        let root = dir && local && self.inner.native_roots && !st.is_local(parent);
+        st.nodes.insert(ino, node);
+        if root {
+            // Under the lock: no request can see the directory before its tree exists.
+            if let Err(e) = self.inner.host.create_root(ino, m, u, g) {
+                tracing::warn!("native root for inode {ino}: making its tree failed ({e}); served as a plain local-only directory");
+            }
+        }
+        st.touch_inode(ino);
+        st.add_entry(parent, name, ino);
+        if dir {
+            st.node_mut(parent)?.rec.nlink += 1;
+        }
+        st.set_mctime(parent, t);
+        Ok((attr_of(ino, st.node(ino)?), from_pool.is_some()))
+    }
+
+    /// symlink(2): `name` in `parent` pointing at `target`. +1 lookup.
+    /// EEXIST, ENOENT, ENOTDIR, ENAMETOOLONG (name > 255 or target > 4095 bytes).
+    pub fn symlink(&self, c: &Caller, parent: u64, name: &OsStr, target: &OsStr) -> Result<Attr> {
+        let t = target.as_bytes();
+        if self.inner.host.serves(parent) {
+            return self.inner.host.symlink(c, parent, name.as_bytes(), t);
+        }
+        if t.len() > SYMLINK_MAX {
+            return err(libc::ENAMETOOLONG);
+        }
+        if t.is_empty() {
+            return err(libc::ENOENT);
+        }
+        self.make(c, parent, name, S_IFLNK | 0o777, 0, Some(t.to_vec()))
+    }
+
+    /// mknod(2): regular files (type 0 or S_IFREG), fifos, sockets, and
+    /// character/block devices (uid 0 only, else EPERM). +1 lookup.
+    /// Directories or unknown types: EINVAL (use mkdir).
+    pub fn mknod(&self, c: &Caller, parent: u64, name: &OsStr, mode: u32, rdev: u32) -> Result<Attr> {
+        if self.inner.host.serves(parent) {
+            let mode = if mode & S_IFMT == 0 { mode | S_IFREG } else { mode };
+            return self.inner.host.mknod(c, parent, name.as_bytes(), mode, rdev);
+        }
+        let ty = mode & S_IFMT;
+        let ty = match ty {
+            0 => S_IFREG,
+            libc::S_IFREG | libc::S_IFIFO | libc::S_IFSOCK => ty,
+            libc::S_IFCHR | libc::S_IFBLK => {
+                if c.uid != 0 {
+                    return err(libc::EPERM);
+                }
+                ty
+            }
+            _ => return err(libc::EINVAL),
+        };
+        let rdev = if ty == libc::S_IFCHR || ty == libc::S_IFBLK { rdev } else { 0 };
+        if ty != S_IFREG {
+            return self.make(c, parent, name, ty | (mode & 0o7777), rdev, None);
+        }
+        // A regular file gets its backing file now, as from creat(2), so that
+        // a full disk fails the mknod (ENOSPC) rather than every later open.
+        let (a, pooled) = self.make_in(c, parent, name, ty | (mode & 0o7777), 0, None, true)?;
+        if !pooled {
+            if let Err(e) = self.new_backing_file(a.ino, false) {
+                self.unmake(parent, name, a.ino);
+                return Err(e);
+            }
+        }
+        Ok(a)
+    }
+
+    /// The backing file of a regular file `make_in` just made: the pooled
+    /// one (`pooled`), or a new one in its side's directory.
+    pub(super) fn new_backing_file(&self, ino: u64, pooled: bool) -> Result<File> {
+        let (data_local, mtime) = {
+            let st = self.inner.lock();
+            let n = st.node(ino)?;
+            (n.data_local, n.rec.mtime)
+        };
+        let f = self.inner.data_dir(data_local).create(&ino.to_string(), !pooled)?;
+        if !pooled {
+            // A file made just now is newer than our timestamps; only
+            // writes that bypass us may make it newer.
+            set_mtime(&f, mtime);
+        }
+        Ok(f)
+    }
+
+    /// mkdir(2): +1 lookup; the parent's nlink grows by one.
+    ///
+    /// An eligible local-only directory (`native_roots` on, its parent
+    /// synced) becomes a native root: its contents live in a host tree
+    /// (`LOCAL/roots/<ino>`), it is committed durably before the reply, and
+    /// the root listener is told so the daemon can bind-mount it.
+    pub fn mkdir(&self, c: &Caller, parent: u64, name: &OsStr, mode: u32) -> Result<Attr> {
+        if self.inner.host.serves(parent) {
+            return self.inner.host.mkdir(c, parent, name.as_bytes(), mode);
+        }
+        let a = self.make(c, parent, name, S_IFDIR | (mode & 0o7777), 0, None)?;
+        if self.inner.host.is_root(a.ino) {
+            if let Err(e) = self.inner.commit(Durability::Immediate, true, None) {
+                tracing::warn!("committing native root {}: {e}", a.ino);
+            }
+            self.inner.tell_root(a.ino);
+            return self.inner.host.getattr(a.ino);
+        }
+        Ok(a)
+    }
+
+    /// unlink(2): EISDIR for directories, ENOENT, ENOTDIR. The inode lives
+    /// on while looked up or open.
+    pub fn unlink(&self, _c: &Caller, parent: u64, name: &OsStr) -> Result<()> {
+        let name = name.as_bytes();
+        if self.inner.host.serves(parent) {
+            return self.inner.host.unlink(parent, name);
+        }
+        check_name(name)?;
+        let t = now();
+        let freed = {
+            let mut st = self.inner.lock();
+            if !is_dir(st.node(parent)?.rec.mode) {
+                return err(libc::ENOTDIR);
+            }
+            if is_dot(name) {
+                return err(libc::EISDIR);
+            }
+            let (child, _) = st.child(parent, name).ok_or(Errno(libc::ENOENT))?;
+            if is_dir(st.node(child)?.rec.mode) {
+                return err(libc::EISDIR);
+            }
+            st.remove_entry(parent, name);
+            let n = st.node_mut(child)?;
+            n.rec.nlink = n.rec.nlink.saturating_sub(1);
+            n.rec.ctime = t;
+            st.touch_inode(child);
+            st.set_mctime(parent, t);
+            st.maybe_free(child)
+        };
+        self.finish_free(freed);
+        Ok(())
+    }
+
+    /// rmdir(2): ENOTDIR, ENOTEMPTY, EINVAL for ".", ENOENT.
+    pub fn rmdir(&self, _c: &Caller, parent: u64, name: &OsStr) -> Result<()> {
+        let name = name.as_bytes();
+        if self.inner.host.serves(parent) {
+            return self.inner.host.rmdir(parent, name);
+        }
+        check_name(name)?;
+        let t = now();
+        let freed = {
+            let mut st = self.inner.lock();
+            if !is_dir(st.node(parent)?.rec.mode) {
+                return err(libc::ENOTDIR);
+            }
+            if name == b"." {
+                return err(libc::EINVAL);
+            }
+            if name == b".." {
+                return err(libc::ENOTEMPTY);
+            }
+            let (child, _) = st.child(parent, name).ok_or(Errno(libc::ENOENT))?;
+            let n = st.node(child)?;
+            if !is_dir(n.rec.mode) {
+                return err(libc::ENOTDIR);
+            }
+            if !n.dir.as_ref().map(|d| d.by_name.is_empty()).unwrap_or(true) {
+                return err(libc::ENOTEMPTY);
+            }
+            if self.inner.host.is_root(child) {
+                // ENOTEMPTY unless its tree is empty (EBUSY comes from the
+                // kernel while it is bind-mounted).
+                self.inner.host.remove_root(child)?;
+            }
+            st.remove_entry(parent, name);
+            let n = st.node_mut(child)?;
+            n.rec.nlink = 0;
+            n.rec.ctime = t;
+            st.touch_inode(child);
+            let p = st.node_mut(parent)?;
+            p.rec.nlink = p.rec.nlink.saturating_sub(1);
+            st.set_mctime(parent, t);
+            st.maybe_free(child)
+        };
+        self.finish_free(freed);
+        Ok(())
+    }
+
+    /// Is `anc` an ancestor of (or equal to) directory `d`?
+    pub(super) fn is_ancestor(st: &State, anc: u64, mut d: u64) -> bool {
+        loop {
+            if d == anc {
+                return true;
+            }
+            if d == ROOT {
+                return false;
+            }
+            match st.nodes.get(&d) {
+                Some(n) if n.rec.parent != d => d = n.rec.parent,
+                _ => return false,
+            }
+        }
+    }
+
+    /// rename(2)/renameat2(2). `flags`: RENAME_NOREPLACE (EEXIST if the
+    /// target exists), RENAME_EXCHANGE (swap; ENOENT if either is missing);
+    /// RENAME_WHITEOUT or unknown bits: EINVAL. Moving a directory into its
+    /// own subtree: EINVAL. Replacing: ENOTDIR / EISDIR on a type
+    /// mismatch, ENOTEMPTY for a non-empty directory. Renaming onto another
+    /// link of the same inode succeeds and changes nothing.
+    pub fn rename(&self, _c: &Caller, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32) -> Result<()> {
+        const NOREPLACE: u32 = libc::RENAME_NOREPLACE;
+        const EXCHANGE: u32 = libc::RENAME_EXCHANGE;
+        if flags & !(NOREPLACE | EXCHANGE) != 0 || flags == NOREPLACE | EXCHANGE {
+            return err(libc::EINVAL);
+        }
+        let (name, newname) = (name.as_bytes(), newname.as_bytes());
+        let host = &self.inner.host;
+        match (host.serves(parent), host.serves(newparent)) {
+            (true, true) => return host.rename(parent, name, newparent, newname, flags),
+            (false, false) => {}
+            // A native root is another filesystem, as it is once bind-mounted.
+            _ => return err(libc::EXDEV),
+        }
+        check_name(name)?;
+        check_name(newname)?;
+        if is_dot(name) || is_dot(newname) {
+            return err(libc::EBUSY);
+        }
+        {
+            let st = self.inner.lock();
+            if let Some((src, _)) = st.child(parent, name) {
+                if host.is_root(src) && !self.inner.local_for(&st, newparent, newname, true) {
+                    // Its contents cannot become synced in place.
+                    return err(libc::EXDEV);
+                }
+                if let Some((dst, _)) = st.child(newparent, newname) {
+                    if dst != src && (host.is_root(dst) || (flags & libc::RENAME_EXCHANGE != 0 && host.is_root(src))) {
+                        return err(libc::EBUSY);
+                    }
+                }
+            }
+        }
+        let t = now();
+        let freed = {
+            let mut st = self.inner.lock();
+            if !is_dir(st.node(parent)?.rec.mode) || !is_dir(st.node(newparent)?.rec.mode) {
+                return err(libc::ENOTDIR);
+            }
+            let (src, _) = st.child(parent, name).ok_or(Errno(libc::ENOENT))?;
+            let src_dir = is_dir(st.node(src)?.rec.mode);
+            let dst = st.child(newparent, newname).map(|x| x.0);
+            if st.node(newparent)?.rec.nlink == 0 {
+                return err(libc::ENOENT); // a removed directory takes no new entries
+            }
+            if flags & EXCHANGE != 0 {
+                let dst = dst.ok_or(Errno(libc::ENOENT))?;
+                if src == dst {
+                    return Ok(());
+                }
+                let dst_dir = is_dir(st.node(dst)?.rec.mode);
+                if parent != newparent {
+                    if src_dir && Self::is_ancestor(&st, src, newparent) {
+                        return err(libc::EINVAL);
+                    }
+                    if dst_dir && Self::is_ancestor(&st, dst, parent) {
+                        return err(libc::EINVAL);
+                    }
+                }
+                let sl = self.inner.local_for(&st, newparent, newname, src_dir);
+                let dl = self.inner.local_for(&st, parent, name, dst_dir);
+                let mut plan = self.inner.plan_sides(&st, src, sl, newparent, newname, true)?;
+                plan.extend(self.inner.plan_sides(&st, dst, dl, parent, name, true)?);
+                st.repoint_entry(parent, name, dst);
+                st.repoint_entry(newparent, newname, src);
+                self.inner.apply_sides(&mut st, &plan);
+                if parent != newparent {
+                    if src_dir {
+                        st.node_mut(src)?.rec.parent = newparent;
+                        st.node_mut(parent)?.rec.nlink -= 1;
+                        st.node_mut(newparent)?.rec.nlink += 1;
+                    }
+                    if dst_dir {
+                        st.node_mut(dst)?.rec.parent = parent;
+                        st.node_mut(newparent)?.rec.nlink -= 1;
+                        st.node_mut(parent)?.rec.nlink += 1;
+                    }
+                }
+                st.set_ctime(src, t);
+                st.set_ctime(dst, t);
+                st.set_mctime(parent, t);
+                st.set_mctime(newparent, t);
+                return Ok(());
+            }
+            if src_dir && Self::is_ancestor(&st, src, newparent) {
+                return err(libc::EINVAL);
+            }
+            // Crossing between synced and local-only paths moves the inode
+            // (and its subtree) to the other side, atomically under our lock.
+            let plan = if dst != Some(src) {
+                let sl = self.inner.local_for(&st, newparent, newname, src_dir);
+                self.inner.plan_sides(&st, src, sl, newparent, newname, true)?
+            } else {
+                Vec::new()
+            };
+            let mut freed = None;
+            if let Some(dst) = dst {
+                if flags & NOREPLACE != 0 {
+                    return err(libc::EEXIST);
+                }
+                if dst == src {
+                    return Ok(()); // same inode: POSIX says do nothing
+                }
+                let dn = st.node(dst)?;
+                let dst_dir = is_dir(dn.rec.mode);
+                if src_dir && !dst_dir {
+                    return err(libc::ENOTDIR);
+                }
+                if !src_dir && dst_dir {
+                    return err(libc::EISDIR);
+                }
+                if dst_dir && !dn.dir.as_ref().map(|d| d.by_name.is_empty()).unwrap_or(true) {
+                    return err(libc::ENOTEMPTY);
+                }
+                st.remove_entry(newparent, newname);
+                let dn = st.node_mut(dst)?;
+                if dst_dir {
+                    dn.rec.nlink = 0;
+                } else {
+                    dn.rec.nlink = dn.rec.nlink.saturating_sub(1);
+                }
+                dn.rec.ctime = t;
+                st.touch_inode(dst);
+                if dst_dir {
+                    st.node_mut(newparent)?.rec.nlink -= 1;
+                }
+                freed = Some(dst);
+            }
+            st.remove_entry(parent, name);
+            st.add_entry(newparent, newname, src);
+            if src_dir && parent != newparent {
+                st.node_mut(src)?.rec.parent = newparent;
+                st.node_mut(parent)?.rec.nlink -= 1;
+                st.node_mut(newparent)?.rec.nlink += 1;
+            }
+            st.set_ctime(src, t);
+            st.set_mctime(parent, t);
+            st.set_mctime(newparent, t);
+            self.inner.apply_sides(&mut st, &plan);
+            freed.and_then(|d| st.maybe_free(d))
+        };
+        self.finish_free(freed);
+        Ok(())
+    }
+
+    /// link(2): a new name for `ino`. EPERM for directories, EEXIST,
+    /// EMLINK beyond 65000 links. +1 lookup.
+    pub fn link(&self, _c: &Caller, ino: u64, newparent: u64, newname: &OsStr) -> Result<Attr> {
+        let name = newname.as_bytes();
+        match (is_host_id(ino), self.inner.host.serves(newparent)) {
+            (true, true) => return self.inner.host.link(ino, newparent, name),
+            (false, false) => {}
+            _ => return err(libc::EXDEV),
+        }
+        check_name(name)?;
+        let t = now();
+        {
+            let mut st = self.inner.lock();
+            let n = st.node(ino)?;
+            if is_dir(n.rec.mode) {
+                return err(libc::EPERM);
+            }
+            if n.rec.nlink == 0 {
+                return err(libc::ENOENT); // as link(2) of an unlinked file (not O_TMPFILE)
+            }
+            if n.rec.nlink >= LINK_MAX {
+                return err(libc::EMLINK);
+            }
+            st.live_dir(newparent)?;
+            if is_dot(name) || st.child(newparent, name).is_some() {
+                return err(libc::EEXIST);
+            }
+            // One inode lives on one side: no hard links across the boundary.
+            if self.inner.local_for(&st, newparent, name, false) != st.node(ino)?.local {
+                return err(libc::EXDEV);
+            }
+            st.add_entry(newparent, name, ino);
+            let n = st.node_mut(ino)?;
+            n.rec.nlink += 1;
+            n.rec.ctime = t;
+            n.lookups += 1;
+            st.touch_inode(ino);
+            st.set_mctime(newparent, t);
+        }
+        self.attr_now(ino)
+    }
+
+    /// opendir(3): a handle for readdir. ENOTDIR.
+    pub fn opendir(&self, _c: &Caller, ino: u64) -> Result<u64> {
+        if self.inner.host.serves(ino) {
+            return self.inner.host.opendir(ino);
+        }
+        let mut st = self.inner.lock();
+        let n = st.node_mut(ino)?;
+        if !is_dir(n.rec.mode) {
+            return err(libc::ENOTDIR);
+        }
+        n.opens += 1;
+        let fh = self.inner.next_fh.fetch_add(1, Ordering::Relaxed);
+        st.handles.insert(fh, Handle { ino, flags: 0, file: None });
+        Ok(fh)
+    }
+
+    /// closedir(3).
+    pub fn releasedir(&self, fh: u64) {
+        if is_host_id(fh) {
+            let _ = self.inner.host.release(fh);
+            return;
+        }
+        let freed = {
+            let mut st = self.inner.lock();
+            let Some(h) = st.handles.remove(&fh) else { return };
+            if let Some(n) = st.nodes.get_mut(&h.ino) {
+                n.opens = n.opens.saturating_sub(1);
+            }
+            st.maybe_free(h.ino)
+        };
+        self.finish_free(freed);
+    }
+
+    /// Collects up to `max` entries of `ino` with cookie > `offset`, each
+    /// with its attributes when `plus` (and one lookup taken for it).
+    #[allow(clippy::type_complexity)]
+    pub(super) fn dir_batch(&self, ino: u64, offset: u64, max: usize, plus: bool) -> Result<Vec<(u64, u64, u32, Vec<u8>, Option<Attr>)>> {
+        let mut st = self.inner.lock();
+        let n = st.node(ino)?;
+        let d = n.dir.as_ref().ok_or(Errno(libc::ENOTDIR))?;
+        let mut out = Vec::new();
+        if offset < 1 {
+            out.push((ino, 1, libc::DT_DIR as u32, b".".to_vec(), None));
+        }
+        if offset < 2 {
+            out.push((n.rec.parent, 2, libc::DT_DIR as u32, b"..".to_vec(), None));
+        }
+        let from = offset.max(2) + 1;
+        for (&cookie, name) in d.by_cookie.range(from..) {
+            if out.len() >= max {
+                break;
+            }
+            let child = d.by_name[name].0;
+            out.push((child, cookie, 0, name.clone(), None));
+        }
+        for e in out.iter_mut().filter(|e| e.1 > 2) {
+            if let Some(c) = st.nodes.get_mut(&e.0) {
+                e.2 = kind_of(c.rec.mode);
+                if plus {
+                    c.lookups += 1;
+                    e.4 = Some(attr_of(e.0, c));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// readdir(3) from `offset` (0 = start; otherwise the `offset` of the
+    /// last entry taken): "." (cookie 1), ".." (2), then children in cookie
+    /// order. Cookies stay valid while entries are added or removed.
+    /// `sink` returns false when full: the entry was not taken and reading stops.
+    pub fn readdir(&self, ino: u64, _fh: u64, offset: u64, sink: &mut dyn FnMut(&DirEntry) -> bool) -> Result<()> {
+        if is_host_id(_fh) {
+            return self.inner.host.readdir(_fh, offset, sink);
+        }
+        let mut off = offset;
+        loop {
+            let batch = self.dir_batch(ino, off, 256, false)?;
+            if batch.is_empty() {
+                return Ok(());
+            }
+            for (child, cookie, kind, name, _) in &batch {
+                if !sink(&DirEntry { ino: *child, offset: *cookie, kind: *kind, name }) {
+                    return Ok(());
+                }
+                off = *cookie;
+            }
+        }
+    }
+
+    /// readdirplus: as [`Fs::readdir`] with each child's attributes (and
+    /// +1 lookup for each child the sink took); `None` for "." and "..".
+    pub fn readdirplus(&self, ino: u64, _fh: u64, offset: u64, sink: &mut dyn FnMut(&DirEntry, Option<&Attr>) -> bool) -> Result<()> {
+        if is_host_id(_fh) {
+            return self.inner.host.readdirplus(_fh, offset, sink);
+        }
+        let mut off = offset;
+        loop {
+            let batch = self.dir_batch(ino, off, 256, true)?;
+            if batch.is_empty() {
+                return Ok(());
+            }
+            let mut it = batch.into_iter();
+            while let Some((child, cookie, kind, name, attr)) = it.next() {
+                let attr = match attr {
+                    Some(_) if self.inner.host.is_root(child) => self.inner.host.getattr(child).ok(),
+                    Some(mut a) if is_reg(a.mode) => {
+                        let f = self.inner.lock().nodes.get(&child).and_then(|n| n.file.clone());
+                        if let Some(f) = f {
+                            fstat_into(&f.file, &mut a);
+                        }
+                        Some(a)
+                    }
+                    a => a,
+                };
+                if !sink(&DirEntry { ino: child, offset: cookie, kind, name: &name }, attr.as_ref()) {
+                    if attr.is_some() {
+                        self.forget(child, 1);
+                    }
+                    for (c, _, _, _, a) in it {
+                        if a.is_some() {
+                            self.forget(c, 1);
+                        }
+                    }
+                    return Ok(());
+                }
+                off = cookie;
+            }
+        }
+    }
+}

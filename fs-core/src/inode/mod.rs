@@ -1,0 +1,390 @@
+//! The in-memory inode table: [`Node`]s by inode number (FUSE nodeid),
+//! directory contents with their readdir cookies, lookup counts (LOOKUP,
+//! CREATE, READDIRPLUS … minus FORGET), open handles, and the sets of what
+//! changed since the last group commit.
+//!
+//! Owns: when an inode is freed ([`State::maybe_free`]: no links, no
+//! lookups, no open handles), inode numbers ([`State::alloc_ino`]), and the
+//! dirty sets that [`State::drain`] hands to the store as a
+//! [`Batch`](crate::store::batch::Batch). Must not touch: redb, files on disk
+//! (freeing returns a [`Freed`] for the caller to delete outside the lock),
+//! path policy, FUSE.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::File;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::posix::{err, is_dir, is_reg, BLKSIZE, S_IFDIR};
+use crate::store::batch::{Batch, DirentChanges, InodeChange, XattrChanges};
+use crate::store::schema::InodeRec;
+use crate::types::{Attr, Errno, Result};
+
+/// The root directory's inode number (FUSE_ROOT_ID).
+pub(crate) const ROOT: u64 = 1;
+
+/// Pool index: working copies of synced files (`wc/`).
+pub(crate) const POOL_WC: usize = 0;
+/// Pool index: bytes of local-only files (the local directory).
+pub(crate) const POOL_LOCAL: usize = 1;
+
+/// Locks the table; a poisoned lock (a panicked request) is taken over.
+pub(crate) fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The record of a fresh store's root: 0755 root:root, now.
+pub(crate) fn root_rec() -> InodeRec {
+    let t = crate::posix::now();
+    InodeRec {
+        mode: S_IFDIR | 0o755,
+        nlink: 2,
+        size: 4096,
+        blocks: 8,
+        atime: t,
+        mtime: t,
+        ctime: t,
+        parent: ROOT,
+        next_cookie: 3,
+        ..Default::default()
+    }
+}
+
+/// Directory contents: name → (child, cookie) and cookie → name.
+#[derive(Default)]
+pub(crate) struct DirData {
+    pub(crate) by_name: HashMap<Vec<u8>, (u64, u64)>,
+    pub(crate) by_cookie: BTreeMap<u64, Vec<u8>>,
+}
+
+/// The working-copy fd of an open inode, shared by its handles.
+pub(crate) struct OpenFile {
+    pub(crate) file: File,
+    pub(crate) append: Mutex<()>,
+}
+
+pub(crate) struct Node {
+    pub(crate) rec: InodeRec,
+    pub(crate) lookups: u64,
+    pub(crate) opens: u32,
+    pub(crate) file: Option<Arc<OpenFile>>,
+    pub(crate) dir: Option<Box<DirData>>,
+    pub(crate) symlink: Option<Vec<u8>>,
+    pub(crate) xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+    pub(crate) content_gen: u64,
+    pub(crate) hashed_gen: u64,
+    pub(crate) hash_lock: Arc<Mutex<()>>,
+    /// The working copy's (mtime, ctime, size) when we last looked: writes
+    /// that bypass the daemon (passthrough, shared mmap) change it.
+    pub(crate) wc_seen: Option<WcStamp>,
+    /// Local-only: metadata in the LOCAL_* tables, never hashed or journaled.
+    pub(crate) local: bool,
+    /// The bytes live in the local backing directory (else in `wc/`).
+    pub(crate) data_local: bool,
+    /// Directories: their name in their parent (for path-based policy).
+    pub(crate) dname: Vec<u8>,
+}
+
+/// (mtime, ctime, size) of a working copy.
+pub(crate) type WcStamp = ((i64, u32), (i64, u32), u64);
+
+pub(crate) fn wc_stamp(m: &std::fs::Metadata) -> WcStamp {
+    use std::os::unix::fs::MetadataExt;
+    ((m.mtime(), m.mtime_nsec() as u32), (m.ctime(), m.ctime_nsec() as u32), m.size())
+}
+
+impl Node {
+    pub(crate) fn new(rec: InodeRec) -> Node {
+        let dir = if is_dir(rec.mode) { Some(Box::default()) } else { None };
+        Node {
+            rec,
+            lookups: 0,
+            opens: 0,
+            file: None,
+            dir,
+            symlink: None,
+            xattrs: BTreeMap::new(),
+            content_gen: 0,
+            hashed_gen: 0,
+            hash_lock: Arc::new(Mutex::new(())),
+            wc_seen: None,
+            local: false,
+            data_local: false,
+            dname: Vec::new(),
+        }
+    }
+}
+
+pub(crate) struct Handle {
+    pub(crate) ino: u64,
+    pub(crate) flags: u32,
+    pub(crate) file: Option<Arc<OpenFile>>,
+}
+
+#[derive(Default)]
+pub(crate) struct State {
+    pub(crate) nodes: HashMap<u64, Node>,
+    pub(crate) next_ino: u64,
+    pub(crate) handles: HashMap<u64, Handle>,
+    pub(crate) dirty_inodes: HashSet<u64>,
+    pub(crate) dirty_dirents: DirentChanges,
+    pub(crate) dirty_xattrs: XattrChanges,
+    pub(crate) freed: HashSet<u64>,
+    /// Freed local-only inodes (removed from the LOCAL_* tables only).
+    pub(crate) freed_local: HashSet<u64>,
+    pub(crate) hash_queued: HashSet<u64>,
+    /// Reserved inode numbers whose (empty) backing file already exists:
+    /// `[POOL_WC]` in the working-copy directory, `[POOL_LOCAL]` in the
+    /// local-only directory.
+    pub(crate) pool: [Vec<u64>; 2],
+}
+
+impl State {
+    pub(crate) fn node(&self, ino: u64) -> Result<&Node> {
+        self.nodes.get(&ino).ok_or(Errno(libc::ENOENT))
+    }
+    pub(crate) fn node_mut(&mut self, ino: u64) -> Result<&mut Node> {
+        self.nodes.get_mut(&ino).ok_or(Errno(libc::ENOENT))
+    }
+    /// A directory that can receive new entries.
+    pub(crate) fn live_dir(&self, ino: u64) -> Result<&Node> {
+        let n = self.node(ino)?;
+        if !is_dir(n.rec.mode) {
+            return err(libc::ENOTDIR);
+        }
+        if n.rec.nlink == 0 {
+            return err(libc::ENOENT);
+        }
+        Ok(n)
+    }
+    pub(crate) fn child(&self, parent: u64, name: &[u8]) -> Option<(u64, u64)> {
+        self.nodes.get(&parent)?.dir.as_ref()?.by_name.get(name).copied()
+    }
+    /// Path of directory `dir` relative to the root ("" for the root).
+    pub(crate) fn dir_path(&self, mut dir: u64) -> Vec<u8> {
+        let mut parts: Vec<&[u8]> = Vec::new();
+        while dir != ROOT && parts.len() < 4096 {
+            let Some(n) = self.nodes.get(&dir) else { break };
+            parts.push(&n.dname);
+            dir = n.rec.parent;
+        }
+        parts.reverse();
+        parts.join(&b'/')
+    }
+    pub(crate) fn is_local(&self, ino: u64) -> bool {
+        self.nodes.get(&ino).map(|n| n.local).unwrap_or(false)
+    }
+    pub(crate) fn set_dname(&mut self, child: u64, name: &[u8]) {
+        if let Some(c) = self.nodes.get_mut(&child) {
+            if c.dir.is_some() {
+                c.dname = name.to_vec();
+            }
+        }
+    }
+    pub(crate) fn touch_inode(&mut self, ino: u64) {
+        self.dirty_inodes.insert(ino);
+    }
+    pub(crate) fn set_ctime(&mut self, ino: u64, t: (i64, u32)) {
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.rec.ctime = t;
+            self.dirty_inodes.insert(ino);
+        }
+    }
+    pub(crate) fn set_mctime(&mut self, ino: u64, t: (i64, u32)) {
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.rec.mtime = t;
+            n.rec.ctime = t;
+            self.dirty_inodes.insert(ino);
+        }
+    }
+    /// Links `name` in `parent` to `child` with a fresh cookie.
+    pub(crate) fn add_entry(&mut self, parent: u64, name: &[u8], child: u64) -> u64 {
+        let p = self.nodes.get_mut(&parent).expect("parent");
+        let cookie = p.rec.next_cookie.max(3);
+        p.rec.next_cookie = cookie + 1;
+        let d = p.dir.as_mut().expect("dir");
+        d.by_name.insert(name.to_vec(), (child, cookie));
+        d.by_cookie.insert(cookie, name.to_vec());
+        self.dirty_inodes.insert(parent);
+        self.dirty_dirents.insert((parent, name.to_vec()), Some((child, cookie)));
+        self.set_dname(child, name);
+        cookie
+    }
+    /// Points an existing entry at another child, keeping its cookie.
+    pub(crate) fn repoint_entry(&mut self, parent: u64, name: &[u8], child: u64) {
+        let d = self.nodes.get_mut(&parent).and_then(|p| p.dir.as_mut()).expect("dir");
+        let e = d.by_name.get_mut(name).expect("entry");
+        e.0 = child;
+        let cookie = e.1;
+        self.dirty_dirents.insert((parent, name.to_vec()), Some((child, cookie)));
+        self.set_dname(child, name);
+    }
+    pub(crate) fn remove_entry(&mut self, parent: u64, name: &[u8]) -> Option<(u64, u64)> {
+        let d = self.nodes.get_mut(&parent)?.dir.as_mut()?;
+        let (child, cookie) = d.by_name.remove(name)?;
+        d.by_cookie.remove(&cookie);
+        self.dirty_dirents.insert((parent, name.to_vec()), None);
+        Some((child, cookie))
+    }
+    /// Frees `ino` if nothing references it any more; returns its working
+    /// copy path's inode number to delete outside the lock.
+    pub(crate) fn maybe_free(&mut self, ino: u64) -> Option<Freed> {
+        let n = self.nodes.get(&ino)?;
+        if ino == ROOT || n.rec.nlink > 0 || n.lookups > 0 || n.opens > 0 {
+            return None;
+        }
+        let n = self.nodes.remove(&ino).unwrap();
+        for name in n.xattrs.keys() {
+            self.dirty_xattrs.insert((ino, name.clone()), None);
+        }
+        self.dirty_inodes.remove(&ino);
+        self.hash_queued.remove(&ino);
+        if n.local {
+            self.freed_local.insert(ino);
+        } else {
+            self.freed.insert(ino);
+        }
+        Some(Freed { ino, regular: is_reg(n.rec.mode), data_local: n.data_local })
+    }
+    pub(crate) fn alloc_ino(&mut self) -> u64 {
+        let i = self.next_ino;
+        self.next_ino += 1;
+        i
+    }
+    pub(crate) fn dirty_count(&self) -> u64 {
+        (self.dirty_inodes.len()
+            + self.dirty_dirents.len()
+            + self.dirty_xattrs.len()
+            + self.freed.len()
+            + self.freed_local.len()
+            + self.hash_queued.len()) as u64
+    }
+
+    /// Takes everything changed since the last group commit as a [`Batch`]
+    /// for the store. With `any_local` (local-only records may exist) it
+    /// also says which of the inodes named are local-only now, and synced
+    /// directories' stored link counts leave out local-only subdirectories
+    /// (the store sees only synced ones).
+    pub(crate) fn drain(&mut self, any_local: bool) -> Batch {
+        let st = self;
+        let inodes: Vec<InodeChange> = std::mem::take(&mut st.dirty_inodes)
+            .into_iter()
+            .map(|i| {
+                let v = st.nodes.get(&i).map(|n| {
+                    let mut rec = n.rec.clone();
+                    if any_local && !n.local {
+                        // The store sees only synced subdirectories.
+                        if let Some(d) = &n.dir {
+                            let local_subdirs = d
+                                .by_name
+                                .values()
+                                .filter(|(c, _)| st.nodes.get(c).map(|c| c.local && c.dir.is_some()).unwrap_or(false))
+                                .count() as u32;
+                            rec.nlink = rec.nlink.saturating_sub(local_subdirs);
+                        }
+                    }
+                    (rec, n.symlink.clone())
+                });
+                (i, v)
+            })
+            .collect();
+        let dirents = std::mem::take(&mut st.dirty_dirents);
+        let xattrs = std::mem::take(&mut st.dirty_xattrs);
+        // Which of the inodes named here are local-only now.
+        let mut loc = HashSet::new();
+        if any_local {
+            let mut mark = |i: u64| {
+                if st.nodes.get(&i).map(|n| n.local).unwrap_or(false) {
+                    loc.insert(i);
+                }
+            };
+            for (i, _) in &inodes {
+                mark(*i);
+            }
+            for ((p, _), v) in &dirents {
+                mark(*p);
+                if let Some((c, _)) = v {
+                    mark(*c);
+                }
+            }
+            for (i, _) in xattrs.keys() {
+                mark(*i);
+            }
+        }
+        Batch {
+            inodes,
+            dirents,
+            xattrs,
+            freed: std::mem::take(&mut st.freed),
+            freed_local: std::mem::take(&mut st.freed_local),
+            loc,
+            next_ino: st.next_ino,
+        }
+    }
+
+    /// Puts a batch whose commit failed back, so that the next commit
+    /// retries it; changes made since it was drained win.
+    pub(crate) fn put_back(&mut self, b: Batch) {
+        for (i, _) in b.inodes {
+            if self.nodes.contains_key(&i) {
+                self.dirty_inodes.insert(i);
+            }
+        }
+        for (k, v) in b.dirents {
+            self.dirty_dirents.entry(k).or_insert(v);
+        }
+        for (k, v) in b.xattrs {
+            self.dirty_xattrs.entry(k).or_insert(v);
+        }
+        self.freed.extend(b.freed);
+        self.freed_local.extend(b.freed_local);
+    }
+}
+
+/// An inode [`State::maybe_free`] removed: its backing file (if `regular`,
+/// in the local directory if `data_local`, else `wc/`) is deleted by the
+/// caller, outside the lock.
+#[must_use]
+pub(crate) struct Freed {
+    pub(crate) ino: u64,
+    pub(crate) regular: bool,
+    pub(crate) data_local: bool,
+}
+
+
+pub(crate) fn attr_of(ino: u64, n: &Node) -> Attr {
+    let r = &n.rec;
+    Attr {
+        ino,
+        size: r.size,
+        blocks: r.blocks,
+        atime: r.atime.0,
+        atime_nsec: r.atime.1,
+        mtime: r.mtime.0,
+        mtime_nsec: r.mtime.1,
+        ctime: r.ctime.0,
+        ctime_nsec: r.ctime.1,
+        mode: r.mode,
+        nlink: r.nlink,
+        uid: r.uid,
+        gid: r.gid,
+        rdev: r.rdev,
+        blksize: BLKSIZE,
+    }
+}
+
+/// Size, blocks and (if newer, e.g. after passthrough writes) mtime of an
+/// open working copy.
+pub(crate) fn fstat_into(f: &File, a: &mut Attr) {
+    if let Ok(m) = f.metadata() {
+        use std::os::unix::fs::MetadataExt;
+        a.size = m.size();
+        a.blocks = m.blocks();
+        let wm = (m.mtime(), m.mtime_nsec() as u32);
+        if wm > (a.mtime, a.mtime_nsec) {
+            (a.mtime, a.mtime_nsec) = wm;
+            if wm > (a.ctime, a.ctime_nsec) {
+                (a.ctime, a.ctime_nsec) = wm;
+            }
+        }
+    }
+}

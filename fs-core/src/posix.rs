@@ -1,0 +1,100 @@
+//! POSIX limits and mode helpers shared by every part of fs-core: the
+//! daemon-served tree ([`crate::fs`]) and the native-root host trees
+//! ([`crate::host`]) alike.
+//!
+//! Owns: the limits of `limits.h` / ext4 that fs-core enforces (NAME_MAX,
+//! PATH of a symlink, LINK_MAX, xattr sizes), file-type tests on `st_mode`,
+//! name checks, the clock, and what a remove-privileges request does to a
+//! mode. Must not touch: the inode table, the store, any file.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::types::{Errno, Result};
+
+/// NAME_MAX: the longest name of a directory entry, in bytes (ext4's 255).
+pub(crate) const NAME_MAX: usize = 255;
+/// The longest symlink target, in bytes (PATH_MAX − 1).
+pub(crate) const SYMLINK_MAX: usize = 4095;
+/// The most hard links an inode may have (ext4's EXT4_LINK_MAX).
+pub(crate) const LINK_MAX: u32 = 65000;
+/// XATTR_NAME_MAX (linux/limits.h).
+pub(crate) const XATTR_NAME_MAX: usize = 255;
+/// XATTR_SIZE_MAX (linux/limits.h): the largest value, in bytes.
+pub(crate) const XATTR_SIZE_MAX: usize = 65536;
+/// `st_blksize` reported for every inode.
+pub(crate) const BLKSIZE: u32 = 4096;
+
+pub(crate) const S_IFMT: u32 = libc::S_IFMT;
+pub(crate) const S_IFDIR: u32 = libc::S_IFDIR;
+pub(crate) const S_IFREG: u32 = libc::S_IFREG;
+pub(crate) const S_IFLNK: u32 = libc::S_IFLNK;
+
+/// The wall clock as (seconds, nanoseconds) since the epoch.
+pub(crate) fn now() -> (i64, u32) {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    (d.as_secs() as i64, d.subsec_nanos())
+}
+
+/// `Err(Errno(e))`.
+pub(crate) fn err<T>(e: i32) -> Result<T> {
+    Err(Errno(e))
+}
+
+pub(crate) fn is_dir(mode: u32) -> bool {
+    mode & S_IFMT == S_IFDIR
+}
+
+pub(crate) fn is_reg(mode: u32) -> bool {
+    mode & S_IFMT == S_IFREG
+}
+
+/// The `DT_*` type of a mode, as readdir reports it (`S_IFMT >> 12`).
+pub(crate) fn kind_of(mode: u32) -> u32 {
+    (mode & S_IFMT) >> 12
+}
+
+/// `mode` after a remove-privileges request: S_ISUID cleared, and S_ISGID
+/// if S_IXGRP is set (a setgid file without group-exec is a mandatory-locking
+/// marker, kept as Linux keeps it); directories unchanged.
+pub(crate) fn killed_privs(mode: u32) -> u32 {
+    if is_dir(mode) {
+        return mode;
+    }
+    let mut m = mode & !libc::S_ISUID;
+    if m & libc::S_IXGRP != 0 {
+        m &= !libc::S_ISGID;
+    }
+    m
+}
+
+/// A name for a new directory entry: ENOENT if empty, ENAMETOOLONG over
+/// NAME_MAX, EINVAL with a '/' or NUL.
+pub(crate) fn check_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() {
+        return err(libc::ENOENT);
+    }
+    if name.len() > NAME_MAX {
+        return err(libc::ENAMETOOLONG);
+    }
+    if name.contains(&b'/') || name.contains(&0) {
+        return err(libc::EINVAL);
+    }
+    Ok(())
+}
+
+/// "." or "..".
+pub(crate) fn is_dot(name: &[u8]) -> bool {
+    name == b"." || name == b".."
+}
+
+/// `dir/name` ("name" when `dir` is the root's empty path).
+pub(crate) fn join_path(dir: &[u8], name: &[u8]) -> Vec<u8> {
+    if dir.is_empty() {
+        return name.to_vec();
+    }
+    let mut p = Vec::with_capacity(dir.len() + 1 + name.len());
+    p.extend_from_slice(dir);
+    p.push(b'/');
+    p.extend_from_slice(name);
+    p
+}

@@ -1,0 +1,112 @@
+//! The group commit: every change since the last one, in one redb write
+//! transaction ([`Store::group_commit`]), and the background thread that
+//! runs one per commit interval ([`run_group_commits`]).
+//!
+//! Owns: the order of a commit (take the writer, then drain the inode
+//! table, so a content transaction that committed before sees only inodes
+//! this commit includes), what durability covers, and what happens when a
+//! commit fails (the batch goes back, an I/O error marks the handle for
+//! reopening). Must not touch: the inode table itself — the caller passes
+//! `drain` and `put_back`.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use redb::Durability;
+
+use crate::store::batch::Batch;
+use crate::store::db::{is_io_error, Store};
+
+impl Store {
+    /// One group commit: `drain()` gives everything dirty, written in one
+    /// transaction of `durability`. `force` commits even when nothing is
+    /// dirty (to make earlier non-durable content transactions durable);
+    /// `clean` sets the clean-shutdown flag; `local_tables` as in
+    /// [`Store::write_batch`]. On failure the batch is handed to `put_back`
+    /// and the error returned.
+    pub(crate) fn group_commit(
+        &self,
+        durability: Durability,
+        force: bool,
+        clean: Option<bool>,
+        local_tables: bool,
+        drain: impl FnOnce() -> Batch,
+        put_back: impl FnOnce(Batch),
+    ) -> std::result::Result<(), redb::Error> {
+        let mut txn = self.begin_write()?;
+        txn.set_durability(durability)?;
+        // Content transactions before ours become durable with ours.
+        let covered = if matches!(durability, Durability::Immediate) { self.take_nondurable() } else { Default::default() };
+        // Drain after taking the writer: a content transaction that
+        // committed before us saw only inodes we now include.
+        let batch = drain();
+        let pending = self.content_pending.swap(false, Ordering::SeqCst);
+        if batch.is_empty() && !force && !pending && clean.is_none() {
+            txn.abort()?;
+            return Ok(());
+        }
+        let r = self.write_batch(&txn, &batch, local_tables, clean);
+        let r = match r {
+            Ok(v) => txn.commit().map_err(redb::Error::from).map(|_| v),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok((seq, dc, db)) => {
+                self.sync_pos.fetch_max(seq, Ordering::SeqCst);
+                self.bump_counters(dc, db);
+                Ok(())
+            }
+            Err(e) => {
+                self.nondurable.lock().unwrap_or_else(|p| p.into_inner()).extend(covered);
+                if is_io_error(&e) {
+                    // redb refuses every later transaction on this handle.
+                    self.mark_broken();
+                    if self.trouble.due() {
+                        tracing::error!("store: commit failed ({e}); changes stay queued, the database is reopened for the next commit (repeated at most once a minute)");
+                    }
+                }
+                // Put the changes back so the next commit retries them.
+                if pending {
+                    self.content_pending.store(true, Ordering::SeqCst);
+                }
+                put_back(batch);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The group-commit thread's loop: `commit()` every `interval` until `stop`
+/// is set (and `stop_cv` notified). Failures are logged at most once a
+/// minute (`store.trouble`), and their end once.
+pub(crate) fn run_group_commits(
+    store: &Store,
+    interval: Duration,
+    stop: &Mutex<bool>,
+    stop_cv: &Condvar,
+    commit: impl Fn() -> std::result::Result<(), redb::Error>,
+) {
+    let mut stopped = stop.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        let (g, _) = stop_cv.wait_timeout(stopped, interval).unwrap_or_else(|p| p.into_inner());
+        stopped = g;
+        if *stopped {
+            return;
+        }
+        drop(stopped);
+        match commit() {
+            Err(e) => {
+                if store.trouble.due() {
+                    tracing::error!("group commit failed: {e}");
+                }
+            }
+            Ok(()) => {
+                if store.trouble.reset() {
+                    tracing::warn!("store: commits work again");
+                }
+            }
+        }
+        stopped = stop.lock().unwrap_or_else(|p| p.into_inner());
+    }
+}

@@ -1,0 +1,101 @@
+//! A regular file's content in the store: its chunks (new ones stored, known
+//! ones referenced once more), its manifest and a `Content` journal record
+//! ([`Store::put_content`]), and the way back ([`Store::restore_content`]).
+//!
+//! Owns: chunk reference counting for content, the content journal record.
+//! Must not touch: the inode table, working-copy files (the caller reads the
+//! bytes and passes them in, or passes the file to write into).
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::Ordering;
+
+use redb::ReadableTable;
+
+use crate::store::db::{db_errno, Store};
+use crate::store::schema::*;
+use crate::types::{Errno, Result};
+
+impl Store {
+    /// Stores `manifest` (the chunks of a file of `size` bytes) as the
+    /// content of `ino` in `txn`: chunks the store lacks are read with
+    /// `read(chunk, buf)`, which fills `buf` with the chunk's bytes and
+    /// returns false if it cannot (or they no longer hash to it); the old
+    /// manifest's references are dropped. Returns (journal sequence, chunk
+    /// count delta, chunk bytes delta), or `None` if the file changed under
+    /// us (the caller aborts `txn`). The caller commits `txn` and then calls
+    /// [`Store::content_committed`].
+    pub(crate) fn put_content(
+        &self,
+        txn: &redb::WriteTransaction,
+        ino: u64,
+        size: u64,
+        manifest: &[ChunkRef],
+        mut read: impl FnMut(&ChunkRef, &mut Vec<u8>) -> bool,
+    ) -> std::result::Result<Option<(u64, i64, i64)>, redb::Error> {
+        let (mut dc, mut db) = (0i64, 0i64);
+        {
+            let mut refs = txn.open_table(CHUNK_REFS)?;
+            let mut chunks = txn.open_table(CHUNKS)?;
+            let mut buf = Vec::new();
+            for c in manifest {
+                let cur = refs.get(&c.hash[..])?.map(|g| g.value());
+                match cur {
+                    Some(n) => {
+                        refs.insert(&c.hash[..], n + 1)?;
+                    }
+                    None => {
+                        buf.resize(c.len as usize, 0);
+                        if !read(c, &mut buf) {
+                            return Ok(None); // changed under us
+                        }
+                        chunks.insert(&c.hash[..], &buf[..])?;
+                        refs.insert(&c.hash[..], 1)?;
+                        dc += 1;
+                        db += c.len as i64;
+                    }
+                }
+            }
+        }
+        let (c, b) = remove_manifest(txn, ino)?;
+        dc -= c as i64;
+        db -= b as i64;
+        let manifest = manifest.to_vec();
+        txn.open_table(MANIFESTS)?.insert(ino, &enc(&manifest)[..])?;
+        let seq = self.sync_pos.fetch_add(1, Ordering::SeqCst) + 1;
+        let rec = JournalRecord::Content { ino, size, chunks: manifest.len() as u32, manifest_hash: *blake3::hash(&enc(&manifest)).as_bytes() };
+        txn.open_table(JOURNAL)?.insert(seq, &enc(&rec)[..])?;
+        bump_chunk_counters(txn, dc, db)?;
+        Ok(Some((seq, dc, db)))
+    }
+
+    /// After the caller committed (non-durably) the transaction of
+    /// [`Store::put_content`] for `ino`: the next durable group commit must
+    /// cover it, and the counters move by (`dc`, `db`).
+    pub(crate) fn content_committed(&self, ino: u64, dc: i64, db: i64) {
+        self.nondurable.lock().unwrap_or_else(|p| p.into_inner()).insert(ino);
+        self.content_pending.store(true, Ordering::SeqCst);
+        self.bump_counters(dc, db);
+    }
+
+    /// Writes the stored content of `ino` into `f` at its offsets (holes
+    /// stay unwritten). No manifest: nothing written. EIO if the manifest
+    /// cannot be decoded or a chunk is missing (logged with its hash).
+    pub(crate) fn restore_content(&self, ino: u64, f: &File) -> Result<()> {
+        let rtx = self.begin_read().map_err(db_errno)?;
+        let mt = rtx.open_table(MANIFESTS).map_err(db_errno)?;
+        let manifest: Vec<ChunkRef> = match mt.get(ino).map_err(db_errno)? {
+            Some(g) => dec(g.value()).map_err(|_| Errno::EIO)?,
+            None => Vec::new(),
+        };
+        let ct = rtx.open_table(CHUNKS).map_err(db_errno)?;
+        for c in &manifest {
+            let g = ct.get(&c.hash[..]).map_err(db_errno)?.ok_or_else(|| {
+                tracing::error!("restore of inode {ino}: chunk {} missing", hex(&c.hash));
+                Errno::EIO
+            })?;
+            f.write_all_at(g.value(), c.offset)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,238 @@
+//! [`Store`]: the handle on one workspace's redb database.
+//!
+//! Owns: opening the database ([`open_db`]) and the store lock
+//! (`DIR/ringfs.lock`, [`take_lock`]); write and read transactions, with the
+//! database reopened after an I/O error (ENOSPC, EIO) poisoned the handle;
+//! which content transactions are not yet durable; the chunk counters and
+//! the sync position (the last journal sequence number). Must not touch: the
+//! inode table (after a reopen it tells the hook set with
+//! [`Store::on_reopen`] which files lost their stored content), working
+//! copies, FUSE.
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, RwLock};
+
+use redb::{Database, ReadableDatabase};
+
+use crate::store::schema::META;
+use crate::throttle::LogThrottle;
+use crate::types::{Errno, StoreError};
+
+/// Told, after the database was reopened at its last durable commit, the
+/// inodes whose content was stored only non-durably before (now gone).
+pub(crate) type ReopenHook = Box<dyn Fn(&[u64]) + Send + Sync>;
+
+/// The database of a workspace and what the process knows about it.
+pub(crate) struct Store {
+    /// The redb handle; `None` after an I/O error closed it until it is
+    /// reopened (see [`Store::begin_write`]).
+    db: RwLock<Option<Database>>,
+    /// An I/O error (ENOSPC, EIO) poisoned the handle: reopen before the next transaction.
+    db_broken: AtomicBool,
+    /// Files whose content transaction committed non-durably since the last
+    /// durable commit: lost if the database must be reopened, so re-hashed then.
+    pub(crate) nondurable: Mutex<HashSet<u64>>,
+    /// A content transaction committed non-durably since the last durable
+    /// group commit.
+    pub(crate) content_pending: AtomicBool,
+    /// The store directory (`None`: a memory store).
+    dir: Option<PathBuf>,
+    /// "memory" or the directory, for messages and `ringfs stats`.
+    pub(crate) desc: String,
+    /// The last journal sequence number written.
+    pub(crate) sync_pos: AtomicU64,
+    pub(crate) chunk_count: AtomicU64,
+    pub(crate) chunk_bytes: AtomicU64,
+    /// Failing store commits (a full disk retries every commit interval).
+    pub(crate) trouble: LogThrottle,
+    /// Held for the life of the store: the flock on DIR/ringfs.lock.
+    lock_file: Mutex<Option<File>>,
+    on_reopen: OnceLock<ReopenHook>,
+}
+
+impl Store {
+    /// A handle on `db`, opened from `dir` (`None` for a memory store) under
+    /// `lock`, at sync position `sync_pos` with the chunk counters
+    /// `chunks` (count, bytes).
+    pub(crate) fn new(db: Database, dir: Option<PathBuf>, desc: String, lock: Option<File>, sync_pos: u64, chunks: (u64, u64)) -> Store {
+        Store {
+            db: RwLock::new(Some(db)),
+            db_broken: AtomicBool::new(false),
+            nondurable: Mutex::new(HashSet::new()),
+            content_pending: AtomicBool::new(false),
+            dir,
+            desc,
+            sync_pos: AtomicU64::new(sync_pos),
+            chunk_count: AtomicU64::new(chunks.0),
+            chunk_bytes: AtomicU64::new(chunks.1),
+            trouble: LogThrottle::default(),
+            lock_file: Mutex::new(lock),
+            on_reopen: OnceLock::new(),
+        }
+    }
+
+    /// Sets the hook told which files must be stored again after a reopen
+    /// (once; later calls are ignored).
+    pub(crate) fn on_reopen(&self, hook: ReopenHook) {
+        let _ = self.on_reopen.set(hook);
+    }
+
+    /// `DIR/store.redb`, or "memory".
+    pub(crate) fn db_path(&self) -> PathBuf {
+        self.dir.as_ref().map(|d| d.join("store.redb")).unwrap_or_else(|| PathBuf::from("memory"))
+    }
+
+    /// Releases `ringfs.lock` (after the final commit).
+    pub(crate) fn release_lock(&self) {
+        self.lock_file.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    /// The handle is unusable after an I/O error: reopen it before the next transaction.
+    pub(crate) fn mark_broken(&self) {
+        self.db_broken.store(true, Ordering::SeqCst);
+    }
+
+    /// Takes the set of files stored non-durably (a durable commit covers them).
+    pub(crate) fn take_nondurable(&self) -> HashSet<u64> {
+        std::mem::take(&mut *self.nondurable.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Adds signed deltas to the in-memory chunk counters.
+    pub(crate) fn bump_counters(&self, dc: i64, db: i64) {
+        let f = |a: &AtomicU64, d: i64| {
+            let _ = a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some((v as i64 + d).max(0) as u64));
+        };
+        f(&self.chunk_count, dc);
+        f(&self.chunk_bytes, db);
+    }
+
+    /// A write transaction, reopening the database first if an I/O error
+    /// closed it (a durable store only; a memory store cannot fail so).
+    pub(crate) fn begin_write(&self) -> std::result::Result<redb::WriteTransaction, redb::Error> {
+        self.reopen_if_broken()?;
+        let g = self.db.read().unwrap_or_else(|p| p.into_inner());
+        let db = g.as_ref().ok_or(redb::Error::PreviousIo)?;
+        db.begin_write().map_err(|e| {
+            let e = redb::Error::from(e);
+            if is_io_error(&e) {
+                self.db_broken.store(true, Ordering::SeqCst);
+            }
+            e
+        })
+    }
+
+    pub(crate) fn begin_read(&self) -> std::result::Result<redb::ReadTransaction, redb::Error> {
+        self.reopen_if_broken()?;
+        let g = self.db.read().unwrap_or_else(|p| p.into_inner());
+        Ok(g.as_ref().ok_or(redb::Error::PreviousIo)?.begin_read()?)
+    }
+
+    /// After an I/O error: closes the handle and opens the database again
+    /// (its last committed state). Err while that still fails.
+    pub(crate) fn reopen_if_broken(&self) -> std::result::Result<(), redb::Error> {
+        if !self.db_broken.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let Some(dir) = &self.dir else { return Ok(()) };
+        let mut g = self.db.write().unwrap_or_else(|p| p.into_inner());
+        if !self.db_broken.load(Ordering::SeqCst) {
+            return Ok(()); // another thread reopened it
+        }
+        drop(g.take());
+        match open_db(dir) {
+            Ok(db) => {
+                // The reopened database is at its last durable commit: the
+                // chunk counters come from it, and content stored since then
+                // is gone, so those files are hashed again.
+                if let Ok(rtx) = db.begin_read() {
+                    let get = |k: &str| rtx.open_table(META).ok().and_then(|t| t.get(k).ok().flatten().map(|v| v.value()));
+                    if let (Some(c), Some(b)) = (get("chunk_count"), get("chunk_bytes")) {
+                        self.chunk_count.store(c, Ordering::SeqCst);
+                        self.chunk_bytes.store(b, Ordering::SeqCst);
+                    }
+                }
+                *g = Some(db);
+                self.db_broken.store(false, Ordering::SeqCst);
+                drop(g);
+                let lost: Vec<u64> = std::mem::take(&mut *self.nondurable.lock().unwrap_or_else(|p| p.into_inner())).into_iter().collect();
+                if let Some(hook) = self.on_reopen.get() {
+                    hook(&lost);
+                }
+                if self.trouble.due() {
+                    tracing::warn!("store: database reopened after an I/O error; retrying queued changes and re-storing {} files", lost.len());
+                }
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!("store: reopening the database failed: {e}");
+                Err(redb::Error::Io(std::io::Error::other(e.to_string())))
+            }
+        }
+    }
+}
+
+/// ENOSPC, EIO and the like: the handle must be reopened.
+pub(crate) fn is_io_error(e: &redb::Error) -> bool {
+    matches!(e, redb::Error::Io(_) | redb::Error::PreviousIo)
+}
+
+/// A store error on a request path: logged, answered EIO.
+pub(crate) fn db_errno<E: std::fmt::Display>(e: E) -> Errno {
+    tracing::error!("store: {e}");
+    Errno::EIO
+}
+
+pub(crate) fn io_err(path: &Path, e: std::io::Error) -> StoreError {
+    StoreError::Io { path: path.to_path_buf(), source: e }
+}
+
+pub(crate) fn corrupt(path: &Path, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt { path: path.to_path_buf(), reason: e.to_string() }
+}
+
+/// Takes the exclusive flock on `dir/ringfs.lock` and writes our pid into it.
+pub(crate) fn take_lock(dir: &Path) -> std::result::Result<File, StoreError> {
+    let p = dir.join("ringfs.lock");
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .open(&p)
+        .map_err(|e| io_err(&p, e))?;
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            let mut s = String::new();
+            let _ = f.read_to_string(&mut s);
+            return Err(StoreError::Locked { pid: s.trim().parse().ok(), path: dir.to_path_buf() });
+        }
+        return Err(io_err(&p, e));
+    }
+    let _ = f.set_len(0);
+    let _ = f.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0);
+    Ok(f)
+}
+
+pub(crate) fn open_db(dir: &Path) -> std::result::Result<Database, StoreError> {
+    let p = dir.join("store.redb");
+    Database::create(&p).map_err(|e| match e {
+        redb::DatabaseError::DatabaseAlreadyOpen => {
+            StoreError::Locked { pid: None, path: dir.to_path_buf() }
+        }
+        redb::DatabaseError::Storage(redb::StorageError::Io(io))
+            if !matches!(io.kind(), std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof) =>
+        {
+            io_err(&p, io)
+        }
+        e => corrupt(&p, e),
+    })
+}

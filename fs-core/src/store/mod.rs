@@ -1,0 +1,27 @@
+//! The store: one redb database per workspace (`DIR/store.redb`, or an
+//! in-memory one) holding inodes, directory entries, xattrs, symlinks,
+//! file manifests, chunks with reference counts, and the change journal.
+//!
+//! - [`schema`]: tables, records and their encoding (public: fsck and tests
+//!   read the tables);
+//! - [`db`]: the [`Store`](db::Store) handle — opening, the store lock, write and read
+//!   transactions, reopening after an I/O error, chunk counters, the sync
+//!   position;
+//! - [`batch`]: what one group commit writes ([`Batch`](batch::Batch)) and
+//!   how it is written (main or `local_*` tables, journal records);
+//! - [`commit`]: the group commit and its background thread;
+//! - [`content`]: a file's content (chunks, manifest, journal record) stored
+//!   or read back;
+//! - [`recovery`]: loading the inode table at open and repairing what a crash
+//!   left (orphans, dangling entries, lost+found).
+//!
+//! Must not touch: FUSE, path policy, working-copy pools, hashing threads.
+
+pub(crate) mod batch;
+pub(crate) mod commit;
+pub(crate) mod content;
+pub(crate) mod db;
+pub(crate) mod recovery;
+pub(crate) mod schema;
+
+pub use schema::*;

@@ -1,0 +1,349 @@
+//! Opening a store's tables: the schema check, loading the inode table
+//! ([`load`]), and after an unclean shutdown the repairs a crash can need —
+//! inodes with no links freed, manifests without an inode dropped, dangling
+//! directory entries removed, working copies without an inode kept in
+//! `STORE/lost+found` (never deleted), files with no stored content
+//! re-hashed from their working copies.
+//!
+//! Owns: what "recovered" means. The one module of the store that builds the
+//! in-memory inode table ([`crate::inode`]). Must not touch: FUSE, threads.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::SystemTime;
+
+use redb::{Database, Durability, ReadableTable};
+
+use crate::inode::{root_rec, Node, State, ROOT};
+use crate::local::BackDir;
+use crate::posix::is_reg;
+use crate::store::db::corrupt;
+use crate::store::schema::*;
+use crate::types::StoreError;
+
+/// The inode table and counters of a store just opened.
+pub(crate) struct Loaded {
+    pub(crate) clean: bool,
+    pub(crate) state: State,
+    pub(crate) sync_pos: u64,
+    pub(crate) chunk_count: u64,
+    pub(crate) chunk_bytes: u64,
+    pub(crate) rehash: Vec<u64>,
+}
+
+/// Creates or loads the tables, checks the schema, and after an unclean
+/// shutdown repairs what a crash can leave behind. Marks the store in use
+/// (clean = 0) durably.
+pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir) -> std::result::Result<Loaded, StoreError> {
+    let c = |e: redb::Error| corrupt(dbpath, e);
+    let mut txn = db.begin_write().map_err(|e| c(e.into()))?;
+    txn.set_durability(Durability::Immediate).map_err(|e| c(e.into()))?;
+    create_tables(&txn).map_err(c)?;
+    let schema = meta_get(&txn, "schema").map_err(c)?;
+    match schema {
+        None => {
+            let mut m = txn.open_table(META).map_err(|e| c(e.into()))?;
+            let id = u64::from_le_bytes(
+                blake3::hash(format!("{:?}{}", SystemTime::now(), std::process::id()).as_bytes()).as_bytes()[..8]
+                    .try_into()
+                    .unwrap(),
+            );
+            for (k, v) in [("schema", SCHEMA_VERSION), ("store_id", id), ("next_ino", 2), ("clean", 1), ("chunk_count", 0), ("chunk_bytes", 0)] {
+                m.insert(k, v).map_err(|e| c(e.into()))?;
+            }
+            drop(m);
+            let mut t = txn.open_table(INODES).map_err(|e| c(e.into()))?;
+            t.insert(ROOT, &enc(&root_rec())[..]).map_err(|e| c(e.into()))?;
+        }
+        Some(v) if v > SCHEMA_VERSION => {
+            return Err(StoreError::NewerSchema { found: v, supported: SCHEMA_VERSION, path: dbpath.to_path_buf() });
+        }
+        Some(_) => {}
+    }
+    let clean = meta_get(&txn, "clean").map_err(c)? == Some(1);
+    let mut st = State { next_ino: meta_get(&txn, "next_ino").map_err(c)?.unwrap_or(2).max(2), ..Default::default() };
+    let chunk_count = meta_get(&txn, "chunk_count").map_err(c)?.unwrap_or(0);
+    let chunk_bytes = meta_get(&txn, "chunk_bytes").map_err(c)?.unwrap_or(0);
+    let mut has_manifest = HashSet::new();
+    let sync_pos;
+    {
+        let t = txn.open_table(INODES).map_err(|e| c(e.into()))?;
+        for r in t.iter().map_err(|e| c(e.into()))? {
+            let (k, v) = r.map_err(|e| c(e.into()))?;
+            let rec: InodeRec = dec(v.value()).map_err(|e| corrupt(dbpath, format!("inode {}: {e}", k.value())))?;
+            st.next_ino = st.next_ino.max(k.value() + 1);
+            st.nodes.insert(k.value(), Node::new(rec));
+        }
+        let t = txn.open_table(SYMLINKS).map_err(|e| c(e.into()))?;
+        for r in t.iter().map_err(|e| c(e.into()))? {
+            let (k, v) = r.map_err(|e| c(e.into()))?;
+            if let Some(n) = st.nodes.get_mut(&k.value()) {
+                n.symlink = Some(v.value().to_vec());
+            }
+        }
+        let t = txn.open_table(XATTRS).map_err(|e| c(e.into()))?;
+        for r in t.iter().map_err(|e| c(e.into()))? {
+            let (k, v) = r.map_err(|e| c(e.into()))?;
+            let (ino, name) = k.value();
+            if let Some(n) = st.nodes.get_mut(&ino) {
+                n.xattrs.insert(name.to_vec(), v.value().to_vec());
+            }
+        }
+        // Local-only inodes: same layouts in the LOCAL_* tables.
+        let t = txn.open_table(LOCAL_INODES).map_err(|e| c(e.into()))?;
+        for r in t.iter().map_err(|e| c(e.into()))? {
+            let (k, v) = r.map_err(|e| c(e.into()))?;
+            let rec: InodeRec = dec(v.value()).map_err(|e| corrupt(dbpath, format!("local inode {}: {e}", k.value())))?;
+            st.next_ino = st.next_ino.max(k.value() + 1);
+            if k.value() == ROOT || st.nodes.contains_key(&k.value()) {
+                continue; // the synced record wins
+            }
+            let mut n = Node::new(rec);
+            n.local = true;
+            n.data_local = true;
+            st.nodes.insert(k.value(), n);
+        }
+        let t = txn.open_table(LOCAL_SYMLINKS).map_err(|e| c(e.into()))?;
+        for r in t.iter().map_err(|e| c(e.into()))? {
+            let (k, v) = r.map_err(|e| c(e.into()))?;
+            if let Some(n) = st.nodes.get_mut(&k.value()).filter(|n| n.local) {
+                n.symlink = Some(v.value().to_vec());
+            }
+        }
+        let t = txn.open_table(LOCAL_XATTRS).map_err(|e| c(e.into()))?;
+        for r in t.iter().map_err(|e| c(e.into()))? {
+            let (k, v) = r.map_err(|e| c(e.into()))?;
+            let (ino, name) = k.value();
+            if let Some(n) = st.nodes.get_mut(&ino).filter(|n| n.local) {
+                n.xattrs.insert(name.to_vec(), v.value().to_vec());
+            }
+        }
+        let t = txn.open_table(MANIFESTS).map_err(|e| c(e.into()))?;
+        for r in t.iter().map_err(|e| c(e.into()))? {
+            let (k, _) = r.map_err(|e| c(e.into()))?;
+            has_manifest.insert(k.value());
+        }
+        let t = txn.open_table(JOURNAL).map_err(|e| c(e.into()))?;
+        sync_pos = t.last().map_err(|e| c(e.into()))?.map(|(k, _)| k.value()).unwrap_or(0);
+        for table in [DIRENTS, LOCAL_DIRENTS] {
+            let t = txn.open_table(table).map_err(|e| c(e.into()))?;
+            let mut bad = Vec::new();
+            for r in t.iter().map_err(|e| c(e.into()))? {
+                let (k, v) = r.map_err(|e| c(e.into()))?;
+                let (parent, name) = k.value();
+                let (child, cookie) = v.value();
+                let ok = st.nodes.contains_key(&child)
+                    && st.nodes.get(&parent).map(|p| p.dir.is_some() && !p.dir.as_ref().unwrap().by_name.contains_key(name)).unwrap_or(false);
+                if !ok {
+                    bad.push((parent, name.to_vec()));
+                    continue;
+                }
+                let p = st.nodes.get_mut(&parent).unwrap();
+                p.rec.next_cookie = p.rec.next_cookie.max(cookie + 1);
+                let d = p.dir.as_mut().unwrap();
+                d.by_name.insert(name.to_vec(), (child, cookie));
+                d.by_cookie.insert(cookie, name.to_vec());
+                if let Some(ch) = st.nodes.get_mut(&child) {
+                    if ch.dir.is_some() {
+                        ch.dname = name.to_vec();
+                    }
+                }
+            }
+            drop(t);
+            if !bad.is_empty() {
+                tracing::warn!("store recovery: removing {} dangling directory entries", bad.len());
+                let mut t = txn.open_table(table).map_err(|e| c(e.into()))?;
+                for (p, n) in bad {
+                    t.remove((p, &n[..])).map_err(|e| c(e.into()))?;
+                }
+            }
+        }
+    }
+    // Where each file's bytes are, and directory link counts over both sides.
+    let local_names: HashSet<u64> = local.names().iter().filter_map(|n| n.parse().ok()).collect();
+    let any_local = !local_names.is_empty() || st.nodes.values().any(|n| n.local);
+    if any_local {
+        for (ino, n) in st.nodes.iter_mut() {
+            n.data_local = local_names.contains(ino);
+        }
+        let subdirs: Vec<(u64, u32)> = st
+            .nodes
+            .iter()
+            .filter_map(|(&i, n)| n.dir.as_ref().map(|d| (i, d.by_name.values().filter(|(c, _)| st.nodes.get(c).map(|c| c.dir.is_some()).unwrap_or(false)).count() as u32)))
+            .collect();
+        for (i, k) in subdirs {
+            let n = st.nodes.get_mut(&i).unwrap();
+            if n.rec.nlink > 0 {
+                n.rec.nlink = 2 + k;
+            }
+        }
+    }
+    let data_exists = |st: &State, ino: u64| {
+        let dl = st.nodes.get(&ino).map(|n| n.data_local).unwrap_or(false);
+        if dl {
+            local_names.contains(&ino)
+        } else {
+            wc.exists(&ino.to_string())
+        }
+    };
+    let mut rehash = Vec::new();
+    let (mut dcount, mut dbytes) = (0i64, 0i64);
+    if !clean {
+        // Inodes with no links (unlinked while open, or freed after the
+        // last commit): nothing can reach them after a restart.
+        let orphans: Vec<u64> = st.nodes.iter().filter(|(&i, n)| i != ROOT && n.rec.nlink == 0).map(|(&i, _)| i).collect();
+        for ino in &orphans {
+            let n = st.nodes.remove(ino).unwrap();
+            for (it, st_) in [(INODES, SYMLINKS), (LOCAL_INODES, LOCAL_SYMLINKS)] {
+                txn.open_table(it).map_err(|e| c(e.into()))?.remove(*ino).map_err(|e| c(e.into()))?;
+                txn.open_table(st_).map_err(|e| c(e.into()))?.remove(*ino).map_err(|e| c(e.into()))?;
+            }
+            for xtab in [XATTRS, LOCAL_XATTRS] {
+                let mut xt = txn.open_table(xtab).map_err(|e| c(e.into()))?;
+                for name in n.xattrs.keys() {
+                    xt.remove((*ino, &name[..])).map_err(|e| c(e.into()))?;
+                }
+            }
+        }
+        // Manifests whose inode is gone (or local-only now).
+        for ino in has_manifest.iter().copied().collect::<Vec<_>>() {
+            if !st.nodes.get(&ino).map(|n| is_reg(n.rec.mode) && !n.local).unwrap_or(false) {
+                let (cn, cb) = remove_manifest(&txn, ino).map_err(c)?;
+                dcount -= cn as i64;
+                dbytes -= cb as i64;
+                has_manifest.remove(&ino);
+            }
+        }
+        // Working copies with no inode: a file made after the last commit
+        // (its name was lost with the crash). Empty ones (the pool) go; any
+        // with bytes are kept in STORE/lost+found, never deleted.
+        let lost = dbpath.parent().filter(|p| !p.as_os_str().is_empty()).and_then(|p| BackDir::open(&p.join("lost+found")).ok());
+        let mut saved = 0;
+        let mut orphan = |dir: &BackDir, name: &str, prefix: &str| {
+            let bytes = dir.open_ro(name).and_then(|f| f.metadata()).map(|m| m.len()).unwrap_or(0);
+            if bytes == 0 {
+                let _ = dir.unlink(name);
+                return;
+            }
+            // Names already taken (an earlier crash's) are never replaced.
+            let candidates = |base: String| (0..10_000).map(move |i| if i == 0 { base.clone() } else { format!("{base}.{i}") });
+            // Into lost+found: a rename, or (--local-dir on another
+            // filesystem) a copy; failing both, a name the daemon never uses.
+            let into_lost = |l: &BackDir| {
+                for to in candidates(format!("{prefix}{name}")) {
+                    let r = dir.rename_noreplace(name, l, &to).or_else(|e| match e.raw_os_error() {
+                        Some(libc::EXDEV) => (|| -> std::io::Result<()> {
+                            let mut src = dir.open_ro(name)?;
+                            let mut dst = l.create_new(&to)?;
+                            std::io::copy(&mut src, &mut dst)?;
+                            dst.sync_all()?;
+                            dir.unlink(name)
+                        })(),
+                        _ => Err(e),
+                    });
+                    match r {
+                        Ok(()) => return true,
+                        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => continue,
+                        Err(_) => return false,
+                    }
+                }
+                false
+            };
+            if lost.as_ref().is_some_and(into_lost) {
+                saved += 1;
+                return;
+            }
+            for to in candidates(format!("lost-{name}")) {
+                match dir.rename_noreplace(name, dir, &to) {
+                    Ok(()) => {
+                        tracing::warn!("a file without a name after the crash is kept as {}/{to}", dir.path().display());
+                        return;
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::EEXIST) => continue,
+                    Err(_) => break,
+                }
+            }
+            tracing::error!("a file without a name after the crash is left as {}/{name}", dir.path().display());
+        };
+        for name in wc.names() {
+            let keep = name.parse::<u64>().ok().map(|i| st.nodes.get(&i).map(|n| is_reg(n.rec.mode) && !n.data_local).unwrap_or(false)).unwrap_or(false);
+            if !keep {
+                orphan(wc, &name, "wc-");
+            }
+        }
+        // In the local directory only our own names (numbers, restores).
+        for name in local.names() {
+            let ours = name.parse::<u64>().ok();
+            let keep = ours.map(|i| st.nodes.get(&i).map(|n| is_reg(n.rec.mode) && n.data_local).unwrap_or(false)).unwrap_or(true);
+            if name.starts_with(".restore-") {
+                let _ = local.unlink(&name);
+            } else if !keep {
+                orphan(local, &name, "local-");
+            }
+        }
+        if saved > 0 {
+            tracing::warn!(
+                "{saved} files made after the last commit lost their names in the crash; their bytes are in {}",
+                dbpath.parent().unwrap_or(Path::new(".")).join("lost+found").display()
+            );
+        }
+        let regular: Vec<u64> = st.nodes.iter().filter(|(_, n)| is_reg(n.rec.mode)).map(|(&i, _)| i).collect();
+        for ino in regular {
+            if !data_exists(&st, ino) {
+                continue;
+            }
+            let n = st.nodes.get_mut(&ino).unwrap();
+            if n.local {
+                // Local-only bytes are the truth: take their size and mtime.
+                if let Ok(m) = local.open_ro(&ino.to_string()).and_then(|f| f.metadata()) {
+                    use std::os::unix::fs::MetadataExt;
+                    n.rec.size = m.size();
+                    n.rec.blocks = m.blocks();
+                    n.rec.mtime = n.rec.mtime.max((m.mtime(), m.mtime_nsec() as u32));
+                    st.dirty_inodes.insert(ino);
+                }
+            } else {
+                n.content_gen = 1;
+                rehash.push(ino);
+            }
+        }
+        tracing::info!("store recovery after unclean shutdown: {} orphan inodes freed, {} working copies to re-hash", orphans.len(), rehash.len());
+    }
+    let candidates: Vec<u64> = st
+        .nodes
+        .iter()
+        .filter(|(i, n)| is_reg(n.rec.mode) && (n.local || !has_manifest.contains(i)) && n.content_gen == 0 && n.rec.size > 0)
+        .map(|(&i, _)| i)
+        .collect();
+    let mut lost = Vec::new();
+    for ino in candidates {
+        // No stored content and no working copy to re-hash: the data is lost.
+        if !data_exists(&st, ino) {
+            let n = st.nodes.get_mut(&ino).unwrap();
+            n.rec.size = 0;
+            n.rec.blocks = 0;
+            lost.push(ino);
+        } else if !st.nodes[&ino].local && !rehash.contains(&ino) {
+            // A synced file whose hashing failed (say on a full disk): its
+            // working copy is the truth; store it now.
+            st.nodes.get_mut(&ino).unwrap().content_gen = 1;
+            rehash.push(ino);
+        }
+    }
+    st.dirty_inodes.extend(lost);
+    bump_chunk_counters(&txn, dcount, dbytes).map_err(c)?;
+    {
+        let mut m = txn.open_table(META).map_err(|e| c(e.into()))?;
+        m.insert("clean", 0).map_err(|e| c(e.into()))?;
+        m.insert("next_ino", st.next_ino).map_err(|e| c(e.into()))?;
+    }
+    txn.commit().map_err(|e| c(e.into()))?;
+    Ok(Loaded {
+        clean,
+        state: st,
+        sync_pos,
+        chunk_count: (chunk_count as i64 + dcount).max(0) as u64,
+        chunk_bytes: (chunk_bytes as i64 + dbytes).max(0) as u64,
+        rehash,
+    })
+}

@@ -1,0 +1,215 @@
+//! Tests of the store: persistence across reopen, the store lock and its
+//! errors, crash recovery, chunk deduplication and reference counts, fsck.
+
+use super::*;
+
+#[test]
+fn persistence_dir_store() {
+    let t = tempfile::tempdir().unwrap();
+    let fs = dir_fs(t.path());
+    populate(&fs);
+    let before = snapshot(&fs);
+    fs.shutdown().unwrap();
+    fs.shutdown().unwrap(); // idempotent
+    let stats = fs.stats();
+    drop(fs);
+    fsck_clean(t.path());
+    let fs = dir_fs(t.path());
+    assert_eq!(snapshot(&fs), before);
+    let s2 = fs.stats();
+    assert_eq!((s2.inodes, s2.chunks, s2.chunk_bytes, s2.sync_position), (stats.inodes, stats.chunks, stats.chunk_bytes, stats.sync_position));
+    assert!(stats.chunks > 0);
+    // New inodes keep counting up: numbers are never reused.
+    let max = before.values().map(|v| v.0.ino).max().unwrap();
+    let n = fs.mkdir(&C, ROOT, os("new"), 0o755).unwrap().ino;
+    assert!(n > max);
+    // Working copies can be rebuilt from the store.
+    fs.shutdown().unwrap();
+    drop(fs);
+    std::fs::remove_dir_all(t.path().join("wc")).unwrap();
+    let fs = dir_fs(t.path());
+    let after = snapshot(&fs);
+    for (k, v) in &before {
+        assert_eq!(after[k].2, v.2, "{k}");
+    }
+    fs.shutdown().unwrap();
+    drop(fs);
+    fsck_clean(t.path());
+}
+
+#[test]
+fn lock_and_errors() {
+    let t = tempfile::tempdir().unwrap();
+    let fs = dir_fs(t.path());
+    match Fs::open_store(cfg(StoreLocation::Dir(t.path().to_path_buf()))) {
+        Err(e @ StoreError::Locked { .. }) => {
+            let StoreError::Locked { pid, .. } = &e else { unreachable!() };
+            assert_eq!(*pid, Some(std::process::id()));
+            eprintln!("{e}");
+            assert!(e.to_string().contains(&t.path().display().to_string()) && !e.to_string().contains('\n'));
+        }
+        other => panic!("{:?}", other.err()),
+    }
+    assert!(matches!(fsck(t.path()), Err(StoreError::Locked { .. })));
+    fs.shutdown().unwrap();
+    drop(fs);
+    // A newer schema is refused.
+    {
+        let db = redb::Database::create(t.path().join("store.redb")).unwrap();
+        let w = db.begin_write().unwrap();
+        w.open_table(store::META).unwrap().insert("schema", 99).unwrap();
+        w.commit().unwrap();
+    }
+    let e = Fs::open_store(cfg(StoreLocation::Dir(t.path().to_path_buf()))).err().unwrap();
+    assert!(matches!(e, StoreError::NewerSchema { found: 99, .. }), "{e}");
+    eprintln!("{e}");
+    // Garbage is reported as corrupt with the fix.
+    let t2 = tempfile::tempdir().unwrap();
+    std::fs::write(t2.path().join("store.redb"), vec![7u8; 10000]).unwrap();
+    let e = Fs::open_store(cfg(StoreLocation::Dir(t2.path().to_path_buf()))).err().unwrap();
+    assert!(matches!(e, StoreError::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains(&format!("ringfs fsck --store {}", t2.path().display())), "{e}");
+    eprintln!("{e}");
+}
+
+#[test]
+fn crash_keeps_fsynced_data() {
+    let t = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..1_500_000u32).map(|i| (i % 251) as u8).collect();
+    let (ino, dino);
+    {
+        let fs = Fs::open_store(Config { commit_interval: Duration::from_secs(3600), ..cfg(StoreLocation::Dir(t.path().into())) }).unwrap();
+        dino = fs.mkdir(&C, ROOT, os("d"), 0o755).unwrap().ino;
+        let (a, fh) = fs.create(&C, dino, os("f"), 0o644, libc::O_RDWR as u32).unwrap();
+        ino = a.ino;
+        fs.write(fh, 0, &data).unwrap();
+        fs.fsync(fh, false).unwrap();
+        // Not fsynced: may be lost, must not corrupt.
+        write_file(&fs, ROOT, "late", b"x");
+        fs.simulate_crash();
+    }
+    // The working copy survived a process kill: re-hashed on open.
+    {
+        let fs = dir_fs(t.path());
+        assert_eq!(lookup(&fs, ROOT, "d").unwrap().ino, dino);
+        let a = lookup(&fs, dino, "f").unwrap();
+        assert_eq!((a.ino, a.size), (ino, data.len() as u64));
+        assert_eq!(read_all(&fs, ino), data);
+        fs.shutdown().unwrap();
+    }
+    fsck_clean(t.path());
+    // Crash with the working copy lost too (host crash): restored from chunks.
+    {
+        let fs = dir_fs(t.path());
+        let fh = fs.open(&C, ino, libc::O_RDWR as u32).unwrap();
+        fs.write(fh, 0, b"ZZ").unwrap();
+        fs.fsync(fh, true).unwrap();
+        drop(fs); // drop without shutdown = crash
+    }
+    std::fs::remove_dir_all(t.path().join("wc")).unwrap();
+    {
+        let fs = dir_fs(t.path());
+        let mut want = data.clone();
+        want[..2].copy_from_slice(b"ZZ");
+        assert_eq!(read_all(&fs, ino), want);
+        fs.shutdown().unwrap();
+    }
+    fsck_clean(t.path());
+}
+
+#[test]
+fn crash_after_unlink_frees_orphans() {
+    let t = tempfile::tempdir().unwrap();
+    {
+        let fs = dir_fs(t.path());
+        let ino = write_file(&fs, ROOT, "gone", b"bye");
+        let fh = fs.open(&C, ino, libc::O_RDWR as u32).unwrap();
+        fs.unlink(&C, ROOT, os("gone")).unwrap();
+        fs.fsyncdir(0).unwrap();
+        fs.write(fh, 0, b"still").unwrap();
+        std::fs::write(t.path().join("wc/999999"), b"stray").unwrap();
+        fs.simulate_crash();
+    }
+    let fs = dir_fs(t.path());
+    assert_eq!(fs.stats().inodes, 1);
+    assert!(!t.path().join("wc/999999").exists());
+    fs.shutdown().unwrap();
+    drop(fs);
+    fsck_clean(t.path());
+}
+
+#[test]
+fn dedup_and_refcounts() {
+    let t = tempfile::tempdir().unwrap();
+    let fs = dir_fs(t.path());
+    let data: Vec<u8> = (0..4_000_000u32).map(|i| (i.wrapping_mul(2246822519) >> 11) as u8).collect();
+    let a = write_file(&fs, ROOT, "a", &data);
+    let fh = fs.open(&C, a, libc::O_RDONLY as u32).unwrap();
+    fs.fsync(fh, false).unwrap();
+    fs.release(fh).unwrap();
+    let s1 = fs.stats();
+    assert!(s1.chunks >= 2, "{s1:?}");
+    assert_eq!(s1.chunk_bytes, data.len() as u64);
+    let b = write_file(&fs, ROOT, "b", &data);
+    let fh = fs.open(&C, b, libc::O_RDONLY as u32).unwrap();
+    fs.fsync(fh, false).unwrap();
+    fs.release(fh).unwrap();
+    let s2 = fs.stats();
+    assert_eq!((s2.chunks, s2.chunk_bytes), (s1.chunks, s1.chunk_bytes), "identical content stores nothing new");
+    // Prepend 10 bytes: little new data.
+    let mut p = b"0123456789".to_vec();
+    p.extend_from_slice(&data);
+    let fh = fs.open(&C, b, libc::O_RDWR as u32).unwrap();
+    fs.write(fh, 0, &p).unwrap();
+    fs.fsync(fh, false).unwrap();
+    fs.release(fh).unwrap();
+    let s3 = fs.stats();
+    assert!(s3.chunk_bytes - s2.chunk_bytes < 2 * chunk::MAX_CHUNK as u64, "{s3:?}");
+    fs.unlink(&C, ROOT, os("a")).unwrap();
+    fs.unlink(&C, ROOT, os("b")).unwrap();
+    fs.forget(a, 1);
+    fs.forget(b, 1);
+    fs.fsyncdir(0).unwrap();
+    let s4 = fs.stats();
+    assert_eq!((s4.chunks, s4.chunk_bytes), (0, 0), "unreferenced chunks removed");
+    assert!(s4.sync_position > s1.sync_position);
+    fs.shutdown().unwrap();
+    drop(fs);
+    fsck_clean(t.path());
+}
+
+#[test]
+fn fsck_detects_corrupt_chunk() {
+    let t = tempfile::tempdir().unwrap();
+    let fs = dir_fs(t.path());
+    write_file(&fs, ROOT, "f", &vec![42u8; 300_000]);
+    fs.shutdown().unwrap();
+    drop(fs);
+    fsck_clean(t.path());
+    {
+        let db = redb::Database::create(t.path().join("store.redb")).unwrap();
+        let w = db.begin_write().unwrap();
+        {
+            let mut c = w.open_table(store::CHUNKS).unwrap();
+            let (k, mut v) = {
+                let (k, v) = c.first().unwrap().unwrap();
+                (k.value().to_vec(), v.value().to_vec())
+            };
+            v[1000] ^= 1;
+            c.insert(&k[..], &v[..]).unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let r = fsck(t.path()).unwrap();
+    assert!(!r.is_clean());
+    assert!(r.problems.iter().any(|p| p.place.starts_with("chunks/") && p.what.contains("BLAKE3")), "{r}");
+}
+
+#[test]
+fn memory_store_is_removed() {
+    let fs = mem();
+    let wc = fs.stats();
+    assert_eq!(wc.store, "memory");
+    write_file(&fs, ROOT, "f", b"x");
+    fs.shutdown().unwrap();
+}

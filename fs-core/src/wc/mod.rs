@@ -1,0 +1,133 @@
+//! Working copies: the host file that holds a regular file's bytes while
+//! it lives (`STORE/wc/<ino>` for synced files, `LOCAL/<ino>` for
+//! local-only ones), read and written by the kernel through passthrough or
+//! by the daemon with pread/pwrite.
+//!
+//! - this module: the two backing directories ([`Dirs`]), opening a working
+//!   copy and rebuilding a missing one from the store ([`Wc::open_wc`]),
+//!   noticing writes that bypassed the daemon ([`note_bypass`]);
+//! - [`pool`]: ready empty backing files for new files, so a create does no
+//!   file-system create on the request path;
+//! - [`hash`]: cutting and hashing a working copy into the store, the queue
+//!   and the background priority of the hash workers.
+//!
+//! Must not touch: FUSE, the group commit, path policy.
+
+pub(crate) mod hash;
+pub(crate) mod pool;
+
+use std::fs::File;
+use std::os::unix::io::AsRawFd;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use crate::inode::{lock, wc_stamp, OpenFile, State};
+use crate::local::BackDir;
+use crate::store::db::Store;
+use crate::types::Result;
+
+/// The backing directories, used only through their descriptors (confined,
+/// see [`BackDir`]).
+pub(crate) struct Dirs {
+    /// The working-copy directory's path (statfs).
+    pub(crate) wc_dir: PathBuf,
+    pub(crate) wc: BackDir,
+    pub(crate) local: BackDir,
+}
+
+impl Dirs {
+    /// Where a file's bytes live: the local-only directory or `wc/`.
+    pub(crate) fn data_dir(&self, data_local: bool) -> &BackDir {
+        if data_local {
+            &self.local
+        } else {
+            &self.wc
+        }
+    }
+}
+
+/// What opening and hashing working copies needs: the inode table, the
+/// store, the backing directories.
+pub(crate) struct Wc<'a> {
+    pub(crate) table: &'a Mutex<State>,
+    pub(crate) store: &'a Store,
+    pub(crate) dirs: &'a Dirs,
+}
+
+impl Wc<'_> {
+    /// Opens (and if needed restores) the working copy of a regular file.
+    pub(crate) fn open_wc(&self, ino: u64) -> Result<File> {
+        let data_local = lock(self.table).node(ino)?.data_local;
+        let name = ino.to_string();
+        match self.dirs.data_dir(data_local).open_rw(&name) {
+            Ok(f) => return Ok(f),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(e.into()),
+        }
+        // A rename across the local-only boundary may have moved the bytes
+        // between reading the side and opening (`apply_sides` moves them
+        // under the lock): look again with the lock held, so that ENOENT
+        // means the file is really missing — never rebuild or empty a file
+        // that is only elsewhere.
+        let (data_local, local, mtime) = {
+            let st = lock(self.table);
+            let n = st.node(ino)?;
+            match self.dirs.data_dir(n.data_local).open_rw(&name) {
+                Ok(f) => return Ok(f),
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(e) => return Err(e.into()),
+            }
+            (n.data_local, n.local, n.rec.mtime)
+        };
+        let dir = self.dirs.data_dir(data_local);
+        if local {
+            // Local-only bytes have no copy in the store.
+            let f = dir.create(&name, false)?;
+            set_mtime(&f, mtime);
+            return Ok(f);
+        }
+        // Missing: rebuild from the manifest, or start empty.
+        let tmp = format!(".restore-{ino}");
+        let f = dir.create(&tmp, true)?;
+        let size = lock(self.table).node(ino)?.rec.size;
+        self.store.restore_content(ino, &f)?;
+        f.set_len(size)?;
+        set_mtime(&f, mtime);
+        dir.rename_to(&tmp, dir, &name)?;
+        Ok(f)
+    }
+}
+
+/// Sets a backing file's mtime (atime untouched).
+pub(crate) fn set_mtime(f: &File, t: (i64, u32)) {
+    let ts = [libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT }, libc::timespec { tv_sec: t.0 as _, tv_nsec: t.1 as _ }];
+    // SAFETY: futimens reads two timespecs from a valid array.
+    unsafe { libc::futimens(f.as_raw_fd(), ts.as_ptr()) };
+}
+
+/// Takes in writes that bypassed us (FUSE passthrough): they show in the
+/// working copy's size and mtime. Marks the content changed if so.
+pub(crate) fn note_bypass(st: &mut State, ino: u64, f: &OpenFile) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = f.file.metadata() else { return };
+    let Some(n) = st.nodes.get_mut(&ino) else { return };
+    let wm = (m.mtime(), m.mtime_nsec() as u32);
+    let stamp = wc_stamp(&m);
+    // Any change since we last looked (the coarse host clock can leave a
+    // passthrough write's mtime below ours, so compare stamps too).
+    let seen_moved = n.wc_seen.is_some_and(|s| s != stamp);
+    n.wc_seen = Some(stamp);
+    let moved = wm > n.rec.mtime || n.rec.size != m.size() || seen_moved;
+    if moved || n.rec.blocks != m.blocks() {
+        n.rec.size = m.size();
+        n.rec.blocks = m.blocks();
+        if wm > n.rec.mtime {
+            n.rec.mtime = wm;
+            n.rec.ctime = n.rec.ctime.max(wm);
+        }
+        if moved {
+            n.content_gen += 1;
+        }
+        st.dirty_inodes.insert(ino);
+    }
+}
