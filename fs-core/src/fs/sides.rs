@@ -11,6 +11,9 @@ use crate::inode::State;
 use crate::posix::*;
 use crate::types::*;
 
+/// One inode changing sides: (ino, local now, parent, name).
+pub(super) type SideMove = (u64, bool, u64, Vec<u8>);
+
 impl Inner {
     /// Is `name` in `parent` local-only (for a new entry of that kind)?
     pub(super) fn local_for(&self, st: &State, parent: u64, name: &[u8], is_dir: bool) -> bool {
@@ -27,7 +30,7 @@ impl Inner {
     /// becomes `local`, with its subtree re-evaluated by path:
     /// (ino, local, parent, name). EXDEV if a file with several links would
     /// change sides (`strict`; otherwise such files are left alone).
-    pub(super) fn plan_sides(&self, st: &State, ino: u64, local: bool, parent: u64, name: &[u8], strict: bool) -> Result<Vec<(u64, bool, u64, Vec<u8>)>> {
+    pub(super) fn plan_sides(&self, st: &State, ino: u64, local: bool, parent: u64, name: &[u8], strict: bool) -> Result<Vec<SideMove>> {
         let mut out = Vec::new();
         let start_path = if self.policy.is_some() && !local { join_path(&st.dir_path(parent), name) } else { Vec::new() };
         let mut stack = vec![(ino, local, parent, name.to_vec(), start_path)];
@@ -66,7 +69,7 @@ impl Inner {
     /// bytes (renameat between the backing directories; a file stays
     /// where it is if that fails, e.g. across filesystems) and every
     /// record of theirs is rewritten on the new side at the next commit.
-    pub(super) fn apply_sides(&self, st: &mut State, plan: &[(u64, bool, u64, Vec<u8>)]) {
+    pub(super) fn apply_sides(&self, st: &mut State, plan: &[SideMove]) {
         for (ino, local, parent, name) in plan {
             let (ino, local) = (*ino, *local);
             let Some(n) = st.nodes.get_mut(&ino) else { continue };
