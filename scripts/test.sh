@@ -23,6 +23,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 start=$(date +%s)
+# The layout rules of docs/ARCHITECTURE.md (file sizes, import cycles, layers).
+python3 scripts/check-layout.py
 # shellcheck disable=SC2086
 cargo build --workspace --release --all-targets
 # shellcheck disable=SC2086

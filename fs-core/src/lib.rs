@@ -45,6 +45,15 @@
 //!   the caller's uid and gid, or the parent's gid if it is setgid (new
 //!   subdirectories then inherit S_ISGID).
 //!
+//! # Modules
+//!
+//! One per concept (docs/ARCHITECTURE.md lists them): `fs/` is [`Fs`], the
+//! POSIX surface; `inode/` the in-memory table; [`store`] the redb database
+//! (schema, group commit, content, recovery); `wc/` working copies, their
+//! pools and hashing; `host` native-root trees; `local` backing directories
+//! and ignore patterns; `posix` limits and mode helpers; [`chunk`]
+//! content-defined chunking; `fsck` the offline check.
+//!
 //! # Deviations from ext4
 //!
 //! * atime follows relatime for reads through the daemon; readdir does not

@@ -62,6 +62,10 @@ pub(crate) struct OpenFile {
     pub(crate) append: Mutex<()>,
 }
 
+/// One inode: its persistent record, how it is referenced (lookups, open
+/// handles), its kind's contents (directory entries, symlink target),
+/// xattrs, and where its content stands (`content_gen` counts changes,
+/// `hashed_gen` the last change stored).
 pub(crate) struct Node {
     pub(crate) rec: InodeRec,
     pub(crate) lookups: u64,
@@ -114,12 +118,16 @@ impl Node {
     }
 }
 
+/// An open file or directory handle (FUSE `fh`): its inode, open flags and,
+/// for regular files, the shared working-copy fd.
 pub(crate) struct Handle {
     pub(crate) ino: u64,
     pub(crate) flags: u32,
     pub(crate) file: Option<Arc<OpenFile>>,
 }
 
+/// The inode table, behind one mutex (`Inner::state`): every node, the
+/// inode counter, open handles, and what changed since the last commit.
 #[derive(Default)]
 pub(crate) struct State {
     pub(crate) nodes: HashMap<u64, Node>,
