@@ -1002,6 +1002,109 @@ pub struct fuse_backing_map {
     pub padding: u64,
 }
 
+/// STATX argument (7.39).
+#[allow(missing_docs)] // fields as in fuse.h
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct fuse_statx_in {
+    pub getattr_flags: u32,
+    pub reserved: u32,
+    pub fh: u64,
+    pub sx_flags: u32,
+    pub sx_mask: u32,
+}
+
+/// A time in [`fuse_statx`].
+#[allow(missing_docs)] // fields as in fuse.h
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct fuse_sx_time {
+    pub tv_sec: i64,
+    pub tv_nsec: u32,
+    pub reserved: i32,
+}
+
+/// The attributes of a STATX reply (`struct statx`'s fields, 7.39).
+#[allow(missing_docs)] // fields as in fuse.h
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct fuse_statx {
+    pub mask: u32,
+    pub blksize: u32,
+    pub attributes: u64,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub mode: u16,
+    pub spare0: u16,
+    pub ino: u64,
+    pub size: u64,
+    pub blocks: u64,
+    pub attributes_mask: u64,
+    pub atime: fuse_sx_time,
+    pub btime: fuse_sx_time,
+    pub ctime: fuse_sx_time,
+    pub mtime: fuse_sx_time,
+    pub rdev_major: u32,
+    pub rdev_minor: u32,
+    pub dev_major: u32,
+    pub dev_minor: u32,
+    pub spare2: [u64; 14],
+}
+
+/// STATX reply.
+#[allow(missing_docs)] // fields as in fuse.h
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct fuse_statx_out {
+    pub attr_valid: u64,
+    pub attr_valid_nsec: u32,
+    pub flags: u32,
+    pub spare: [u64; 2],
+    pub stat: fuse_statx,
+}
+
+/// `statx(2)` mask bits (linux/stat.h).
+pub const STATX_BASIC_STATS: u32 = 0x7ff;
+/// `statx(2)`: `stx_btime` is valid.
+pub const STATX_BTIME: u32 = 0x800;
+/// `stx_attributes`: the file is immutable (same bit as `FS_IMMUTABLE_FL`).
+pub const STATX_ATTR_IMMUTABLE: u64 = 0x10;
+/// `stx_attributes`: the file is append-only (same bit as `FS_APPEND_FL`).
+pub const STATX_ATTR_APPEND: u64 = 0x20;
+
+/// IOCTL argument; `in_size` bytes of input follow.
+#[allow(missing_docs)] // fields as in fuse.h
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct fuse_ioctl_in {
+    pub fh: u64,
+    pub flags: u32,
+    pub cmd: u32,
+    pub arg: u64,
+    pub in_size: u32,
+    pub out_size: u32,
+}
+
+/// IOCTL reply; up to `out_size` bytes of output follow.
+#[allow(missing_docs)] // fields as in fuse.h
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct fuse_ioctl_out {
+    pub result: i32,
+    pub flags: u32,
+    pub in_iovs: u32,
+    pub out_iovs: u32,
+}
+
+/// `fuse_ioctl_in.flags`: the request is on a directory.
+pub const FUSE_IOCTL_DIR: u32 = 1 << 4;
+/// ioctl(2) `FS_IOC_GETFLAGS` (`_IOR('f', 1, long)`); the kernel's fileattr
+/// code sends it with a 4-byte `unsigned int`.
+pub const FS_IOC_GETFLAGS: u32 = 0x8008_6601;
+/// ioctl(2) `FS_IOC_SETFLAGS` (`_IOW('f', 2, long)`), 4-byte argument.
+pub const FS_IOC_SETFLAGS: u32 = 0x4008_6602;
+
 /// The 80-byte command area of a FUSE-over-io_uring SQE (`fuse_uring_cmd_req`).
 #[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
@@ -1071,6 +1174,12 @@ pod! {
     fuse_notify_delete_out = 24,
     fuse_backing_map = 16,
     fuse_uring_cmd_req = 24,
+    fuse_statx_in = 24,
+    fuse_sx_time = 16,
+    fuse_statx = 256,
+    fuse_statx_out = 288,
+    fuse_ioctl_in = 32,
+    fuse_ioctl_out = 16,
     fuse_uring_ent_in_out = 32,
 }
 

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use crate::abi::*;
 use crate::fs::{ConnInfo, Errno, Filesystem, RequestCtx, SetAttrIn, SetTime, XattrReply};
-use crate::reply::{encode_attr_out, encode_entry, DirentPlusWriter, DirentWriter, ReplyBuf};
+use crate::reply::{encode_attr_out, encode_entry, encode_statx_out, DirentPlusWriter, DirentWriter, ReplyBuf};
 use crate::request::{parse_header, opcode_needs_reply, Args, InHeader, Operation, ParseError, ParseOptions, Request};
 use crate::stats::OpStats;
 
@@ -365,6 +365,15 @@ impl<F: Filesystem> Dispatcher<F> {
             Operation::CopyFileRange64 { arg } => fs
                 .copy_file_range(&ctx, ino, arg.fh_in, arg.off_in, arg.nodeid_out, arg.fh_out, arg.off_out, arg.len, arg.flags)
                 .map(|n| reply.push(&fuse_copy_file_range_out { bytes_copied: n })),
+            Operation::Statx { arg } => {
+                let fh = (arg.getattr_flags & FUSE_GETATTR_FH != 0).then_some(arg.fh);
+                fs.statx(&ctx, ino, fh, arg.sx_flags, arg.sx_mask).map(|s| reply.push(&encode_statx_out(&s)))
+            }
+            Operation::Ioctl { arg, data } => fs.ioctl(&ctx, ino, arg.fh, arg.flags, arg.cmd, data, arg.out_size).map(|(result, out)| {
+                let out = &out[..out.len().min(arg.out_size as usize)];
+                reply.push(&fuse_ioctl_out { result, flags: 0, in_iovs: 0, out_iovs: 0 });
+                reply.push_bytes(out);
+            }),
             Operation::Unsupported { opcode } => {
                 tracing::trace!(opcode, "unsupported opcode: ENOSYS");
                 Err(Errno::ENOSYS)

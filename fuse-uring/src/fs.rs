@@ -119,6 +119,20 @@ pub struct AttrReply {
     pub timeout: Duration,
 }
 
+/// A STATX reply (`struct fuse_statx_out`): the attributes GETATTR has, and
+/// what only statx(2) carries.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StatxReply {
+    /// The inode's attributes.
+    pub attr: Attr,
+    /// Birth time (seconds, nanoseconds since the epoch), if known.
+    pub btime: Option<(i64, u32)>,
+    /// `stx_attributes` bits (`abi::STATX_ATTR_IMMUTABLE`, `STATX_ATTR_APPEND`).
+    pub attributes: u64,
+    /// How long the kernel may cache the attributes.
+    pub timeout: Duration,
+}
+
 /// An OPEN/CREATE/OPENDIR reply (`struct fuse_open_out`). `open_flags` holds
 /// `FOPEN_*` bits; `backing_id` is only meaningful with `FOPEN_PASSTHROUGH`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -415,6 +429,22 @@ pub trait Filesystem: Send + Sync + 'static {
     /// Returns the number of bytes copied.
     #[allow(clippy::too_many_arguments)]
     fn copy_file_range(&self, ctx: &RequestCtx, nodeid_in: u64, fh_in: u64, off_in: u64, nodeid_out: u64, fh_out: u64, off_out: u64, len: u64, flags: u64) -> Result<u64> {
+        Err(Errno::ENOSYS)
+    }
+    /// STATX (statx(2) asking for more than GETATTR carries, e.g. the birth
+    /// time): `fh` as in GETATTR, `flags` the `AT_STATX_*` sync flags, `mask`
+    /// the `STATX_*` fields asked for. ENOSYS (the default) makes the kernel
+    /// use GETATTR from then on.
+    fn statx(&self, ctx: &RequestCtx, nodeid: u64, fh: Option<u64>, flags: u32, mask: u32) -> Result<StatxReply> {
+        Err(Errno::ENOSYS)
+    }
+    /// IOCTL on an open file (`fh`; `flags` has `abi::FUSE_IOCTL_DIR` for a
+    /// directory): `cmd` with `input`; answer ioctl(2)'s return value and at
+    /// most `out_size` bytes of output. The kernel's fileattr code (chattr,
+    /// lsattr) sends `abi::FS_IOC_GETFLAGS` / `FS_IOC_SETFLAGS` with a 4-byte
+    /// argument. Default ENOSYS (the caller sees ENOTTY).
+    #[allow(clippy::too_many_arguments)]
+    fn ioctl(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, flags: u32, cmd: u32, input: &[u8], out_size: u32) -> Result<(i32, Vec<u8>)> {
         Err(Errno::ENOSYS)
     }
 }

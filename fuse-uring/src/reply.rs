@@ -134,6 +134,45 @@ pub fn encode_attr(a: &crate::fs::Attr) -> fuse_attr {
     }
 }
 
+/// `StatxReply` → `fuse_statx_out`: the basic fields always, the birth time
+/// when known (`mask` says which).
+pub fn encode_statx_out(s: &crate::fs::StatxReply) -> fuse_statx_out {
+    let a = &s.attr;
+    let t = |sec: i64, nsec: u32| fuse_sx_time { tv_sec: sec, tv_nsec: nsec, reserved: 0 };
+    // `rdev` is in the kernel's new_encode_dev format.
+    let (major, minor) = ((a.rdev & 0xfff00) >> 8, (a.rdev & 0xff) | ((a.rdev >> 12) & 0xfff00));
+    let (v, vn) = secs_nsecs(s.timeout);
+    fuse_statx_out {
+        attr_valid: v,
+        attr_valid_nsec: vn,
+        flags: 0,
+        spare: [0; 2],
+        stat: fuse_statx {
+            mask: STATX_BASIC_STATS | if s.btime.is_some() { STATX_BTIME } else { 0 },
+            blksize: a.blksize,
+            attributes: s.attributes,
+            nlink: a.nlink,
+            uid: a.uid,
+            gid: a.gid,
+            mode: a.mode as u16,
+            spare0: 0,
+            ino: a.ino,
+            size: a.size,
+            blocks: a.blocks,
+            attributes_mask: STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND,
+            atime: t(a.atime, a.atime_nsec),
+            btime: s.btime.map(|(sec, nsec)| t(sec, nsec)).unwrap_or_default(),
+            ctime: t(a.ctime, a.ctime_nsec),
+            mtime: t(a.mtime, a.mtime_nsec),
+            rdev_major: major,
+            rdev_minor: minor,
+            dev_major: 0,
+            dev_minor: 0,
+            spare2: [0; 14],
+        },
+    }
+}
+
 /// `Entry` → `fuse_entry_out`. `attr.ino == 0` gives nodeid 0: a negative
 /// entry the kernel caches for `entry_timeout`.
 pub fn encode_entry(e: &Entry) -> fuse_entry_out {

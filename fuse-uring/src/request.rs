@@ -171,10 +171,14 @@ pub enum Operation<'a> {
     Lseek { arg: fuse_lseek_in },
     CopyFileRange { arg: fuse_copy_file_range_in },
     CopyFileRange64 { arg: fuse_copy_file_range_in },
+    /// STATX (7.39): attributes with the birth time.
+    Statx { arg: fuse_statx_in },
+    /// IOCTL; `data` is the `in_size` bytes of input.
+    Ioctl { arg: fuse_ioctl_in, data: &'a [u8] },
     /// NOTIFY_REPLY (answer to a retrieve notification): never answered.
     NotifyReply,
-    /// Known but not served here (GETLK, SETLK, BMAP, IOCTL, POLL, TMPFILE,
-    /// STATX, ...) or unknown: answered with ENOSYS.
+    /// Known but not served here (GETLK, SETLK, BMAP, POLL, TMPFILE, ...)
+    /// or unknown: answered with ENOSYS.
     Unsupported { opcode: u32 },
 }
 
@@ -313,6 +317,12 @@ impl<'a> Operation<'a> {
             FUSE_LSEEK => O::Lseek { arg: args.pod()?.0 },
             FUSE_COPY_FILE_RANGE => O::CopyFileRange { arg: args.pod()?.0 },
             FUSE_COPY_FILE_RANGE_64 => O::CopyFileRange64 { arg: args.pod()?.0 },
+            FUSE_STATX => O::Statx { arg: args.pod()?.0 },
+            FUSE_IOCTL => {
+                let (arg, rest) = args.pod::<fuse_ioctl_in>()?;
+                let data = rest.get(..arg.in_size as usize).ok_or(ParseError::Malformed)?;
+                O::Ioctl { arg, data }
+            }
             abi::FUSE_NOTIFY_REPLY => O::NotifyReply,
             other => O::Unsupported { opcode: other },
         };
