@@ -89,6 +89,7 @@ pub fn fsck(store_dir: &Path) -> Result<FsckReport, StoreError> {
 
     let meta = rtx.open_table(META).map_err(|e| c(e.into()))?;
     let mget = |k: &str| meta.get(k).ok().flatten().map(|g| g.value());
+    let schema = mget("schema").unwrap_or(SCHEMA_VERSION);
     match mget("schema") {
         Some(v) if v <= SCHEMA_VERSION => {}
         Some(v) => return Err(StoreError::NewerSchema { found: v, supported: SCHEMA_VERSION, path: dbpath }),
@@ -101,7 +102,7 @@ pub fn fsck(store_dir: &Path) -> Result<FsckReport, StoreError> {
     let mut inodes: HashMap<u64, InodeRec> = HashMap::new();
     for r in rtx.open_table(INODES).map_err(|e| c(e.into()))?.iter().map_err(|e| c(e.into()))? {
         let (k, v) = r.map_err(|e| c(e.into()))?;
-        match dec::<InodeRec>(v.value()) {
+        match dec_inode(v.value(), schema) {
             Ok(rec) => {
                 inodes.insert(k.value(), rec);
             }

@@ -98,6 +98,9 @@ fn attr_from(st: &libc::stat, ino: u64) -> Attr {
         gid: st.st_gid,
         rdev: st.st_rdev as u32,
         blksize: st.st_blksize as u32,
+        // The host file's own birth time is not read (statx per stat).
+        btime: None,
+        flags: 0,
     }
 }
 
@@ -355,6 +358,32 @@ impl HostTrees {
             chmod_fd(fd.as_raw_fd(), killed & 0o7777)?;
         }
         Ok(())
+    }
+
+    /// FS_IOC_GETFLAGS of a host file or directory (the host filesystem
+    /// keeps and enforces its flags). ENOTTY for other kinds.
+    pub(crate) fn get_flags(&self, ino: u64) -> Result<u32> {
+        let f = self.flags_file(ino)?;
+        let mut flags: libc::c_int = 0;
+        cvt(unsafe { libc::ioctl(f.as_raw_fd(), FS_IOC_GETFLAGS as _, &mut flags) })?;
+        Ok(flags as u32)
+    }
+
+    /// FS_IOC_SETFLAGS of a host file or directory.
+    pub(crate) fn set_flags(&self, ino: u64, flags: u32) -> Result<()> {
+        let f = self.flags_file(ino)?;
+        let v = flags as libc::c_int;
+        cvt(unsafe { libc::ioctl(f.as_raw_fd(), FS_IOC_SETFLAGS as _, &v) }).map(|_| ())
+    }
+
+    /// A descriptor of a regular file or directory that takes the flag
+    /// ioctls (an O_PATH one does not); opening has no side effect for those.
+    fn flags_file(&self, ino: u64) -> Result<File> {
+        let fd = self.fd(ino)?;
+        match fstat(fd.as_raw_fd())?.st_mode & libc::S_IFMT {
+            libc::S_IFREG | libc::S_IFDIR => reopen(fd.as_raw_fd(), libc::O_RDONLY | libc::O_NONBLOCK),
+            _ => Err(Errno(libc::ENOTTY)),
+        }
     }
 
     /// readlink(2).
@@ -704,6 +733,10 @@ impl HostTrees {
         Ok(proc_path(fd.as_raw_fd()))
     }
 }
+
+/// ioctl(2) requests of linux/fs.h (`_IOR('f', 1, long)`, `_IOW('f', 2, long)`).
+const FS_IOC_GETFLAGS: u64 = 0x8008_6601;
+const FS_IOC_SETFLAGS: u64 = 0x4008_6602;
 
 /// Opens the inode behind O_PATH descriptor `fd` with `flags`, through its
 /// /proc/self/fd magic link (our own descriptor: nothing to resolve).

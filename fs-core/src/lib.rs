@@ -16,7 +16,9 @@
 //!   cookie at link time from a per-directory counter (1 = ".", 2 = "..",
 //!   children ≥ 3), persisted with the entry; `readdir(offset)` yields the
 //!   entries with cookie > offset in cookie order, so offsets stay valid
-//!   while entries come and go. A renamed entry gets a new cookie in its
+//!   while entries come and go; a stream returns only entries whose cookie
+//!   is below the directory's counter when it began (opendir or a read
+//!   from offset 0), so it ends even if every entry is renamed during it. A renamed entry gets a new cookie in its
 //!   new place; RENAME_EXCHANGE keeps both cookies.
 //! * **Data.** Each regular file's bytes live in a working copy on the host
 //!   disk (`DIR/wc/<ino>`), read and written with pread/pwrite on an fd

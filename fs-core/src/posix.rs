@@ -9,6 +9,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::store::schema::{FS_APPEND_FL, FS_IMMUTABLE_FL};
 use crate::types::{Errno, Result};
 
 /// NAME_MAX: the longest name of a directory entry, in bytes (ext4's 255).
@@ -78,6 +79,40 @@ pub(crate) fn check_name(name: &[u8]) -> Result<()> {
     }
     if name.contains(&b'/') || name.contains(&0) {
         return err(libc::EINVAL);
+    }
+    Ok(())
+}
+
+/// EPERM if an inode with inode flags `flags` is immutable: its data,
+/// attributes, xattrs and (for a directory) entries do not change.
+pub(crate) fn may_change(flags: u32) -> Result<()> {
+    if flags & FS_IMMUTABLE_FL != 0 {
+        return err(libc::EPERM);
+    }
+    Ok(())
+}
+
+/// EPERM if an inode with `flags` is immutable or append-only: it keeps its
+/// names (no unlink, rename or new link) and its xattrs; a directory keeps
+/// its entries (may_delete(), fs/namei.c).
+pub(crate) fn may_unlink(flags: u32) -> Result<()> {
+    if flags & (FS_IMMUTABLE_FL | FS_APPEND_FL) != 0 {
+        return err(libc::EPERM);
+    }
+    Ok(())
+}
+
+/// EPERM if open(2) `open_flags` may not open an inode with `flags`: an
+/// immutable file for writing or truncation, an append-only one for
+/// writing without O_APPEND or with O_TRUNC (may_open(), fs/namei.c).
+pub(crate) fn may_open(flags: u32, open_flags: u32) -> Result<()> {
+    let o = open_flags as i32;
+    let writes = o & libc::O_ACCMODE != libc::O_RDONLY || o & libc::O_TRUNC != 0;
+    if writes && flags & FS_IMMUTABLE_FL != 0 {
+        return err(libc::EPERM);
+    }
+    if flags & FS_APPEND_FL != 0 && ((o & libc::O_ACCMODE != libc::O_RDONLY && o & libc::O_APPEND == 0) || o & libc::O_TRUNC != 0) {
+        return err(libc::EPERM);
     }
     Ok(())
 }

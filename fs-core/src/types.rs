@@ -54,6 +54,10 @@ pub struct Attr {
     pub gid: u32,
     pub rdev: u32,
     pub blksize: u32,
+    /// Birth time (statx `stx_btime`), if known.
+    pub btime: Option<(i64, u32)>,
+    /// Inode flags (FS_IOC_GETFLAGS), see [`crate::store::KEPT_FLAGS`].
+    pub flags: u32,
 }
 
 /// A time to set (utimensat(2)): `Now` is `UTIME_NOW`; `UTIME_OMIT` is `None`

@@ -49,6 +49,18 @@ impl Fs {
             return self.inner.host.setattr(ino, s);
         }
         let t = now();
+        {
+            // notify_change(): an immutable inode takes no change, an
+            // append-only one no size, mode, owner or explicit time.
+            let flags = self.inner.lock().node(ino)?.rec.flags;
+            let times = [s.atime, s.mtime];
+            if s.size.is_some() || s.mode.is_some() || s.uid.is_some() || s.gid.is_some() || times.iter().any(|t| matches!(t, Some(SetTime::At(..)))) {
+                may_unlink(flags)?;
+            }
+            if times.iter().any(Option::is_some) {
+                may_change(flags)?;
+            }
+        }
         if let Some(size) = s.size {
             let (file, mode) = {
                 let st = self.inner.lock();
@@ -163,6 +175,36 @@ impl Fs {
         let mode = killed_privs(n.rec.mode);
         if mode != n.rec.mode {
             n.rec.mode = mode;
+            n.rec.ctime = now();
+            st.touch_inode(ino);
+        }
+        Ok(())
+    }
+
+    /// FS_IOC_GETFLAGS (ioctl_iflags(2), lsattr): the inode's flags.
+    pub fn get_flags(&self, ino: u64) -> Result<u32> {
+        if self.inner.host.serves(ino) {
+            return self.inner.host.get_flags(ino);
+        }
+        Ok(self.inner.lock().node(ino)?.rec.flags)
+    }
+
+    /// FS_IOC_SETFLAGS (chattr): replaces the inode's flags and updates
+    /// ctime. EOPNOTSUPP for a flag ringfs does not keep
+    /// ([`crate::store::KEPT_FLAGS`]: immutable, append-only, nodump,
+    /// noatime). Who may set immutable and append-only (CAP_LINUX_IMMUTABLE)
+    /// is checked by the kernel; fs-core enforces what they mean.
+    pub fn set_flags(&self, ino: u64, flags: u32) -> Result<()> {
+        if self.inner.host.serves(ino) {
+            return self.inner.host.set_flags(ino, flags);
+        }
+        if flags & !crate::store::schema::KEPT_FLAGS != 0 {
+            return err(libc::EOPNOTSUPP);
+        }
+        let mut st = self.inner.lock();
+        let n = st.node_mut(ino)?;
+        if n.rec.flags != flags {
+            n.rec.flags = flags;
             n.rec.ctime = now();
             st.touch_inode(ino);
         }

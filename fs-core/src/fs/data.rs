@@ -63,7 +63,7 @@ impl Fs {
             (_, None) => None,
         };
         n.opens += 1;
-        st.handles.insert(fh, Handle { ino, flags, file: file.clone() });
+        st.handles.insert(fh, Handle { ino, flags, file: file.clone(), dir_end: u64::MAX });
         Ok((fh, file))
     }
 
@@ -92,9 +92,11 @@ impl Fs {
         }
         {
             let st = self.inner.lock();
-            if is_dir(st.node(ino)?.rec.mode) && can_write(flags) {
+            let n = st.node(ino)?;
+            if is_dir(n.rec.mode) && can_write(flags) {
                 return err(libc::EISDIR);
             }
+            may_open(n.rec.flags, flags)?;
         }
         let (fh, file) = self.attach(ino, flags, None)?;
         if flags as i32 & libc::O_TRUNC != 0 {
@@ -124,6 +126,7 @@ impl Fs {
                     if is_dir(st.node(ino)?.rec.mode) {
                         return err(libc::EISDIR);
                     }
+                    may_open(st.node(ino)?.rec.flags, flags)?;
                     st.node_mut(ino)?.lookups += 1;
                     Some(ino)
                 }
@@ -216,6 +219,9 @@ impl Fs {
         let mut st = self.inner.lock();
         if let Some(n) = st.nodes.get_mut(&ino) {
             let r = &mut n.rec;
+            if r.flags & crate::store::schema::FS_NOATIME_FL != 0 {
+                return; // chattr +A
+            }
             if r.atime <= r.mtime || r.atime <= r.ctime || r.atime.0 + 86400 <= t.0 {
                 r.atime = t;
                 st.dirty_inodes.insert(ino);
@@ -320,15 +326,25 @@ impl Fs {
         self.inner.commit(Durability::Immediate, true, None).map_err(db_errno)
     }
 
-    /// fallocate(2) through a handle: mode 0, FALLOC_FL_KEEP_SIZE, and
-    /// FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE; anything else EOPNOTSUPP.
+    /// fallocate(2) through a handle: mode 0, FALLOC_FL_KEEP_SIZE,
+    /// FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE, FALLOC_FL_ZERO_RANGE (with
+    /// or without KEEP_SIZE), FALLOC_FL_COLLAPSE_RANGE and
+    /// FALLOC_FL_INSERT_RANGE, done on the working copy (its filesystem's
+    /// errors, e.g. EINVAL for unaligned ranges); anything else EOPNOTSUPP.
+    /// The kernel's FUSE client decides which of these reach the daemon
+    /// (docs/SEMANTICS.md).
     pub fn fallocate(&self, fh: u64, offset: u64, length: u64, mode: u32) -> Result<()> {
         if is_host_id(fh) {
             return self.inner.host.fallocate(fh, offset, length, mode);
         }
         let keep = libc::FALLOC_FL_KEEP_SIZE as u32;
         let punch = libc::FALLOC_FL_PUNCH_HOLE as u32;
-        if mode != 0 && mode != keep && mode != (punch | keep) {
+        let zero = libc::FALLOC_FL_ZERO_RANGE as u32;
+        let collapse = libc::FALLOC_FL_COLLAPSE_RANGE as u32;
+        let insert = libc::FALLOC_FL_INSERT_RANGE as u32;
+        // fallocate(2)'s valid combinations; the working copy's filesystem
+        // does the work (and its EINVAL for unaligned collapse/insert ranges).
+        if ![0, keep, punch | keep, zero, zero | keep, collapse, insert].contains(&mode) {
             return err(libc::EOPNOTSUPP);
         }
         if length == 0 {
@@ -337,6 +353,16 @@ impl Fs {
         let (ino, flags, f) = self.handle(fh)?;
         if !can_write(flags) {
             return err(libc::EBADF);
+        }
+        {
+            // vfs_fallocate(): nothing on an immutable file, only plain
+            // preallocation on an append-only one.
+            let st = self.inner.lock();
+            let iflags = st.node(ino)?.rec.flags;
+            may_change(iflags)?;
+            if mode & !keep != 0 {
+                may_unlink(iflags)?;
+            }
         }
         let r = unsafe { libc::fallocate(f.file.as_raw_fd(), mode as i32, offset as i64, length as i64) };
         if r != 0 {
@@ -350,7 +376,9 @@ impl Fs {
             n.rec.size = m.size();
             n.rec.blocks = m.blocks();
             n.rec.ctime = t;
-            if mode & punch != 0 || mode == 0 {
+            // Only preallocation beyond the end (KEEP_SIZE alone) leaves the
+            // contents, hence mtime, as they were.
+            if mode != keep {
                 n.rec.mtime = t;
             }
             n.content_gen += 1;

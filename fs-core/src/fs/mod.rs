@@ -34,6 +34,8 @@ use crate::local::{BackDir, IgnorePolicy};
 use crate::posix::*;
 use crate::store::commit::run_group_commits;
 use crate::store::db::{corrupt, io_err, open_db, take_lock, Store};
+use crate::store::migrate;
+use crate::store::schema::SCHEMA_VERSION;
 use crate::store::recovery::load;
 use crate::types::*;
 use crate::wc::hash::{background_priority, Hasher};
@@ -145,6 +147,11 @@ impl Fs {
                 let wc = d.join("wc");
                 std::fs::create_dir_all(&wc).map_err(|e| io_err(&wc, e))?;
                 let db = open_db(d)?;
+                // A store of an earlier schema is migrated by `load`; its
+                // database is copied first (kept until a clean shutdown).
+                if let Some(v) = migrate::schema_of(&db).filter(|v| *v < SCHEMA_VERSION) {
+                    migrate::backup(d, v).map_err(|e| io_err(&migrate::backup_path(d, v), e))?;
+                }
                 (db, wc, d.display().to_string(), Some(d.clone()), Some(lock), None, d.join("store.redb"))
             }
             StoreLocation::Memory => {
@@ -421,6 +428,9 @@ impl Fs {
                     dir.display()
                 )),
             });
+        }
+        if let Some(d) = self.inner.store.dir() {
+            migrate::discard_backup(d);
         }
         self.inner.store.release_lock();
         if let Some((ino, e)) = unstored.first() {

@@ -22,7 +22,7 @@ use crate::types::*;
 use std::sync::atomic::Ordering;
 
 use crate::inode::{attr_of, fstat_into, Freed, Handle, Node, State, POOL_LOCAL, POOL_WC, ROOT};
-use crate::store::schema::InodeRec;
+use crate::store::schema::{InodeRec, FS_NOATIME_FL, FS_NODUMP_FL};
 use crate::wc::set_mtime;
 
 impl Fs {
@@ -97,7 +97,8 @@ impl Fs {
             return err(libc::EEXIST);
         }
         let p = st.node(parent)?;
-        let (pgid, psgid) = (p.rec.gid, p.rec.mode & libc::S_ISGID != 0);
+        may_change(p.rec.flags)?;
+        let (pgid, psgid, pflags) = (p.rec.gid, p.rec.mode & libc::S_ISGID != 0, p.rec.flags);
         let dir = is_dir(mode);
         let local = self.inner.local_for(&st, parent, name, dir);
         let mut mode = mode;
@@ -123,6 +124,9 @@ impl Fs {
             ctime: t,
             parent: if dir { parent } else { 0 },
             next_cookie: 3,
+            btime: t,
+            // As ext4 (EXT4_FL_INHERITED): nodump and noatime pass to new inodes.
+            flags: pflags & (FS_NODUMP_FL | FS_NOATIME_FL),
         };
         let (m, u, g) = (rec.mode, rec.uid, rec.gid);
         let mut node = Node::new(rec);
@@ -258,6 +262,8 @@ impl Fs {
             if is_dir(st.node(child)?.rec.mode) {
                 return err(libc::EISDIR);
             }
+            may_unlink(st.node(parent)?.rec.flags)?;
+            may_unlink(st.node(child)?.rec.flags)?;
             st.remove_entry(parent, name);
             let n = st.node_mut(child)?;
             n.rec.nlink = n.rec.nlink.saturating_sub(1);
@@ -297,6 +303,8 @@ impl Fs {
             if !n.dir.as_ref().map(|d| d.by_name.is_empty()).unwrap_or(true) {
                 return err(libc::ENOTEMPTY);
             }
+            may_unlink(n.rec.flags)?;
+            may_unlink(st.node(parent)?.rec.flags)?;
             if self.inner.host.is_root(child) {
                 // ENOTEMPTY unless its tree is empty (EBUSY comes from the
                 // kernel while it is bind-mounted).
@@ -333,15 +341,18 @@ impl Fs {
     }
 
     /// rename(2)/renameat2(2). `flags`: RENAME_NOREPLACE (EEXIST if the
-    /// target exists), RENAME_EXCHANGE (swap; ENOENT if either is missing);
-    /// RENAME_WHITEOUT or unknown bits: EINVAL. Moving a directory into its
+    /// target exists), RENAME_EXCHANGE (swap; ENOENT if either is missing),
+    /// RENAME_WHITEOUT (the source name becomes a whiteout, a 0:0 character
+    /// device owned by the caller, in the same step; the kernel checks
+    /// CAP_MKNOD); EXCHANGE with another flag, or unknown bits: EINVAL. Moving a directory into its
     /// own subtree: EINVAL. Replacing: ENOTDIR / EISDIR on a type
     /// mismatch, ENOTEMPTY for a non-empty directory. Renaming onto another
     /// link of the same inode succeeds and changes nothing.
-    pub fn rename(&self, _c: &Caller, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32) -> Result<()> {
+    pub fn rename(&self, c: &Caller, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32) -> Result<()> {
         const NOREPLACE: u32 = libc::RENAME_NOREPLACE;
         const EXCHANGE: u32 = libc::RENAME_EXCHANGE;
-        if flags & !(NOREPLACE | EXCHANGE) != 0 || flags == NOREPLACE | EXCHANGE {
+        const WHITEOUT: u32 = libc::RENAME_WHITEOUT;
+        if flags & !(NOREPLACE | EXCHANGE | WHITEOUT) != 0 || (flags & EXCHANGE != 0 && flags != EXCHANGE) {
             return err(libc::EINVAL);
         }
         let (name, newname) = (name.as_bytes(), newname.as_bytes());
@@ -382,6 +393,17 @@ impl Fs {
             let dst = st.child(newparent, newname).map(|x| x.0);
             if st.node(newparent)?.rec.nlink == 0 {
                 return err(libc::ENOENT); // a removed directory takes no new entries
+            }
+            if dst != Some(src) {
+                // may_delete() / may_create(): immutable and append-only
+                // inodes keep their names; such directories their entries.
+                may_unlink(st.node(src)?.rec.flags)?;
+                may_unlink(st.node(parent)?.rec.flags)?;
+                may_change(st.node(newparent)?.rec.flags)?;
+                if let Some(d) = dst {
+                    may_unlink(st.node(d)?.rec.flags)?;
+                    may_unlink(st.node(newparent)?.rec.flags)?;
+                }
             }
             if flags & EXCHANGE != 0 {
                 let dst = dst.ok_or(Errno(libc::ENOENT))?;
@@ -477,10 +499,30 @@ impl Fs {
             st.set_mctime(parent, t);
             st.set_mctime(newparent, t);
             self.inner.apply_sides(&mut st, &plan);
+            if flags & WHITEOUT != 0 {
+                self.whiteout(&mut st, c, parent, name, t);
+            }
             freed.and_then(|d| st.maybe_free(d))
         };
         self.finish_free(freed);
         Ok(())
+    }
+
+    /// Makes `name` in `parent` a whiteout (what overlayfs reads as "deleted
+    /// in this layer"): a character device 0:0, mode 0, owned by the caller
+    /// (group from a setgid parent), as ext4's rename does.
+    fn whiteout(&self, st: &mut State, c: &Caller, parent: u64, name: &[u8], t: (i64, u32)) {
+        let p = &st.nodes[&parent].rec;
+        let gid = if p.mode & libc::S_ISGID != 0 { p.gid } else { c.gid };
+        let rec = InodeRec { mode: libc::S_IFCHR, uid: c.uid, gid, nlink: 1, atime: t, mtime: t, ctime: t, btime: t, next_cookie: 3, ..Default::default() };
+        let local = self.inner.local_for(st, parent, name, false);
+        let ino = st.alloc_ino();
+        let mut node = Node::new(rec);
+        node.local = local;
+        node.data_local = local;
+        st.nodes.insert(ino, node);
+        st.touch_inode(ino);
+        st.add_entry(parent, name, ino);
     }
 
     /// link(2): a new name for `ino`. EPERM for directories, EEXIST,
@@ -506,6 +548,8 @@ impl Fs {
             if n.rec.nlink >= LINK_MAX {
                 return err(libc::EMLINK);
             }
+            may_unlink(n.rec.flags)?; // vfs_link(): no new name for immutable or append-only inodes
+            may_change(st.node(newparent)?.rec.flags)?;
             st.live_dir(newparent)?;
             if is_dot(name) || st.child(newparent, name).is_some() {
                 return err(libc::EEXIST);
@@ -536,8 +580,9 @@ impl Fs {
             return err(libc::ENOTDIR);
         }
         n.opens += 1;
+        let dir_end = n.rec.next_cookie.max(3);
         let fh = self.inner.next_fh.fetch_add(1, Ordering::Relaxed);
-        st.handles.insert(fh, Handle { ino, flags: 0, file: None });
+        st.handles.insert(fh, Handle { ino, flags: 0, file: None, dir_end });
         Ok(fh)
     }
 
@@ -561,8 +606,20 @@ impl Fs {
     /// Collects up to `max` entries of `ino` with cookie > `offset`, each
     /// with its attributes when `plus` (and one lookup taken for it).
     #[allow(clippy::type_complexity)]
-    pub(super) fn dir_batch(&self, ino: u64, offset: u64, max: usize, plus: bool) -> Result<Vec<(u64, u64, u32, Vec<u8>, Option<Attr>)>> {
+    pub(super) fn dir_batch(&self, ino: u64, fh: u64, offset: u64, max: usize, plus: bool) -> Result<Vec<(u64, u64, u32, Vec<u8>, Option<Attr>)>> {
         let mut st = self.inner.lock();
+        let next_cookie = st.node(ino)?.rec.next_cookie.max(3);
+        // Where this stream ends (see `Handle::dir_end`); a rewind (offset 0)
+        // looks at the directory as it is now.
+        let end = match st.handles.get_mut(&fh).filter(|h| h.ino == ino) {
+            Some(h) => {
+                if offset == 0 {
+                    h.dir_end = next_cookie;
+                }
+                h.dir_end
+            }
+            None => u64::MAX,
+        };
         let n = st.node(ino)?;
         let d = n.dir.as_ref().ok_or(Errno(libc::ENOTDIR))?;
         let mut out = Vec::new();
@@ -573,7 +630,7 @@ impl Fs {
             out.push((n.rec.parent, 2, libc::DT_DIR as u32, b"..".to_vec(), None));
         }
         let from = offset.max(2) + 1;
-        for (&cookie, name) in d.by_cookie.range(from..) {
+        for (&cookie, name) in d.by_cookie.range(from..end.max(from)) {
             if out.len() >= max {
                 break;
             }
@@ -594,15 +651,19 @@ impl Fs {
 
     /// readdir(3) from `offset` (0 = start; otherwise the `offset` of the
     /// last entry taken): "." (cookie 1), ".." (2), then children in cookie
-    /// order. Cookies stay valid while entries are added or removed.
-    /// `sink` returns false when full: the entry was not taken and reading stops.
-    pub fn readdir(&self, ino: u64, _fh: u64, offset: u64, sink: &mut dyn FnMut(&DirEntry) -> bool) -> Result<()> {
-        if is_host_id(_fh) {
-            return self.inner.host.readdir(_fh, offset, sink);
+    /// order. Cookies stay valid while entries are added or removed. The
+    /// stream of handle `fh` (from [`Fs::opendir`]) returns only entries
+    /// that existed when it was opened or last read from offset 0: an entry
+    /// created or renamed meanwhile has a later cookie and is not returned
+    /// (POSIX leaves that unspecified; the stream always ends). `sink`
+    /// returns false when full: the entry was not taken and reading stops.
+    pub fn readdir(&self, ino: u64, fh: u64, offset: u64, sink: &mut dyn FnMut(&DirEntry) -> bool) -> Result<()> {
+        if is_host_id(fh) {
+            return self.inner.host.readdir(fh, offset, sink);
         }
         let mut off = offset;
         loop {
-            let batch = self.dir_batch(ino, off, 256, false)?;
+            let batch = self.dir_batch(ino, fh, off, 256, false)?;
             if batch.is_empty() {
                 return Ok(());
             }
@@ -617,13 +678,13 @@ impl Fs {
 
     /// readdirplus: as [`Fs::readdir`] with each child's attributes (and
     /// +1 lookup for each child the sink took); `None` for "." and "..".
-    pub fn readdirplus(&self, ino: u64, _fh: u64, offset: u64, sink: &mut dyn FnMut(&DirEntry, Option<&Attr>) -> bool) -> Result<()> {
-        if is_host_id(_fh) {
-            return self.inner.host.readdirplus(_fh, offset, sink);
+    pub fn readdirplus(&self, ino: u64, fh: u64, offset: u64, sink: &mut dyn FnMut(&DirEntry, Option<&Attr>) -> bool) -> Result<()> {
+        if is_host_id(fh) {
+            return self.inner.host.readdirplus(fh, offset, sink);
         }
         let mut off = offset;
         loop {
-            let batch = self.dir_batch(ino, off, 256, true)?;
+            let batch = self.dir_batch(ino, fh, off, 256, true)?;
             if batch.is_empty() {
                 return Ok(());
             }

@@ -295,6 +295,8 @@ impl Inner {
             ctime: ts(m.ctime(), m.ctime_nsec()),
             parent: if m.is_dir() { parent } else { 0 },
             next_cookie: 3,
+            btime: m.created().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| (d.as_secs() as i64, d.subsec_nanos())).unwrap_or((0, 0)),
+            flags: 0,
         };
         let xattrs_of = |p: &Path| -> BTreeMap<Vec<u8>, Vec<u8>> {
             let mut out = BTreeMap::new();

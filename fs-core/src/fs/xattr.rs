@@ -31,6 +31,7 @@ impl Fs {
         }
         let mut st = self.inner.lock();
         let n = st.node_mut(ino)?;
+        may_unlink(n.rec.flags)?; // xattr_permission(): not on immutable or append-only inodes
         let exists = n.xattrs.contains_key(name);
         if flags as i32 & libc::XATTR_CREATE != 0 && exists {
             return err(libc::EEXIST);
@@ -78,6 +79,7 @@ impl Fs {
         }
         let mut st = self.inner.lock();
         let n = st.node_mut(ino)?;
+        may_unlink(n.rec.flags)?;
         if n.xattrs.remove(name.as_bytes()).is_none() {
             return err(libc::ENODATA);
         }

@@ -45,6 +45,7 @@ pub(crate) fn root_rec() -> InodeRec {
         ctime: t,
         parent: ROOT,
         next_cookie: 3,
+        btime: t,
         ..Default::default()
     }
 }
@@ -124,6 +125,12 @@ pub(crate) struct Handle {
     pub(crate) ino: u64,
     pub(crate) flags: u32,
     pub(crate) file: Option<Arc<OpenFile>>,
+    /// Directory handles: readdir returns only entries whose cookie is
+    /// below this one — those that existed when the stream was opened or
+    /// last rewound (offset 0). An entry renamed or created during the scan
+    /// gets a cookie past it, so a scan ends even when every entry it sees
+    /// is renamed away and back (xfstests generic/736). `u64::MAX` for files.
+    pub(crate) dir_end: u64,
 }
 
 /// The inode table, behind one mutex (`Inner::state`): every node, the
@@ -377,6 +384,8 @@ pub(crate) fn attr_of(ino: u64, n: &Node) -> Attr {
         gid: r.gid,
         rdev: r.rdev,
         blksize: BLKSIZE,
+        btime: (r.btime != (0, 0)).then_some(r.btime),
+        flags: r.flags,
     }
 }
 

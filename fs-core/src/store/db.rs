@@ -83,6 +83,11 @@ impl Store {
         let _ = self.on_reopen.set(hook);
     }
 
+    /// The store directory (`None`: a memory store).
+    pub(crate) fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
     /// `DIR/store.redb`, or "memory".
     pub(crate) fn db_path(&self) -> PathBuf {
         self.dir.as_ref().map(|d| d.join("store.redb")).unwrap_or_else(|| PathBuf::from("memory"))

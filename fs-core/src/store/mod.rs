@@ -13,7 +13,8 @@
 //! - [`content`]: a file's content (chunks, manifest, journal record) stored
 //!   or read back;
 //! - [`recovery`]: loading the inode table at open and repairing what a crash
-//!   left (orphans, dangling entries, lost+found).
+//!   left (orphans, dangling entries, lost+found);
+//! - [`migrate`]: bringing a store of an earlier schema to this one.
 //!
 //! Must not touch: FUSE, path policy, working-copy pools, hashing threads.
 
@@ -21,6 +22,7 @@ pub(crate) mod batch;
 pub(crate) mod commit;
 pub(crate) mod content;
 pub(crate) mod db;
+pub(crate) mod migrate;
 pub(crate) mod recovery;
 pub(crate) mod schema;
 

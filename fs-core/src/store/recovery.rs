@@ -18,6 +18,7 @@ use crate::inode::{root_rec, Node, State, ROOT};
 use crate::local::BackDir;
 use crate::posix::is_reg;
 use crate::store::db::corrupt;
+use crate::store::migrate;
 use crate::store::schema::*;
 use crate::types::StoreError;
 
@@ -57,6 +58,10 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir) 
         }
         Some(v) if v > SCHEMA_VERSION => {
             return Err(StoreError::NewerSchema { found: v, supported: SCHEMA_VERSION, path: dbpath.to_path_buf() });
+        }
+        Some(v) if v < SCHEMA_VERSION => {
+            let n = migrate::migrate(&txn, v).map_err(|e| corrupt(dbpath, format!("migrating from schema {v}: {e}")))?;
+            tracing::info!("store migrated from schema {v} to {SCHEMA_VERSION} ({n} records rewritten)");
         }
         Some(_) => {}
     }

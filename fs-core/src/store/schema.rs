@@ -8,8 +8,10 @@
 use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
-/// Schema version this build writes and reads.
-pub const SCHEMA_VERSION: u64 = 1;
+/// Schema version this build writes and reads. Version 1 (the first
+/// release) is migrated in place at mount (`store/migrate.rs`); the layout of
+/// each version is in docs/ARCHITECTURE.md.
+pub const SCHEMA_VERSION: u64 = 2;
 
 /// meta: "schema", "store_id", "next_ino", "clean", "chunk_count", "chunk_bytes".
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -55,6 +57,71 @@ pub struct InodeRec {
     pub parent: u64,
     /// Directories: the next readdir cookie to hand out (starts at 3).
     pub next_cookie: u64,
+    /// Birth time (statx(2) `stx_btime`); (0, 0) if unknown (inodes made
+    /// before schema 2). Since schema 2.
+    pub btime: (i64, u32),
+    /// Inode flags as FS_IOC_GETFLAGS reports them (`FS_IMMUTABLE_FL`,
+    /// `FS_APPEND_FL`, …; see [`KEPT_FLAGS`]). Since schema 2.
+    pub flags: u32,
+}
+
+/// The inode flags (linux/fs.h `FS_*_FL`) ringfs keeps and reports; it
+/// enforces immutable and append-only itself (docs/SEMANTICS.md).
+pub const KEPT_FLAGS: u32 = FS_IMMUTABLE_FL | FS_APPEND_FL | FS_NODUMP_FL | FS_NOATIME_FL;
+/// `FS_IMMUTABLE_FL`: no change to the inode, its data or its names.
+pub const FS_IMMUTABLE_FL: u32 = 0x10;
+/// `FS_APPEND_FL`: writes only at the end; no truncate, unlink or rename.
+pub const FS_APPEND_FL: u32 = 0x20;
+/// `FS_NODUMP_FL` (kept, not acted on).
+pub const FS_NODUMP_FL: u32 = 0x40;
+/// `FS_NOATIME_FL`: reads do not move atime.
+pub const FS_NOATIME_FL: u32 = 0x80;
+
+/// The inode record of schema 1: [`InodeRec`] without `btime` and `flags`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct InodeRecV1 {
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    pub blocks: u64,
+    pub nlink: u32,
+    pub rdev: u32,
+    pub atime: (i64, u32),
+    pub mtime: (i64, u32),
+    pub ctime: (i64, u32),
+    pub parent: u64,
+    pub next_cookie: u64,
+}
+
+impl From<InodeRecV1> for InodeRec {
+    fn from(r: InodeRecV1) -> InodeRec {
+        InodeRec {
+            mode: r.mode,
+            uid: r.uid,
+            gid: r.gid,
+            size: r.size,
+            blocks: r.blocks,
+            nlink: r.nlink,
+            rdev: r.rdev,
+            atime: r.atime,
+            mtime: r.mtime,
+            ctime: r.ctime,
+            parent: r.parent,
+            next_cookie: r.next_cookie,
+            btime: (0, 0),
+            flags: 0,
+        }
+    }
+}
+
+/// Decodes an inode record written by schema `schema` (1 or 2).
+pub fn dec_inode(b: &[u8], schema: u64) -> Result<InodeRec, String> {
+    if schema == 1 {
+        dec::<InodeRecV1>(b).map(InodeRec::from)
+    } else {
+        dec::<InodeRec>(b)
+    }
 }
 
 /// One piece of a file: its offset, length and BLAKE3 hash.
