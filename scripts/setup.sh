@@ -30,6 +30,8 @@ declare -A want=(
     [pkg-config]=pkg-config
     [cc]=build-essential
     [timeout]=coreutils
+    [chattr]=e2fsprogs
+    [lsattr]=e2fsprogs
 )
 missing=()
 for cmd in "${!want[@]}"; do

@@ -38,9 +38,9 @@ cargo test --workspace --release --no-fail-fast ${CARGO_TEST_ARGS:-} -- --test-t
 IFS=';' read -r -a pmodes <<<"${RINGFS_TEST_MODES-"--passthrough off;--ignore /* --native-roots off;--transport dev"}"
 for mode in "${pmodes[@]}"; do
     [ -n "$mode" ] || continue
-    echo "=== cases, pjdfstest, fsx, workloads with mount args: $mode ${RINGFS_TEST_MOUNT_ARGS:-}"
+    echo "=== cases, posix, pjdfstest, fsx, workloads with mount args: $mode ${RINGFS_TEST_MOUNT_ARGS:-}"
     RINGFS_TEST_MOUNT_ARGS="$mode ${RINGFS_TEST_MOUNT_ARGS:-}" \
-        cargo test -p ringfs --release --no-fail-fast --test cases --test pjdfstest --test fsx --test workloads \
+        cargo test -p ringfs --release --no-fail-fast --test cases --test posix --test pjdfstest --test fsx --test workloads \
         -- --test-threads="$threads"
 done
 

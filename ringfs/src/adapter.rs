@@ -11,8 +11,33 @@ use std::time::{Duration, Instant};
 use fs_core::Fs;
 use fuse_uring::fs::{
     Attr, AttrReply, ConnInfo, DirEntry, DirPlusSink, DirSink, Entry, Errno, Filesystem, Opened, RequestCtx, Result,
-    SetAttrIn, SetTime, StatFs, XattrReply,
+    SetAttrIn, SetTime, StatFs, StatxReply, XattrReply,
 };
+use fuse_uring::abi::{FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, STATX_ATTR_APPEND, STATX_ATTR_IMMUTABLE};
+
+/// ioctl(2) `FS_IOC_FSGETXATTR` / `FS_IOC_FSSETXATTR` (`_IOR/_IOW('X', 31/32,
+/// struct fsxattr)`, linux/fs.h); `struct fsxattr` is 28 bytes, `fsx_xflags` first.
+const FS_IOC_FSGETXATTR: u32 = 0x801c_581f;
+const FS_IOC_FSSETXATTR: u32 = 0x401c_5820;
+const FSXATTR_SIZE: usize = 28;
+/// (inode flag `FS_*_FL`, extended flag `FS_XFLAG_*`) pairs for the flags ringfs keeps.
+const XFLAGS: [(u32, u32); 4] = [(0x10, 0x8), (0x20, 0x10), (0x40, 0x80), (0x80, 0x40)];
+
+/// The `fsx_xflags` of inode flags.
+fn xflags_of(flags: u32) -> u32 {
+    XFLAGS.iter().filter(|(f, _)| flags & f != 0).map(|(_, x)| x).fold(0, |a, x| a | x)
+}
+
+/// Inode flags from `old` with the kept ones replaced by those in `xflags`;
+/// None if `xflags` asks for one ringfs does not keep.
+fn flags_of_xflags(old: u32, xflags: u32) -> Option<u32> {
+    let known: u32 = XFLAGS.iter().map(|(_, x)| x).fold(0, |a, x| a | x);
+    if xflags & !known != 0 {
+        return None;
+    }
+    let kept: u32 = XFLAGS.iter().map(|(f, _)| f).fold(0, |a, f| a | f);
+    Some((old & !kept) | XFLAGS.iter().filter(|(_, x)| xflags & x != 0).map(|(f, _)| f).fold(0, |a, f| a | f))
+}
 
 /// `FOPEN_KEEP_CACHE`: keep the page cache across opens (include/uapi/linux/fuse.h).
 const FOPEN_KEEP_CACHE: u32 = 1 << 1;
@@ -30,31 +55,51 @@ const FOPEN_PASSTHROUGH: u32 = 1 << 7;
 /// If registering fails (it should not once the start-up probe passed), the
 /// inode is served through the daemon for as long as it stays open
 /// (`id == None`), again so that all its opens agree.
+///
+/// Writes through a shared mapping of a passthrough file change the working
+/// copy's mtime with no request to the daemon and no attribute invalidation
+/// in the kernel. So while an inode has writable passthrough handles its
+/// attributes are not cached (timeout 0, see [`Adapter::timeouts`]), and a
+/// writable open drops what the kernel cached before (a notification, not a
+/// round trip): every stat meanwhile and the first one after the last close
+/// asks the daemon, which answers from the working copy.
 struct Backing {
     dev: fuse_uring::FuseDev,
-    /// ino → (backing id or None for "through the daemon", open handles).
+    notifier: fuse_uring::Notifier,
     inodes: Mutex<BackingTable>,
+}
+
+/// An inode open in passthrough mode.
+struct BackingInode {
+    /// Its backing id, or None for "through the daemon".
+    id: Option<i32>,
+    /// Open handles, and how many of them can write.
+    handles: u32,
+    writers: u32,
 }
 
 #[derive(Default)]
 struct BackingTable {
-    by_ino: HashMap<u64, (Option<i32>, u32)>,
-    /// Handles counted in `by_ino`: fh → ino.
-    handles: HashMap<u64, u64>,
+    by_ino: HashMap<u64, BackingInode>,
+    /// Handles counted in `by_ino`: fh → (ino, writable).
+    handles: HashMap<u64, (u64, bool)>,
 }
 
 impl Backing {
     /// The open flags and backing id for a new handle `fh` of `ino` whose
-    /// working copy is `fd` (None: not a regular file).
-    fn open(&self, ino: u64, fh: u64, fd: Option<std::os::fd::RawFd>) -> Opened {
+    /// working copy is `fd` (None: not a regular file), opened with open(2)
+    /// `flags`.
+    fn open(&self, ino: u64, fh: u64, fd: Option<std::os::fd::RawFd>, flags: u32) -> Opened {
         let Some(fd) = fd else {
             return Opened { fh, open_flags: FOPEN_NOFLUSH, backing_id: 0 };
         };
+        let writable = flags as i32 & libc::O_ACCMODE != libc::O_RDONLY;
         let mut t = self.inodes.lock().unwrap_or_else(|p| p.into_inner());
         let id = match t.by_ino.get_mut(&ino) {
             Some(e) => {
-                e.1 += 1;
-                e.0
+                e.handles += 1;
+                e.writers += writable as u32;
+                e.id
             }
             None => {
                 // SAFETY: `fd` is the working copy fs-core keeps open while the
@@ -67,11 +112,17 @@ impl Backing {
                         None
                     }
                 };
-                t.by_ino.insert(ino, (id, 1));
+                t.by_ino.insert(ino, BackingInode { id, handles: 1, writers: writable as u32 });
                 id
             }
         };
-        t.handles.insert(fh, ino);
+        t.handles.insert(fh, (ino, writable));
+        drop(t);
+        if writable && id.is_some() {
+            // Attributes cached before this open (LOOKUP's) would outlive
+            // writes through a mapping; the inode may not be cached (ENOENT).
+            let _ = self.notifier.inval_inode(ino, -1, 0);
+        }
         match id {
             Some(id) => Opened { fh, open_flags: FOPEN_PASSTHROUGH | FOPEN_NOFLUSH, backing_id: id },
             None => Opened { fh, open_flags: FOPEN_NOFLUSH, backing_id: 0 },
@@ -81,13 +132,14 @@ impl Backing {
     /// After the release of `fh`: closes the inode's backing id if this was its last handle.
     fn release(&self, fh: u64) {
         let mut t = self.inodes.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(ino) = t.handles.remove(&fh) else { return };
+        let Some((ino, writable)) = t.handles.remove(&fh) else { return };
         let close = match t.by_ino.get_mut(&ino) {
-            Some(e) if e.1 > 1 => {
-                e.1 -= 1;
+            Some(e) if e.handles > 1 => {
+                e.handles -= 1;
+                e.writers -= writable as u32;
                 None
             }
-            Some(_) => t.by_ino.remove(&ino).and_then(|e| e.0),
+            Some(_) => t.by_ino.remove(&ino).and_then(|e| e.id),
             None => None,
         };
         if let Some(id) = close {
@@ -98,7 +150,12 @@ impl Backing {
     }
 
     fn open_ids(&self) -> usize {
-        self.inodes.lock().unwrap_or_else(|p| p.into_inner()).by_ino.values().filter(|e| e.0.is_some()).count()
+        self.inodes.lock().unwrap_or_else(|p| p.into_inner()).by_ino.values().filter(|e| e.id.is_some()).count()
+    }
+
+    /// Does `ino` have writable passthrough handles?
+    fn writing(&self, ino: u64) -> bool {
+        self.inodes.lock().unwrap_or_else(|p| p.into_inner()).by_ino.get(&ino).is_some_and(|e| e.writers > 0 && e.id.is_some())
     }
 }
 
@@ -171,8 +228,9 @@ impl Adapter {
     /// as backing files on `dev` (the session fd). Call before the session
     /// runs, and only when INIT negotiated passthrough and registering a
     /// backing file works (CAP_SYS_ADMIN).
-    pub fn enable_passthrough(&mut self, dev: fuse_uring::FuseDev) {
-        self.backing = Some(Backing { dev, inodes: Mutex::new(BackingTable::default()) });
+    /// `notifier` invalidates cached attributes of files opened for writing.
+    pub fn enable_passthrough(&mut self, dev: fuse_uring::FuseDev, notifier: fuse_uring::Notifier) {
+        self.backing = Some(Backing { dev, notifier, inodes: Mutex::new(BackingTable::default()) });
     }
 
     /// Passthrough is in use.
@@ -185,9 +243,9 @@ impl Adapter {
         self.backing.as_ref().map(|b| b.open_ids()).unwrap_or(0)
     }
 
-    fn file_opened(&self, ino: u64, fh: u64) -> Opened {
+    fn file_opened(&self, ino: u64, fh: u64, flags: u32) -> Opened {
         match &self.backing {
-            Some(b) => b.open(ino, fh, self.fs.backing_fd(fh)),
+            Some(b) => b.open(ino, fh, self.fs.backing_fd(fh), flags),
             // A native root's file may change through the bind mount: no page cache kept.
             None if self.fs.is_host(ino) => Opened { fh, open_flags: FOPEN_NOFLUSH, backing_id: 0 },
             None => Opened { fh, open_flags: FOPEN_KEEP_CACHE | FOPEN_NOFLUSH, backing_id: 0 },
@@ -198,8 +256,11 @@ impl Adapter {
     /// change behind the daemon's back through their bind mount.
     /// A root directory itself keeps its long entry timeout: its dentry is
     /// the bind mount's mountpoint, revalidated on every walk through it.
+    /// Attributes of a file open for writing with passthrough are not
+    /// cached (see [`Backing`]).
     fn timeouts(&self, ino: u64) -> (Duration, Duration) {
         match self.fs.is_host(ino) {
+            false if self.backing.as_ref().is_some_and(|b| b.writing(ino)) => (self.cache.entry_timeout, Duration::ZERO),
             false => (self.cache.entry_timeout, self.cache.attr_timeout),
             true if fs_core::is_host_nodeid(ino) => (Duration::ZERO, Duration::ZERO),
             true => (self.cache.entry_timeout, Duration::ZERO),
@@ -311,6 +372,39 @@ impl Filesystem for Adapter {
         self.fs.setattr(&caller(ctx), nodeid, &set).map(|a| self.attr_reply(&a)).map_err(err)
     }
 
+    fn statx(&self, _ctx: &RequestCtx, nodeid: u64, fh: Option<u64>, _flags: u32, _mask: u32) -> Result<StatxReply> {
+        let a = self.fs.getattr(nodeid, fh).map_err(err)?;
+        // FS_IMMUTABLE_FL and FS_APPEND_FL are the statx attribute bits too.
+        let attributes = a.flags as u64 & (STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND);
+        Ok(StatxReply { attr: attr(&a), btime: a.btime, attributes, timeout: self.timeouts(nodeid).1 })
+    }
+
+    fn ioctl(&self, _ctx: &RequestCtx, nodeid: u64, _fh: u64, _flags: u32, cmd: u32, input: &[u8], _out_size: u32) -> Result<(i32, Vec<u8>)> {
+        // The kernel's fileattr code (chattr, lsattr, xfs_io) speaks either
+        // 4-byte inode flags or a `struct fsxattr` (it reads the old
+        // attributes that way before every change).
+        let word = |b: &[u8], at: usize| b.get(at..at + 4).and_then(|b| b.try_into().ok()).map(u32::from_ne_bytes).ok_or(Errno(libc::EINVAL));
+        match cmd {
+            FS_IOC_GETFLAGS => Ok((0, self.fs.get_flags(nodeid).map_err(err)?.to_ne_bytes().to_vec())),
+            FS_IOC_SETFLAGS => {
+                self.fs.set_flags(nodeid, word(input, 0)?).map_err(err)?;
+                Ok((0, Vec::new()))
+            }
+            FS_IOC_FSGETXATTR => {
+                let mut out = vec![0u8; FSXATTR_SIZE];
+                out[..4].copy_from_slice(&xflags_of(self.fs.get_flags(nodeid).map_err(err)?).to_ne_bytes());
+                Ok((0, out))
+            }
+            FS_IOC_FSSETXATTR => {
+                let old = self.fs.get_flags(nodeid).map_err(err)?;
+                let new = flags_of_xflags(old, word(input, 0)?).ok_or(Errno(libc::EOPNOTSUPP))?;
+                self.fs.set_flags(nodeid, new).map_err(err)?;
+                Ok((0, Vec::new()))
+            }
+            _ => Err(Errno(libc::ENOTTY)),
+        }
+    }
+
     fn readlink(&self, _ctx: &RequestCtx, nodeid: u64) -> Result<Vec<u8>> {
         self.fs.readlink(nodeid).map_err(err)
     }
@@ -345,12 +439,14 @@ impl Filesystem for Adapter {
 
     fn open(&self, ctx: &RequestCtx, nodeid: u64, flags: u32) -> Result<Opened> {
         let fh = self.fs.open(&caller(ctx), nodeid, flags).map_err(err)?;
-        Ok(self.file_opened(nodeid, fh))
+        Ok(self.file_opened(nodeid, fh, flags))
     }
 
     fn create(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, _umask: u32, flags: u32) -> Result<(Entry, Opened)> {
         let (a, fh) = self.fs.create(&caller(ctx), parent, name, mode, flags).map_err(err)?;
-        Ok((self.entry(&a), self.file_opened(a.ino, fh)))
+        // Opened first: the entry's attribute timeout depends on it.
+        let opened = self.file_opened(a.ino, fh, flags);
+        Ok((self.entry(&a), opened))
     }
 
     fn read(&self, _ctx: &RequestCtx, _nodeid: u64, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {

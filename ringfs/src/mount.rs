@@ -166,7 +166,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     let mut adapter = Adapter::new(fs.clone(), CachePolicy::default());
     let passthrough_reason = match passthrough_check(args.passthrough, &session) {
         Ok(()) => {
-            adapter.enable_passthrough(session.device());
+            adapter.enable_passthrough(session.device(), session.notifier());
             "on".to_string()
         }
         Err(reason) if args.passthrough == Passthrough::On => {
