@@ -6,6 +6,8 @@
 //! a JSON document with every sample, and an SVG plot of the ratios to raw disk.
 //! See `scripts/bench.sh` for the quick, full and smoke runs.
 
+pub mod noise;
+pub mod progress;
 pub mod report;
 pub mod rows;
 pub mod run;
