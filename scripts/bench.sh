@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # The fs-bench reproduction: every available ringfs mode next to raw disk, tmpfs and
-# the peers (bindfs, fuse-overlayfs), in one run; prints the markdown table.
+# the peers (bindfs, fuse-overlayfs), in one run. Shows `[k/N] row · target · ETA` on
+# one updating line while it runs (one line per sample group when stderr is not a
+# terminal), then prints a one-screen summary: one line per row with raw disk's median
+# and spread and the main ringfs modes' ratios, the peers below, and what the noise
+# says (load average, flagged rows, "rerun on a quiet machine").
 #
 #   scripts/bench.sh           quick: 14 rows, REPS=3 (+1 warm-up), all available modes,
 #                              one `npm install express` per target
@@ -12,8 +16,12 @@
 # Any other argument goes to ringfs-bench (see `ringfs-bench --help`), e.g.
 #   scripts/bench.sh --reps 2 --rows 1,6,12 --targets raw,tmpfs,rf-dev-synced-ptoff
 #   scripts/bench.sh --list-targets
-# Results: results.md, results.json (every sample), ratios.svg in $FSBENCH_RESULTS
-# (default target/fsbench/<profile>). Needs root and /dev/fuse (mounts).
+# Results in $FSBENCH_RESULTS (default target/fsbench/<profile>): summary.txt (the summary),
+# results.md (the full table), results.json (every sample, load averages, noise judgement),
+# ratios.svg/.png (main modes) and ratios-all.svg/.png (every mode). The report of an
+# earlier run, without running anything:
+#   target/release/ringfs-bench report --from results.json --out DIR
+# Needs root and /dev/fuse (mounts).
 # Env: RINGFS_BIN=path skips building ringfs; REPS, WARMUP override the profile;
 #      FSBENCH_CACHE (default /var/tmp/ringfs-bench-cache: clone fixture, npm cache).
 set -euo pipefail

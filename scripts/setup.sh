@@ -49,6 +49,10 @@ fi
 if ! dpkg -s libacl1-dev >/dev/null 2>&1; then
     missing+=(libacl1-dev)
 fi
+# ringfs-bench renders its figures to PNG with resvg, which needs a font for the text.
+if [ ! -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
+    missing+=(fonts-dejavu-core)
+fi
 if [ "${#missing[@]}" -gt 0 ]; then
     # de-duplicate
     mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)

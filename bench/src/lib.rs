@@ -2,12 +2,27 @@
 //!
 //! `ringfs-bench` drives the real `ringfs` binary (never the daemon's internals)
 //! next to raw disk, tmpfs and peer FUSE filesystems, running the bash bodies in
-//! `scripts/fsbench/` identically on every target, and writes a markdown table,
-//! a JSON document with every sample, and an SVG plot of the ratios to raw disk.
-//! See `scripts/bench.sh` for the quick, full and smoke runs.
+//! `scripts/fsbench/` identically on every target. It shows progress as
+//! `[k/N] row · target · ETA`, judges the noise of the run (load average, the
+//! spread of raw-disk samples per row) and writes a one-screen summary, the
+//! full markdown table, a JSON document with every sample, and figures of the
+//! ratios to raw disk (SVG and PNG). `ringfs-bench report --from results.json`
+//! writes the same report from an earlier run. See `scripts/bench.sh` for the
+//! quick, full and smoke runs.
+//!
+//! Modules: `run` (the run), `targets`/`rows` (what runs where), `sys`
+//! (processes, mounts), `progress`, `report` (per-row summaries), `noise` (the
+//! judgement), `screen` (the one-screen summary), `markdown` (results.md),
+//! `plot` (the figures), `output` (writing all of it).
 
+pub mod markdown;
+pub mod noise;
+pub mod output;
+pub mod plot;
+pub mod progress;
 pub mod report;
 pub mod rows;
 pub mod run;
+pub mod screen;
 pub mod sys;
 pub mod targets;

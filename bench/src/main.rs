@@ -1,12 +1,12 @@
 //! `ringfs-bench`: the fs-bench reproduction. See `scripts/bench.sh`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 
-use bench::{report, run, sys, targets};
+use bench::{output, run, sys, targets};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Profile {
@@ -18,11 +18,34 @@ enum Profile {
     Smoke,
 }
 
+const AFTER_HELP: &str = "\
+Progress: `[k/N] row · target · ETA` on one updating line when stderr is a terminal;
+otherwise one line per sample group (one row of one repetition on every target).
+
+Output (--out): summary.txt (the one-screen summary, also printed on stdout),
+results.md (the full table), results.json (every sample, the load averages, the
+noise judgement), ratios.svg/.png (the main modes) and ratios-all.svg/.png (every
+mode): time relative to raw disk on a log axis with min–max whiskers, rows grouped
+by kind.
+
+Noise: the load average is recorded before, during (every 10 s) and after the run.
+A row is flagged (its ratios untrustworthy) when its raw-disk spread (max/min) is
+over ×1.5, or when 2 or more modes' ratio ranges (mode min ÷ raw max to mode max ÷
+raw min) reach below ×0.67 and above ×1.5. The summary says
+\"rerun on a quiet machine\" when more than 3 rows are flagged or the 1-minute
+load average before or (median) during the run exceeded the number of cores.
+
+`ringfs-bench report --from results.json --out DIR` writes the report of an
+earlier run without running anything.";
+
 /// Run the fs-bench reproduction against the real ringfs binary, raw disk, tmpfs
-/// and peers, and write results.md, results.json and ratios.svg.
+/// and peers; print a one-screen summary and write results.md, results.json,
+/// summary.txt and the figures ratios.svg/.png and ratios-all.svg/.png.
 #[derive(Debug, Parser)]
-#[command(name = "ringfs-bench", version)]
+#[command(name = "ringfs-bench", version, after_help = AFTER_HELP)]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Cmd>,
     #[arg(long, value_enum, default_value = "quick")]
     profile: Profile,
     /// Measured repetitions (default by profile; env REPS).
@@ -61,7 +84,7 @@ struct Cli {
     /// Where the per-run temp directory goes (raw disk target, stores, mountpoints).
     #[arg(long, env = "FSBENCH_BASE", default_value = "/var/tmp")]
     base: PathBuf,
-    /// Output directory for results.md, results.json, ratios.svg.
+    /// Output directory for summary.txt, results.md, results.json and the figures.
     #[arg(long, default_value = "bench-out")]
     out: PathBuf,
     /// Random seed for the target order (default: from the clock).
@@ -79,6 +102,32 @@ struct Cli {
     /// Print the targets with their availability and exit.
     #[arg(long)]
     list_targets: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Write the report (summary.txt, results.md, ratios.svg/.png, ratios-all.svg/.png) of
+    /// an earlier run from its results.json, without running anything; prints the summary.
+    Report {
+        /// The results.json of the run.
+        #[arg(long)]
+        from: PathBuf,
+        /// Output directory (results.json itself is not rewritten).
+        #[arg(long, default_value = "bench-out")]
+        out: PathBuf,
+    },
+}
+
+/// Write the report of `results` into `out`, print the summary on stdout.
+fn report_to(results: &run::Results, out: &Path, with_json: bool) -> Result<()> {
+    let w = output::write(results, out, with_json)?;
+    print!("{}", w.summary);
+    for warn in &w.warnings {
+        eprintln!("ringfs-bench: {warn}");
+    }
+    let names: Vec<String> = w.files.iter().filter_map(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned()).collect();
+    eprintln!("ringfs-bench: wrote {} in {}", names.join(", "), out.display());
+    Ok(())
 }
 
 fn repo_dir() -> PathBuf {
@@ -99,6 +148,10 @@ fn main() {
 
 fn real_main() -> Result<()> {
     let cli = Cli::parse();
+    if let Some(Cmd::Report { from, out }) = &cli.command {
+        let results = output::read_results(from)?;
+        return report_to(&results, out, false);
+    }
     sys::install_signal_handlers()?;
     let ringfs = cli.ringfs.clone().unwrap_or_else(|| repo_dir().join("target/release/ringfs"));
     if !ringfs.is_file() {
@@ -186,14 +239,7 @@ fn real_main() -> Result<()> {
     // Fail before the run, not after it, if the output directory cannot be made.
     std::fs::create_dir_all(&cli.out).with_context(|| format!("creating the output directory {}", cli.out.display()))?;
     let results = run::run(&cfg)?;
-    let sums = report::summarize(&results);
-    let md = report::markdown(&results, &sums);
-    std::fs::create_dir_all(&cli.out)?;
-    std::fs::write(cli.out.join("results.md"), &md)?;
-    std::fs::write(cli.out.join("results.json"), serde_json::to_string_pretty(&report::json_doc(&results, &sums))?)?;
-    std::fs::write(cli.out.join("ratios.svg"), report::svg(&results, &sums))?;
-    println!("{md}");
-    eprintln!("ringfs-bench: wrote {}/results.md, results.json, ratios.svg", cli.out.display());
+    report_to(&results, &cli.out, true)?;
     if let Some(section) = results.meta["interrupted_in"].as_str() {
         // Partial results are written, but an interrupted run is not a success.
         anyhow::bail!("interrupted during {section}; the results above are partial");

@@ -1,12 +1,12 @@
-//! Summaries, the markdown table, the JSON document and the SVG plot.
+//! Summaries of a run (median, min, max, ratio to raw disk per row and target),
+//! the JSON document, and which targets are the main modes of the summary and
+//! the default figure.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use serde::Serialize;
-use serde_json::{json, Value};
 
-use crate::run::{Results, Sample};
+use crate::run::{Results, Sample, TargetResult};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
@@ -31,7 +31,7 @@ pub struct Summary {
     pub unmount_ms: Option<f64>,
 }
 
-fn median(v: &mut [f64]) -> Option<f64> {
+pub(crate) fn median(v: &mut [f64]) -> Option<f64> {
     if v.is_empty() {
         return None;
     }
@@ -134,7 +134,7 @@ pub fn summarize(r: &Results) -> Vec<Summary> {
     out
 }
 
-fn fmt_ms(x: f64) -> String {
+pub(crate) fn fmt_ms(x: f64) -> String {
     if x < 10.0 {
         format!("{x:.1}")
     } else {
@@ -142,7 +142,8 @@ fn fmt_ms(x: f64) -> String {
     }
 }
 
-fn row_title(r: &Results, key: &str, phase: &str) -> String {
+/// "1 create 1000 files", "npm install express: readback".
+pub(crate) fn row_title(r: &Results, key: &str, phase: &str) -> String {
     let base = r.rows.iter().find(|x| x.key == key).map_or(key.to_string(), |x| {
         if x.n > 0 {
             format!("{} {}", x.n, x.title)
@@ -157,286 +158,30 @@ fn row_title(r: &Results, key: &str, phase: &str) -> String {
     }
 }
 
-fn cell_text(s: Option<&Summary>) -> String {
-    let Some(s) = s else { return "–".into() };
-    match s.median_ms {
-        None => format!("FAIL {}/{}", s.fails, s.fails + s.n),
-        Some(m) => {
-            let mut t = format!("{} [{}–{}]", fmt_ms(m), fmt_ms(s.min_ms.unwrap()), fmt_ms(s.max_ms.unwrap()));
-            if let Some(r) = s.ratio {
-                let _ = write!(t, " ×{r:.2}");
-            }
-            if s.fails > 0 {
-                let _ = write!(t, " ({} FAIL)", s.fails);
-            }
-            t
-        }
-    }
+/// A column of the one-screen summary and of the default figure: one ringfs
+/// mode, the first of `candidates` that ran (the daemon's defaults first:
+/// io_uring transport, passthrough on).
+pub struct MainMode {
+    pub name: &'static str,
+    pub candidates: &'static [&'static str],
 }
 
-/// The markdown report.
-pub fn markdown(r: &Results, sums: &[Summary]) -> String {
-    let m = &r.meta;
-    let mach = &m["machine"];
-    let s = |v: &Value| v.as_str().map_or(v.to_string(), str::to_string);
-    let mut o = String::new();
-    let _ = writeln!(o, "# ringfs fs-bench: {} run, {}\n", s(&m["profile"]), s(&m["date"]));
-    let _ = writeln!(
-        o,
-        "Machine: {}, {} CPUs, {} GiB RAM, kernel {}; load average {} at start, {} at end. \
-         Targets on {}. REPS={}, WARMUP={}, seed {}; {}; {} s in all.\n",
-        s(&mach["cpu_model"]),
-        mach["cpus"],
-        mach["mem_gib"],
-        s(&mach["kernel"]),
-        s(&mach["loadavg_start"]),
-        s(&mach["loadavg_end"]),
-        s(&m["base_fs"]),
-        m["reps"],
-        m["warmup"],
-        m["seed"],
-        s(&m["ringfs"]["version"]),
-        m["duration_s"],
-    );
-    if let Some(section) = m["interrupted_in"].as_str() {
-        let _ = writeln!(o, "**Interrupted during {section}:** {section} has the samples taken until then (fewer repetitions for some rows), the sections after it are missing.\n");
-    }
-    let _ = writeln!(
-        o,
-        "Each cell: median [min–max] ms of the timed body, ×ratio of medians to raw disk (lower is faster). \
-         Every sample is verified afterwards (file counts, sizes, content hashes); a failed one is counted as FAIL, never as a time.\n"
-    );
-    let ran: Vec<_> = r.targets.iter().filter(|t| t.status == "ran").collect();
-    for (sec, heading) in [("rows", "fs-bench rows"), ("npm", "npm installs (from a warmed cache)"), ("cells", "Cells C01–C12 (fresh store and mount per cell, warm-up run on an earlier mount)"), ("restore", "Restore after restart (daemon stopped and started on the same store, until `ls -R` answers)")] {
-        let ss: Vec<&Summary> = sums.iter().filter(|x| x.section == sec).collect();
-        if ss.is_empty() {
-            continue;
-        }
-        let _ = writeln!(o, "## {heading}\n");
-        if sec == "restore" {
-            let _ = writeln!(o, "Time from `ringfs mount` to a complete `ls -R` on the restarted daemon; ringfs on-disk stores only (an in-memory store is empty after a restart).\n");
-        }
-        let _ = write!(o, "| row |");
-        for t in &ran {
-            let _ = write!(o, " {} |", t.spec.label);
-        }
-        let _ = write!(o, "\n|---|");
-        for _ in &ran {
-            let _ = write!(o, "---:|");
-        }
-        o.push('\n');
-        let mut keys: Vec<(&str, &str)> = vec![];
-        for x in &ss {
-            if !keys.contains(&(x.row.as_str(), x.phase.as_str())) {
-                keys.push((&x.row, &x.phase));
-            }
-        }
-        for (row, phase) in &keys {
-            let title = match (sec, r.rows.iter().find(|x| x.key == *row)) {
-                ("cells", Some(x)) => format!("C{:02} {}", x.n, x.title),
-                _ => row_title(r, row, phase),
-            };
-            let _ = write!(o, "| {} |", title.replace('|', "\\|"));
-            for t in &ran {
-                let cell = ss.iter().find(|x| x.row == *row && x.phase == *phase && x.target == t.spec.id).copied();
-                let _ = write!(o, " {} |", cell_text(cell));
-            }
-            o.push('\n');
-        }
-        if sec == "npm" {
-            let _ = writeln!(o, "\nInstalled files and bytes (first sample per target):\n");
-            for (row, _) in keys.iter().filter(|k| k.1 == "install") {
-                for t in &ran {
-                    if let Some(smp) = r.samples.iter().find(|x| x.section == "npm" && x.row == *row && x.target == t.spec.id && x.ok) {
-                        let _ = writeln!(
-                            o,
-                            "- {} on {}: {} files, {} bytes",
-                            row,
-                            t.spec.label,
-                            smp.info.get("files").map_or("?", String::as_str),
-                            smp.info.get("bytes").map_or("?", String::as_str)
-                        );
-                    }
-                }
-            }
-        }
-        if sec == "cells" {
-            let _ = writeln!(o, "\nMount / unmount of the timed mount, median ms over all cells:\n");
-            for t in &ran {
-                let mut mo: Vec<f64> = r.samples.iter().filter(|x| x.section == "cells" && x.target == t.spec.id).filter_map(|x| x.mount_ms).collect();
-                let mut um: Vec<f64> = r.samples.iter().filter(|x| x.section == "cells" && x.target == t.spec.id).filter_map(|x| x.unmount_ms).collect();
-                let f = |v: Option<f64>| v.map_or("n/a".to_string(), fmt_ms);
-                let _ = writeln!(o, "- {}: mount {} ms, unmount {} ms", t.spec.label, f(median(&mut mo)), f(median(&mut um)));
-            }
-        }
-        o.push('\n');
-    }
+pub const MAIN_MODES: &[MainMode] = &[
+    MainMode { name: "synced", candidates: &["rf-uring-synced", "rf-dev-synced", "rf-uring-synced-ptoff", "rf-dev-synced-ptoff"] },
+    MainMode { name: "local-only", candidates: &["rf-uring-local-pt", "rf-dev-local-pt", "rf-uring-local-ptoff", "rf-dev-local-ptoff"] },
+    MainMode { name: "native root", candidates: &["rf-uring-native", "rf-dev-native"] },
+    MainMode { name: "memory", candidates: &["rf-mem"] },
+];
 
-    // Daemon requests per row.
-    let rf: Vec<_> = ran.iter().filter(|t| t.spec.is_ringfs()).collect();
-    if !rf.is_empty() {
-        let _ = writeln!(o, "## Daemon requests per sample (median), ringfs targets\n");
-        for t in rf {
-            let _ = writeln!(o, "{}:\n", t.spec.label);
-            let _ = writeln!(o, "| row | requests | bytes to / from daemon | by opcode |\n|---|---:|---:|---|");
-            for x in sums.iter().filter(|x| x.target == t.spec.id) {
-                let Some(req) = &x.requests else { continue };
-                if x.phase != "body" && x.phase != "install" && x.phase != "restore" {
-                    continue;
-                }
-                // Medians: an opcode seen in fewer than half the samples shows 0.
-                let mut ops: Vec<(&String, &u64)> = req.iter().filter(|(_, v)| **v > 0).collect();
-                ops.sort_by(|a, b| b.1.cmp(a.1));
-                let total: u64 = req.values().sum();
-                let by = ops.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ");
-                let sec = if x.section == "rows" { String::new() } else { format!("{}: ", x.section) };
-                let bytes = match (x.bytes_to_daemon, x.bytes_from_daemon) {
-                    (None, None) => "n/a".to_string(),
-                    (a, b) => format!("{} / {}", a.map_or("?".into(), |v| v.to_string()), b.map_or("?".into(), |v| v.to_string())),
-                };
-                let _ = writeln!(o, "| {sec}{} | {total} | {bytes} | {by} |", row_title(r, &x.row, "body").replace('|', "\\|"));
-            }
-            o.push('\n');
-        }
-    }
+/// The peers, listed below the main modes.
+pub const PEERS: &[&str] = &["tmpfs", "bindfs", "fuse-overlayfs"];
 
-    let _ = writeln!(o, "## Targets\n");
-    for t in &r.targets {
-        match t.status.as_str() {
-            "ran" => {
-                let mut extra = String::new();
-                if !t.args.is_empty() {
-                    let _ = write!(extra, " flags `{}`", t.args.join(" "));
-                }
-                if !t.effective.is_null() {
-                    let _ = write!(extra, " reported {}", t.effective);
-                }
-                let _ = writeln!(o, "- **{}** (`{}`): ran;{extra}", t.spec.label, t.spec.id);
-            }
-            _ => {
-                let _ = writeln!(o, "- **{}** (`{}`): skipped: {}", t.spec.label, t.spec.id, t.reason.as_deref().unwrap_or("?"));
-            }
-        }
-    }
-    let fails: Vec<&Sample> = r.samples.iter().filter(|s| !s.ok).collect();
-    if !fails.is_empty() {
-        let _ = writeln!(o, "\n## Failures\n");
-        for f in fails {
-            let _ = writeln!(
-                o,
-                "- {} {} on {} (rep {}{}): {}",
-                f.section,
-                f.row,
-                f.target,
-                f.rep,
-                if f.warmup { ", warm-up" } else { "" },
-                f.error.as_deref().unwrap_or("?")
-            );
-        }
-    }
-    o
-}
-
-pub fn json_doc(r: &Results, sums: &[Summary]) -> Value {
-    json!({
-        "meta": r.meta,
-        "targets": r.targets,
-        "rows": r.rows,
-        "summary": sums,
-        "samples": r.samples,
-    })
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
-}
-
-/// A horizontal grouped bar chart of the ratio to raw disk (log scale), per row and target.
-pub fn svg(r: &Results, sums: &[Summary]) -> String {
-    let targets: Vec<_> = r.targets.iter().filter(|t| t.status == "ran" && t.spec.id != "raw").collect();
-    let mut keys: Vec<(&str, &str, &str)> = vec![];
-    for s in sums.iter().filter(|s| s.section == "rows" || s.section == "npm") {
-        if !keys.contains(&(s.section.as_str(), s.row.as_str(), s.phase.as_str())) {
-            keys.push((&s.section, &s.row, &s.phase));
-        }
-    }
-    let colors = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#1f77b4", "#2ca02c", "#d62728", "#9467bd"];
-    let bar = 9.0;
-    let gap = 8.0;
-    let left = 330.0;
-    let plot_w = 560.0;
-    let top = 60.0;
-    let group_h = bar * targets.len().max(1) as f64 + gap;
-    let legend_h = 18.0 * targets.len() as f64 + 20.0;
-    let h = top + group_h * keys.len() as f64 + 40.0 + legend_h;
-    let w = left + plot_w + 120.0;
-    let ratios: Vec<f64> = sums.iter().filter(|s| s.section == "rows" || s.section == "npm").filter_map(|s| s.ratio).filter(|x| *x > 0.0).collect();
-    let lo = ratios.iter().cloned().fold(1.0f64, f64::min).min(0.5);
-    let hi = ratios.iter().cloned().fold(1.0f64, f64::max).max(2.0);
-    let (l0, l1) = (lo.log10().floor(), hi.log10().ceil());
-    let x = |v: f64| left + (v.log10() - l0) / (l1 - l0) * plot_w;
-    let mut o = String::new();
-    let _ = writeln!(o, r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w:.0}" height="{h:.0}" font-family="sans-serif" font-size="11">"##);
-    let _ = writeln!(o, r##"<rect width="100%" height="100%" fill="white"/>"##);
-    let title = format!(
-        "ringfs fs-bench {} run {}: time relative to raw disk (median, log scale; lower is faster)",
-        r.meta["profile"].as_str().unwrap_or(""),
-        r.meta["date"].as_str().unwrap_or("")
-    );
-    let _ = writeln!(o, r##"<text x="10" y="20" font-size="14" font-weight="bold">{}</text>"##, esc(&title));
-    let _ = writeln!(
-        o,
-        r##"<text x="10" y="38" fill="#555">{}</text>"##,
-        esc(&format!(
-            "{} CPUs, kernel {}, load {} → {}",
-            r.meta["machine"]["cpus"],
-            r.meta["machine"]["kernel"].as_str().unwrap_or(""),
-            r.meta["machine"]["loadavg_start"].as_str().unwrap_or(""),
-            r.meta["machine"]["loadavg_end"].as_str().unwrap_or("")
-        ))
-    );
-    // Grid lines at powers of ten and 2x, 5x.
-    let bottom = top + group_h * keys.len() as f64;
-    let mut e = l0;
-    while e <= l1 {
-        let muls: &[f64] = if l1 - l0 > 3.0 { &[1.0] } else { &[1.0, 2.0, 5.0] };
-        for &mul in muls {
-            let v = 10f64.powf(e) * mul;
-            if v.log10() > l1 + 1e-9 {
-                continue;
-            }
-            let xv = x(v);
-            let stroke = if (v - 1.0).abs() < 1e-9 { "#000" } else { "#ddd" };
-            let _ = writeln!(o, r##"<line x1="{xv:.1}" y1="{top}" x2="{xv:.1}" y2="{bottom:.1}" stroke="{stroke}"/>"##);
-            let _ = writeln!(o, r##"<text x="{xv:.1}" y="{:.1}" text-anchor="middle">×{}</text>"##, bottom + 14.0, if v < 1.0 { format!("{v}") } else { format!("{v:.0}") });
-        }
-        e += 1.0;
-    }
-    for (gi, (sec, row, phase)) in keys.iter().enumerate() {
-        let y0 = top + gi as f64 * group_h;
-        let _ = writeln!(o, r##"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##, left - 6.0, y0 + group_h / 2.0, esc(&row_title(r, row, phase)));
-        for (ti, t) in targets.iter().enumerate() {
-            let y = y0 + ti as f64 * bar;
-            let Some(s) = sums.iter().find(|s| s.section == *sec && s.row == *row && s.phase == *phase && s.target == t.spec.id) else { continue };
-            let c = colors[ti % colors.len()];
-            match s.ratio {
-                Some(v) => {
-                    let (a, b) = (x(1.0).min(x(v)), x(1.0).max(x(v)));
-                    let _ = writeln!(o, r##"<rect x="{a:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="{c}"><title>{}: ×{v:.2}</title></rect>"##, (b - a).max(1.0), bar - 1.0, esc(&t.spec.label));
-                    let _ = writeln!(o, r##"<text x="{:.1}" y="{:.1}" font-size="8" fill="#333">{v:.2}</text>"##, b + 2.0, y + bar - 2.0);
-                }
-                None => {
-                    let _ = writeln!(o, r##"<text x="{:.1}" y="{:.1}" font-size="8" fill="#c00">FAIL</text>"##, x(1.0) + 2.0, y + bar - 2.0);
-                }
-            }
-        }
-    }
-    let ly = bottom + 34.0;
-    for (ti, t) in targets.iter().enumerate() {
-        let y = ly + ti as f64 * 18.0;
-        let _ = writeln!(o, r##"<rect x="{left}" y="{y:.1}" width="12" height="12" fill="{}"/>"##, colors[ti % colors.len()]);
-        let _ = writeln!(o, r##"<text x="{:.1}" y="{:.1}">{}</text>"##, left + 18.0, y + 10.0, esc(&t.spec.label));
-    }
-    o.push_str("</svg>\n");
-    o
+/// (column name, target) of every main mode that ran, in column order.
+pub fn main_modes(r: &Results) -> Vec<(&'static str, &TargetResult)> {
+    MAIN_MODES
+        .iter()
+        .filter_map(|m| {
+            m.candidates.iter().find_map(|id| r.targets.iter().find(|t| t.spec.id == *id && t.status == "ran")).map(|t| (m.name, t))
+        })
+        .collect()
 }

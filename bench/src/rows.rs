@@ -1,14 +1,24 @@
 //! The workloads: fs-bench's 14 rows (bash bodies in scripts/fsbench/) and the npm installs.
 
-use serde::Serialize;
+use std::collections::BTreeSet;
+use std::sync::Mutex;
 
-#[derive(Debug, Clone, Serialize)]
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// A name known for the whole run. An alias, not `&'static str` written out, so
+/// that serde's derive does not take it for a string borrowed from the input
+/// (it comes from [`intern`] when a results.json is read back).
+pub type Name = &'static str;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row {
     /// Row number (1..14) or 0 for the npm workloads.
     pub n: u32,
     /// Stable key: the script name without ".sh".
-    pub key: &'static str,
-    pub title: &'static str,
+    #[serde(deserialize_with = "de_static")]
+    pub key: Name,
+    #[serde(deserialize_with = "de_static")]
+    pub title: Name,
 }
 
 impl Row {
@@ -45,4 +55,28 @@ pub fn row(n: u32) -> Option<&'static Row> {
 
 pub fn npm(name: &str) -> Option<&'static Row> {
     NPM.iter().find(|r| r.key == format!("npm-{name}") || r.key == name)
+}
+
+/// One `&'static str` per distinct string: the names a results.json read back
+/// (`ringfs-bench report --from`) gives to rows, sections and modes. Each distinct
+/// string is leaked once; a report reads one document.
+pub(crate) fn intern(s: &str) -> &'static str {
+    static SET: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+    let mut set = SET.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(x) = set.get(s) {
+        return x;
+    }
+    let x: &'static str = Box::leak(s.to_owned().into_boxed_str());
+    set.insert(x);
+    x
+}
+
+pub(crate) fn de_static<'de, D: Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    let s = String::deserialize(d)?;
+    Ok(intern(&s))
+}
+
+pub(crate) fn de_static_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
+    let s = Option::<String>::deserialize(d)?;
+    Ok(s.map(|s| intern(&s)))
 }

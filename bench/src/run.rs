@@ -8,10 +8,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::rows::{self, Row};
+use crate::noise::{self, LoadSampler};
+use crate::progress::Progress;
+use crate::rows::{self, de_static, Name, Row};
 use crate::sys::{self, Ran, TempDir};
 use crate::targets::{self, Counters, Features, Instance, TargetSpec};
 
@@ -37,9 +39,10 @@ pub struct Config {
     pub date: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Sample {
-    pub section: &'static str,
+    #[serde(deserialize_with = "de_static")]
+    pub section: Name,
     pub row: String,
     pub target: String,
     pub rep: usize,
@@ -65,7 +68,7 @@ pub struct Sample {
     pub remounted: Option<bool>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TargetResult {
     #[serde(flatten)]
     pub spec: TargetSpec,
@@ -78,7 +81,9 @@ pub struct TargetResult {
     pub unmount_ms: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// A run: what `run` measured, or what `ringfs-bench report --from` read back from
+/// its results.json (the summaries there are recomputed, not read).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Results {
     pub meta: Value,
     pub targets: Vec<TargetResult>,
@@ -177,19 +182,20 @@ impl Ctx<'_> {
     }
 }
 
-fn progress(section: &str, rep: usize, warmup: usize, row: &str, s: &Sample) {
-    let what = if rep < warmup { format!("warm-up {}", rep + 1) } else { format!("rep {}", rep + 1 - warmup) };
-    let res = match (&s.ms, &s.error) {
-        (Some(ms), _) => format!("{ms:.1} ms"),
-        (_, Some(e)) => format!("FAIL {e}"),
-        _ => "FAIL".into(),
-    };
-    eprintln!("[{section} {what}] {row:<16} {:<24} {res}", s.target);
+/// "rows rep 2/3", "cells warm-up 1/1": where a sample group is in its section.
+fn group_label(section: &str, rep: usize, warmup: usize, reps: usize) -> String {
+    if rep < warmup {
+        format!("{section} warm-up {}/{warmup}", rep + 1)
+    } else {
+        format!("{section} rep {}/{reps}", rep + 1 - warmup)
+    }
 }
 
 /// Run the whole benchmark.
 pub fn run(cfg: &Config) -> Result<Results> {
     let started = Instant::now();
+    let load_before = noise::read_loadavg();
+    let sampler = LoadSampler::start(noise::LOAD_INTERVAL);
     let features = Features::detect(&cfg.ringfs)?;
     let mut machine = sys::machine();
     let base = TempDir::new(&cfg.base, "ringfs-bench.")?;
@@ -243,8 +249,8 @@ pub fn run(cfg: &Config) -> Result<Results> {
     let npm_rows: Vec<&Row> = cfg.npm.iter().filter_map(|n| rows::npm(n)).collect();
 
     // Rows and npm: every target mounted once for the run, samples interleaved.
+    let mut live: Vec<Instance> = vec![];
     if !rows.is_empty() || !npm_rows.is_empty() {
-        let mut live: Vec<Instance> = vec![];
         for spec in &specs {
             sys::check_interrupted()?;
             let i = find(&mut results, &spec.id);
@@ -263,59 +269,76 @@ pub fn run(cfg: &Config) -> Result<Results> {
                 }
             }
         }
-        let section = |samples: &mut Vec<Sample>, name: &'static str, list: &[&Row], reps: usize, warmup: usize, live: &mut Vec<Instance>, rng: &mut fastrand::Rng| -> Result<()> {
+    }
+    // What the later sections run on: the targets that mounted (all, when nothing was mounted yet).
+    let ran = |id: &str| results.iter().any(|t| t.spec.id == id && t.status == "ran");
+    let cell_rows: Vec<&Row> = if cfg.cells { rows::ROWS.iter().filter(|r| r.n <= 12 && cfg.rows.contains(&r.n)).collect() } else { vec![] };
+    let cell_specs: Vec<TargetSpec> = specs.iter().filter(|s| ran(&s.id)).cloned().collect();
+    let rs: Vec<TargetSpec> = specs.iter().filter(|s| s.is_ringfs() && s.survives_remount() && ran(&s.id)).cloned().collect();
+    let per = (cfg.warmup + cfg.reps) as u64;
+    let total = per * (rows.len() * live.len()) as u64
+        + (cfg.npm_reps * npm_rows.len() * live.len()) as u64
+        + per * (cell_rows.len() * cell_specs.len()) as u64
+        + per * (cfg.restore.len() * rs.len()) as u64;
+    let mut prog = Progress::new(total);
+
+    if !live.is_empty() {
+        let section = |samples: &mut Vec<Sample>, name: &'static str, list: &[&Row], reps: usize, warmup: usize, live: &mut Vec<Instance>, rng: &mut fastrand::Rng, prog: &mut Progress| -> Result<()> {
             for rep in 0..warmup + reps {
                 for row in list {
+                    prog.group(&group_label(name, rep, warmup, reps), row.key);
                     let mut order: Vec<usize> = (0..live.len()).collect();
                     rng.shuffle(&mut order);
                     for i in order {
                         sys::check_interrupted()?;
+                        prog.start(&live[i].spec.id);
                         let name_dir = format!("s{rep}-{}", row.key);
                         let mut s = ctx.sample(&mut live[i], row, &name_dir, &mut |_| Ok(()))?;
                         s.section = name;
                         s.rep = rep;
                         s.warmup = rep < warmup;
-                        progress(name, rep, warmup, row.key, &s);
+                        prog.done(&s);
                         samples.push(s);
                     }
                 }
             }
+            prog.end_group();
             Ok(())
         };
-        let r = section(&mut samples, "rows", &rows, cfg.reps, cfg.warmup, &mut live, &mut rng);
+        let r = section(&mut samples, "rows", &rows, cfg.reps, cfg.warmup, &mut live, &mut rng, &mut prog);
         keep(r, "rows", &mut interrupted)?;
         if interrupted.is_none() {
-            let r = section(&mut samples, "npm", &npm_rows, cfg.npm_reps, 0, &mut live, &mut rng);
+            let r = section(&mut samples, "npm", &npm_rows, cfg.npm_reps, 0, &mut live, &mut rng, &mut prog);
             keep(r, "npm", &mut interrupted)?;
         }
-        for mut inst in live {
-            let i = find(&mut results, &inst.spec.id);
-            match inst.unmount() {
-                Ok(ms) => results[i].unmount_ms = Some(ms),
-                Err(e) => eprintln!("ringfs-bench: {e:#}"),
-            }
+    }
+    for mut inst in live {
+        let i = find(&mut results, &inst.spec.id);
+        match inst.unmount() {
+            Ok(ms) => results[i].unmount_ms = Some(ms),
+            Err(e) => prog.println(&format!("ringfs-bench: {e:#}")),
         }
     }
 
     // Cells C01–C12: per cell a fresh store and mount; an untimed identical run on an
     // earlier mount, then its unmount; then a fresh mount for the timed run.
-    if cfg.cells && interrupted.is_none() {
-        let cell_rows: Vec<&Row> = rows::ROWS.iter().filter(|r| r.n <= 12 && cfg.rows.contains(&r.n)).collect();
-        let cell_specs: Vec<TargetSpec> =
-            specs.iter().filter(|s| results.iter().any(|t| t.spec.id == s.id && t.status == "ran")).cloned().collect();
+    if !cell_rows.is_empty() && interrupted.is_none() {
         let r = (|| -> Result<()> {
             for rep in 0..cfg.warmup + cfg.reps {
                 for row in &cell_rows {
+                    prog.group(&group_label("cells", rep, cfg.warmup, cfg.reps), row.key);
                     let mut order: Vec<usize> = (0..cell_specs.len()).collect();
                     rng.shuffle(&mut order);
                     for i in order {
                         sys::check_interrupted()?;
+                        prog.start(&cell_specs[i].id);
                         let s = cell(&ctx, &cell_specs[i], &features, &base.path, row, rep, cfg.warmup)?;
-                        progress("cells", rep, cfg.warmup, row.key, &s);
+                        prog.done(&s);
                         samples.push(s);
                     }
                 }
             }
+            prog.end_group();
             Ok(())
         })();
         keep(r, "cells", &mut interrupted)?;
@@ -325,11 +348,6 @@ pub fn run(cfg: &Config) -> Result<Results> {
     // time until a full `ls -R` of the mount answers.
     let mut restore_rows: Vec<Row> = vec![];
     if !cfg.restore.is_empty() && interrupted.is_none() {
-        let rs: Vec<TargetSpec> = specs
-            .iter()
-            .filter(|s| s.is_ringfs() && s.survives_remount() && results.iter().any(|t| t.spec.id == s.id && t.status == "ran"))
-            .cloned()
-            .collect();
         for &n in &cfg.restore {
             let key: &'static str = Box::leak(format!("restore-{n}").into_boxed_str());
             let title: &'static str = Box::leak(format!("restore after restart, {n} files (mount + ls -R)").into_boxed_str());
@@ -338,25 +356,36 @@ pub fn run(cfg: &Config) -> Result<Results> {
         let r = (|| -> Result<()> {
             for rep in 0..cfg.warmup + cfg.reps {
                 for (ri, &n) in cfg.restore.iter().enumerate() {
+                    prog.group(&group_label("restore", rep, cfg.warmup, cfg.reps), restore_rows[ri].key);
                     let mut order: Vec<usize> = (0..rs.len()).collect();
                     rng.shuffle(&mut order);
                     for i in order {
                         sys::check_interrupted()?;
+                        prog.start(&rs[i].id);
                         let mut s = restore(&ctx, &rs[i], &features, &base.path, n)?;
                         s.row = restore_rows[ri].key.to_string();
                         s.rep = rep;
                         s.warmup = rep < cfg.warmup;
-                        progress("restore", rep, cfg.warmup, &s.row.clone(), &s);
+                        prog.done(&s);
                         samples.push(s);
                     }
                 }
             }
+            prog.end_group();
             Ok(())
         })();
         keep(r, "restore", &mut interrupted)?;
     }
 
+    prog.finish();
     machine["loadavg_end"] = json!(sys::loadavg());
+    let load = noise::Load {
+        cores: machine["cpus"].as_u64().unwrap_or(0) as usize,
+        before: load_before,
+        during: sampler.stop(),
+        after: noise::read_loadavg(),
+        interval_s: Some(noise::LOAD_INTERVAL.as_secs_f64()),
+    };
     let meta = json!({
         "date": cfg.date,
         "profile": cfg.profile,
@@ -365,6 +394,7 @@ pub fn run(cfg: &Config) -> Result<Results> {
         "npm_reps": cfg.npm_reps,
         "seed": cfg.seed,
         "machine": machine,
+        "load": load,
         "base_fs": sys::fs_type(&base.path),
         "ringfs": features,
         "scripts": cfg.scripts,

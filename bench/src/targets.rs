@@ -8,8 +8,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::rows::{de_static_opt, Name};
 
 use crate::sys::{self, TempDir};
 
@@ -17,7 +19,7 @@ const MOUNT_TIMEOUT: Duration = Duration::from_secs(120);
 const UMOUNT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// What the ringfs binary offers, read from its `--help` texts.
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct Features {
     pub binary: PathBuf,
     pub version: String,
@@ -91,16 +93,18 @@ impl Features {
 pub const NATIVE_DIR: &str = "nr";
 
 /// A ringfs mode: which flags it needs, with `None` meaning "not passed".
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RingfsMode {
-    pub transport: Option<&'static str>,
-    pub passthrough: Option<&'static str>,
+    #[serde(default, deserialize_with = "de_static_opt")]
+    pub transport: Option<Name>,
+    #[serde(default, deserialize_with = "de_static_opt")]
+    pub passthrough: Option<Name>,
     pub local_only: bool,
     pub native_root: bool,
     pub memory: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Kind {
     Raw,
@@ -110,7 +114,7 @@ pub enum Kind {
     FuseOverlayfs,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TargetSpec {
     pub id: String,
     pub label: String,
@@ -419,7 +423,7 @@ impl Drop for Instance {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Counters {
     pub requests: BTreeMap<String, u64>,
     pub bytes_to_daemon: Option<u64>,

@@ -1,5 +1,6 @@
 //! The CI smoke of the benchmark: REPS=1, two rows, two modes, through a real
-//! ringfs mount; checks the JSON/markdown/SVG shape and that nothing is left
+//! ringfs mount; checks the progress lines, the summary, the JSON (load
+//! averages included), markdown, SVG and PNG shape, and that nothing is left
 //! mounted or on disk, also when the run is interrupted with SIGINT.
 //!
 //! Needs root and /dev/fuse, and a built ringfs binary: RINGFS_BIN, or the
@@ -56,7 +57,8 @@ fn smoke_run_shape() {
     let t0 = Instant::now();
     let st = bench_cmd(&ringfs, &base, &out).output().unwrap();
     let stdout = String::from_utf8_lossy(&st.stdout);
-    assert!(st.status.success(), "smoke failed: {}\n{}", stdout, String::from_utf8_lossy(&st.stderr));
+    let stderr = String::from_utf8_lossy(&st.stderr);
+    assert!(st.status.success(), "smoke failed: {stdout}\n{stderr}");
     // The smoke is meant to take well under a minute; allow for debug builds on a loaded CI machine.
     assert!(t0.elapsed() < Duration::from_secs(180), "smoke took {:?}", t0.elapsed());
 
@@ -68,6 +70,13 @@ fn smoke_run_shape() {
     let m = &doc["meta"];
     assert!(m["machine"]["kernel"].is_string() && m["machine"]["cpus"].as_u64().unwrap() >= 1);
     assert!(m["machine"]["loadavg_start"].is_string() && m["machine"]["loadavg_end"].is_string());
+    // The load averages before, during (sampled) and after the run.
+    let load = &m["load"];
+    assert_eq!(load["cores"], m["machine"]["cpus"]);
+    assert_eq!(load["before"].as_array().unwrap().len(), 3, "{load}");
+    assert_eq!(load["after"].as_array().unwrap().len(), 3, "{load}");
+    assert!(load["during"].is_array() && load["interval_s"].as_f64().unwrap() > 0.0, "{load}");
+    assert!(doc["noise"]["rows"].as_array().unwrap().len() == 2, "{}", doc["noise"]);
     assert_eq!(m["reps"], 1);
     let targets = doc["targets"].as_array().unwrap();
     let ran: Vec<&str> = targets.iter().filter(|t| t["status"] == "ran").map(|t| t["id"].as_str().unwrap()).collect();
@@ -102,14 +111,29 @@ fn smoke_run_shape() {
         }
     }
 
+    // Progress without a terminal: one line per sample group (a row on both targets), with k/N and an ETA.
+    let progress: Vec<&str> = stderr.lines().filter(|l| l.starts_with('[')).collect();
+    assert_eq!(progress.len(), 2, "one line per row, not per sample:\n{stderr}");
+    assert!(progress[0].starts_with("[2/4] 01-create · rows rep 1/1 · 2 samples"), "{stderr}");
+    assert!(progress[1].starts_with("[4/4] 06-dd") && progress[1].contains("ETA 0s"), "{stderr}");
+
+    // stdout is the one-screen summary.
+    assert_eq!(stdout, std::fs::read_to_string(out.join("summary.txt")).unwrap(), "stdout is summary.txt");
+    assert!(stdout.lines().count() <= 40, "{stdout}");
+    for needle in ["load (1-min average", "noise: one raw-disk sample per row, spread not judged", "1 create 1000 files", "6 dd 64 MiB", "synced"] {
+        assert!(stdout.contains(needle), "summary lacks {needle:?}:\n{stdout}");
+    }
     let md = std::fs::read_to_string(out.join("results.md")).unwrap();
-    assert_eq!(md, stdout.trim_end_matches('\n').to_string() + "\n", "stdout is the table");
-    for needle in ["| row | raw disk | ringfs", "| 1 create 1000 files |", "| 6 dd 64 MiB |", "×1.00", "kernel", "load average", "## Targets"] {
+    for needle in ["| row | raw disk | ringfs", "| 1 create 1000 files |", "| 6 dd 64 MiB |", "×1.00", "kernel", "load average", "## Noise", "## Targets"] {
         assert!(md.contains(needle), "markdown lacks {needle:?}:\n{md}");
     }
-    let svg = std::fs::read_to_string(out.join("ratios.svg")).unwrap();
-    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-    assert!(svg.contains("create 1000 files"));
+    for name in ["ratios", "ratios-all"] {
+        let svg = std::fs::read_to_string(out.join(format!("{name}.svg"))).unwrap();
+        assert!(svg.starts_with("<?xml") && svg.trim_end().ends_with("</svg>"));
+        assert!(svg.contains("create 1000 files"));
+        let png = std::fs::read(out.join(format!("{name}.png"))).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    }
 }
 
 #[test]
