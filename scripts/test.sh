@@ -17,14 +17,16 @@ cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 threads=${RINGFS_TEST_THREADS:-3}
 
+# The layout rules of docs/ARCHITECTURE.md (file sizes, import cycles, layers):
+# no root needed, so first.
+python3 scripts/check-layout.py
+
 if [ "$(id -u)" -ne 0 ]; then
     echo "test.sh: the mount tests need root (FUSE mounts, setpriv, unshare)" >&2
     exit 1
 fi
 
 start=$(date +%s)
-# The layout rules of docs/ARCHITECTURE.md (file sizes, import cycles, layers).
-python3 scripts/check-layout.py
 # shellcheck disable=SC2086
 cargo build --workspace --release --all-targets
 # shellcheck disable=SC2086

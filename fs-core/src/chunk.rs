@@ -4,6 +4,9 @@
 //! prepend moves the boundaries after it along with the data: only the
 //! chunk(s) around the edit change. Sizes: [`MIN_CHUNK`] 128 KiB,
 //! [`AVG_CHUNK`] ~512 KiB, [`MAX_CHUNK`] 2 MiB.
+//!
+//! Owns: where chunks are cut. Must not touch: hashing, storage, files
+//! (it reads a stream it is given).
 
 /// Smallest chunk, except the last one of a file.
 pub const MIN_CHUNK: usize = 128 * 1024;
@@ -71,8 +74,9 @@ pub fn cut_point(data: &[u8], eof: bool) -> usize {
     end
 }
 
-/// Splits a whole in-memory buffer into chunk lengths (used by tests and
-/// small files). The lengths sum to `data.len()`.
+/// Splits a whole in-memory buffer into chunk lengths (the tests' oracle for
+/// [`chunk_stream`]). The lengths sum to `data.len()`.
+#[cfg(test)]
 pub fn chunk_lengths(data: &[u8]) -> Vec<usize> {
     let mut out = Vec::new();
     let mut off = 0;

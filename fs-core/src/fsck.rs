@@ -1,4 +1,9 @@
 //! Offline consistency check of a store directory.
+//!
+//! Owns: what "consistent" means for the tables (manifests, chunks and
+//! their reference counts, directory entries, link counts). Must not
+//! touch: a store in use (it takes the store lock), the live inode table;
+//! it repairs nothing (recovery at mount does).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -8,7 +13,7 @@ use redb::{ReadableDatabase, ReadableTable};
 
 use crate::inode::ROOT;
 use crate::store::db::{open_db, take_lock};
-use crate::store::*;
+use crate::schema::*;
 use crate::types::StoreError;
 
 /// One inconsistency: what is wrong and where.

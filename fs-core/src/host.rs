@@ -1,5 +1,10 @@
 //! Host trees: the contents of native roots.
 //!
+//! Owns: serving a host directory tree as FUSE nodeids (`HOST_BIT | st_ino`)
+//! until its bind mount lands, confined to the tree. Must not touch: the
+//! inode table or the store (the model's root directory is the only link,
+//! kept by `fs/roots.rs`).
+//!
 //! A native root is a local-only directory whose contents are a real
 //! directory tree on the host disk, `LOCAL/roots/<ino>` (`ino` = the root
 //! directory's inode in the model). The FUSE mount bind-mounts that tree

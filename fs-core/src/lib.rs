@@ -50,10 +50,12 @@
 //! # Modules
 //!
 //! One per concept (docs/ARCHITECTURE.md lists them): `fs/` is [`Fs`], the
-//! POSIX surface; `inode/` the in-memory table; [`store`] the redb database
-//! (schema, group commit, content, recovery); `wc/` working copies, their
-//! pools and hashing; `host` native-root trees; `local` backing directories
-//! and ignore patterns; `posix` limits and mode helpers; [`chunk`]
+//! POSIX surface; `inode/` the in-memory table; `schema` the tables and
+//! records; [`store`] the redb database (group commit, content, recovery,
+//! migration; it re-exports the schema); `wc/` working copies, their pools
+//! and hashing; `host` native-root trees; `local` backing directories and
+//! ignore patterns; `posix` limits, mode helpers and inode flags; `types`
+//! the public values; `throttle` rate-limited warnings; `chunk`
 //! content-defined chunking; `fsck` the offline check.
 //!
 //! # Deviations from ext4
@@ -70,13 +72,14 @@
 //! * Extended attributes: names up to 255 bytes, values up to 64 KiB, all
 //!   namespaces stored alike.
 
-pub mod chunk;
+mod chunk;
 mod fs;
 mod fsck;
 mod host;
 mod inode;
 mod local;
 mod posix;
+mod schema;
 pub mod store;
 mod throttle;
 mod types;

@@ -1,5 +1,9 @@
 //! Local-only paths: the ignore policy (gitignore semantics, from the
 //! `ignore` crate) and confined access to the backing directories.
+//!
+//! Owns: matching a path against the patterns, and every file operation in
+//! a backing directory (through its descriptor, never a path from outside).
+//! Must not touch: the inode table, the store.
 
 use std::ffi::OsStr;
 use std::fs::File;

@@ -4,13 +4,26 @@
 //!
 //! Owns: the limits of `limits.h` / ext4 that fs-core enforces (NAME_MAX,
 //! PATH of a symlink, LINK_MAX, xattr sizes), file-type tests on `st_mode`,
-//! name checks, the clock, and what a remove-privileges request does to a
-//! mode. Must not touch: the inode table, the store, any file.
+//! name checks, the clock, what a remove-privileges request does to a mode,
+//! and the inode flags (linux/fs.h `FS_*_FL`) with what immutable and
+//! append-only forbid. Imports nothing of the crate but its error type.
+//! Must not touch: the inode table, the store, any file.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::store::schema::{FS_APPEND_FL, FS_IMMUTABLE_FL};
 use crate::types::{Errno, Result};
+
+/// The inode flags (linux/fs.h `FS_*_FL`) ringfs keeps and reports; it
+/// enforces immutable and append-only itself (docs/SEMANTICS.md).
+pub const KEPT_FLAGS: u32 = FS_IMMUTABLE_FL | FS_APPEND_FL | FS_NODUMP_FL | FS_NOATIME_FL;
+/// `FS_IMMUTABLE_FL`: no change to the inode, its data or its names.
+pub const FS_IMMUTABLE_FL: u32 = 0x10;
+/// `FS_APPEND_FL`: writes only at the end; no truncate, unlink or rename.
+pub const FS_APPEND_FL: u32 = 0x20;
+/// `FS_NODUMP_FL` (kept, not acted on).
+pub const FS_NODUMP_FL: u32 = 0x40;
+/// `FS_NOATIME_FL`: reads do not move atime.
+pub const FS_NOATIME_FL: u32 = 0x80;
 
 /// NAME_MAX: the longest name of a directory entry, in bytes (ext4's 255).
 pub(crate) const NAME_MAX: usize = 255;

@@ -1,4 +1,8 @@
-//! Plain values exchanged with the transport adapter.
+//! Plain values exchanged with the transport adapter: attributes, callers,
+//! setattr requests, directory entries, configuration, errors.
+//!
+//! Owns: the public shapes of fs-core's API. Must not touch: anything
+//! (no logic beyond conversions and `Display`).
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -5,7 +5,6 @@
 //! Owns: which attributes a change touches (ctime, the working copy's mtime
 //! kept in step). Must not touch: names, the store.
 
-use std::os::unix::io::AsRawFd;
 
 use std::os::unix::ffi::OsStrExt;
 
@@ -14,7 +13,7 @@ use crate::host::is_host_id;
 use crate::posix::*;
 use crate::types::*;
 use crate::inode::{attr_of, fstat_into, wc_stamp};
-use crate::wc::note_bypass;
+use crate::wc::{note_bypass, set_mtime};
 
 impl Fs {
     pub(super) fn attr_now(&self, ino: u64) -> Result<Attr> {
@@ -143,11 +142,7 @@ impl Fs {
             // Keep the working copy's mtime in step, so that only writes
             // that bypass us make it newer than ours.
             if let Some(f) = &n.file {
-                let ts = [
-                    libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
-                    libc::timespec { tv_sec: n.rec.mtime.0 as _, tv_nsec: n.rec.mtime.1 as _ },
-                ];
-                unsafe { libc::futimens(f.file.as_raw_fd(), ts.as_ptr()) };
+                set_mtime(&f.file, n.rec.mtime);
                 n.wc_seen = f.file.metadata().ok().map(|m| wc_stamp(&m));
             }
         }
@@ -198,7 +193,7 @@ impl Fs {
         if self.inner.host.serves(ino) {
             return self.inner.host.set_flags(ino, flags);
         }
-        if flags & !crate::store::schema::KEPT_FLAGS != 0 {
+        if flags & !crate::schema::KEPT_FLAGS != 0 {
             return err(libc::EOPNOTSUPP);
         }
         let mut st = self.inner.lock();

@@ -3,9 +3,12 @@
 //! lseek, copy_file_range, and the working-copy descriptor handed to the
 //! kernel for passthrough ([`Fs::backing_fd`]).
 //!
-//! Owns: file handles and their access modes, when a changed file is queued
-//! for hashing (release) or hashed at once (fsync). Must not touch: names
-//! (namespace), the store's tables.
+//! Owns: file handles and their access modes, backing files of new and
+//! freed inodes (`new_backing_file`, `finish_free`), when a changed file is
+//! queued for hashing (release) or hashed at once (fsync). Must not touch:
+//! names — create only looks its name up and asks
+//! [`namespace`](super::namespace) to make or take it back (`make_in`,
+//! `unmake`) — or the store's tables.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -23,11 +26,36 @@ use crate::host::is_host_id;
 use crate::posix::*;
 use crate::types::*;
 use crate::host::copy_range;
-use crate::inode::{wc_stamp, Handle, OpenFile};
+use crate::inode::{wc_stamp, Freed, Handle, OpenFile};
 use crate::store::db::db_errno;
-use crate::wc::note_bypass;
+use crate::wc::{note_bypass, set_mtime};
 
 impl Fs {
+    /// The backing file of a regular file `make_in` just made: the pooled
+    /// one (`pooled`), or a new one in its side's directory.
+    pub(super) fn new_backing_file(&self, ino: u64, pooled: bool) -> Result<File> {
+        let (data_local, mtime) = {
+            let st = self.inner.lock();
+            let n = st.node(ino)?;
+            (n.data_local, n.rec.mtime)
+        };
+        let f = self.inner.data_dir(data_local).create(&ino.to_string(), !pooled)?;
+        if !pooled {
+            // A file made just now is newer than our timestamps; only
+            // writes that bypass us may make it newer.
+            set_mtime(&f, mtime);
+        }
+        Ok(f)
+    }
+
+    pub(super) fn finish_free(&self, f: Option<Freed>) {
+        if let Some(f) = f {
+            if f.regular {
+                let _ = self.inner.data_dir(f.data_local).unlink(&f.ino.to_string());
+            }
+        }
+    }
+
     /// Attaches a new handle to `ino`, opening its working copy if this is
     /// the first handle. Returns the handle.
     pub(super) fn attach(&self, ino: u64, flags: u32, fresh: Option<File>) -> Result<(u64, Option<Arc<OpenFile>>)> {
@@ -162,23 +190,6 @@ impl Fs {
         r
     }
 
-    /// Takes back a regular file `make_in` just made as `name` in `parent`
-    /// (its name, and the lookup it was given) when its backing file could
-    /// not be made.
-    pub(super) fn unmake(&self, parent: u64, name: &OsStr, ino: u64) {
-        {
-            let mut st = self.inner.lock();
-            if st.child(parent, name.as_bytes()).map(|(i, _)| i) == Some(ino) {
-                st.remove_entry(parent, name.as_bytes());
-                if let Ok(n) = st.node_mut(ino) {
-                    n.rec.nlink = 0;
-                }
-                st.touch_inode(ino);
-            }
-        }
-        self.forget(ino, 1);
-    }
-
     pub(super) fn handle(&self, fh: u64) -> Result<(u64, u32, Arc<OpenFile>)> {
         let st = self.inner.lock();
         let h = st.handles.get(&fh).ok_or(Errno(libc::EBADF))?;
@@ -219,7 +230,7 @@ impl Fs {
         let mut st = self.inner.lock();
         if let Some(n) = st.nodes.get_mut(&ino) {
             let r = &mut n.rec;
-            if r.flags & crate::store::schema::FS_NOATIME_FL != 0 {
+            if r.flags & crate::schema::FS_NOATIME_FL != 0 {
                 return; // chattr +A
             }
             if r.atime <= r.mtime || r.atime <= r.ctime || r.atime.0 + 86400 <= t.0 {

@@ -35,7 +35,7 @@ use crate::posix::*;
 use crate::store::commit::run_group_commits;
 use crate::store::db::{corrupt, io_err, open_db, take_lock, Store};
 use crate::store::migrate;
-use crate::store::schema::SCHEMA_VERSION;
+use crate::schema::SCHEMA_VERSION;
 use crate::store::recovery::load;
 use crate::types::*;
 use crate::wc::hash::{background_priority, Hasher};

@@ -5,10 +5,11 @@
 //! readdirplus, releasedir).
 //!
 //! Owns: ext4's errnos for names (EEXIST, ENOENT, ENOTDIR, EISDIR,
-//! ENOTEMPTY, EINVAL, EXDEV, EMLINK), link counts, readdir cookies. Must not
-//! touch: file bytes (working copies), the store.
-
-use std::fs::File;
+//! ENOTEMPTY, EINVAL, EXDEV, EMLINK, EPERM for flagged inodes), link
+//! counts, readdir cookies and where a stream ends, whiteouts. Must not
+//! touch: file bytes or backing files (it asks [`data`](super::data):
+//! `new_backing_file`, `finish_free`), the store except through
+//! `Inner::commit` (a new native root is committed before the reply).
 
 use redb::Durability;
 
@@ -21,9 +22,8 @@ use crate::posix::*;
 use crate::types::*;
 use std::sync::atomic::Ordering;
 
-use crate::inode::{attr_of, fstat_into, Freed, Handle, Node, State, POOL_LOCAL, POOL_WC, ROOT};
-use crate::store::schema::{InodeRec, FS_NOATIME_FL, FS_NODUMP_FL};
-use crate::wc::set_mtime;
+use crate::inode::{attr_of, fstat_into, Handle, Node, State, POOL_LOCAL, POOL_WC, ROOT};
+use crate::schema::{InodeRec, FS_NOATIME_FL, FS_NODUMP_FL};
 
 impl Fs {
     /// lookup: the attributes of `name` in directory `parent`; adds one to
@@ -68,14 +68,6 @@ impl Fs {
             st.maybe_free(ino)
         };
         self.finish_free(freed);
-    }
-
-    pub(super) fn finish_free(&self, f: Option<Freed>) {
-        if let Some(f) = f {
-            if f.regular {
-                let _ = self.inner.data_dir(f.data_local).unlink(&f.ino.to_string());
-            }
-        }
     }
 
     /// Creates an inode of `mode` (type bits included) named `name` in
@@ -203,21 +195,21 @@ impl Fs {
         Ok(a)
     }
 
-    /// The backing file of a regular file `make_in` just made: the pooled
-    /// one (`pooled`), or a new one in its side's directory.
-    pub(super) fn new_backing_file(&self, ino: u64, pooled: bool) -> Result<File> {
-        let (data_local, mtime) = {
-            let st = self.inner.lock();
-            let n = st.node(ino)?;
-            (n.data_local, n.rec.mtime)
-        };
-        let f = self.inner.data_dir(data_local).create(&ino.to_string(), !pooled)?;
-        if !pooled {
-            // A file made just now is newer than our timestamps; only
-            // writes that bypass us may make it newer.
-            set_mtime(&f, mtime);
+    /// Takes back a regular file `make_in` just made as `name` in `parent`
+    /// (its name, and the lookup it was given) when its backing file could
+    /// not be made.
+    pub(super) fn unmake(&self, parent: u64, name: &OsStr, ino: u64) {
+        {
+            let mut st = self.inner.lock();
+            if st.child(parent, name.as_bytes()).map(|(i, _)| i) == Some(ino) {
+                st.remove_entry(parent, name.as_bytes());
+                if let Ok(n) = st.node_mut(ino) {
+                    n.rec.nlink = 0;
+                }
+                st.touch_inode(ino);
+            }
         }
-        Ok(f)
+        self.forget(ino, 1);
     }
 
     /// mkdir(2): +1 lookup; the parent's nlink grows by one.

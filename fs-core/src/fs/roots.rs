@@ -5,8 +5,9 @@
 //! the root listener, and the list `ringfs status` shows. The host trees
 //! themselves are [`crate::host`]'s.
 //!
-//! Must not touch: FUSE, the bind mounts (the `native-roots` crate places
-//! them when the listener is told).
+//! Owns: moving a subtree between the model and a host tree. Must not
+//! touch: FUSE, the bind mounts (the `native-roots` crate places them when
+//! the listener is told), the host tree's own requests (`host.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
@@ -19,7 +20,7 @@ use redb::Durability;
 use crate::fs::{Fs, Inner};
 use crate::inode::{Node, ROOT};
 use crate::posix::*;
-use crate::store::schema::InodeRec;
+use crate::schema::InodeRec;
 use crate::types::*;
 
 impl Inner {

@@ -6,17 +6,20 @@
 //! Owns: when an inode is freed ([`State::maybe_free`]: no links, no
 //! lookups, no open handles), inode numbers ([`State::alloc_ino`]), and the
 //! dirty sets that [`State::drain`] hands to the store as a
-//! [`Batch`](crate::store::batch::Batch). Must not touch: redb, files on disk
-//! (freeing returns a [`Freed`] for the caller to delete outside the lock),
+//! [`Batch`]. Must not touch: redb, file contents or names on disk
+//! (freeing returns a [`Freed`] for the caller to delete outside the lock;
+//! it only reads an open working copy's size and times, [`fstat_into`]),
 //! path policy, FUSE.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+pub(crate) mod batch;
+
 use crate::posix::{err, is_dir, is_reg, BLKSIZE, S_IFDIR};
-use crate::store::batch::{Batch, DirentChanges, InodeChange, XattrChanges};
-use crate::store::schema::InodeRec;
+use crate::schema::InodeRec;
+use batch::{Batch, DirentChanges, InodeChange, XattrChanges};
 use crate::types::{Attr, Errno, Result};
 
 /// The root directory's inode number (FUSE_ROOT_ID).

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use redb::Durability;
 
-use crate::store::batch::Batch;
+use crate::inode::batch::Batch;
 use crate::store::db::{is_io_error, Store};
 
 impl Store {

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use redb::ReadableTable;
 
 use crate::store::db::{db_errno, Store};
-use crate::store::schema::*;
+use crate::schema::*;
 use crate::types::{Errno, Result};
 
 impl Store {

@@ -20,7 +20,7 @@ use std::sync::{Mutex, OnceLock, RwLock};
 
 use redb::{Database, ReadableDatabase};
 
-use crate::store::schema::META;
+use crate::schema::META;
 use crate::throttle::LogThrottle;
 use crate::types::{Errno, StoreError};
 

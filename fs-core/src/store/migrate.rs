@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
 
-use crate::store::schema::*;
+use crate::schema::*;
 
 /// The schema version a database holds (`None`: a new, empty database).
 pub(crate) fn schema_of(db: &redb::Database) -> Option<u64> {

@@ -2,8 +2,6 @@
 //! in-memory one) holding inodes, directory entries, xattrs, symlinks,
 //! file manifests, chunks with reference counts, and the change journal.
 //!
-//! - [`schema`]: tables, records and their encoding (public: fsck and tests
-//!   read the tables);
 //! - [`db`]: the [`Store`](db::Store) handle — opening, the store lock, write and read
 //!   transactions, reopening after an I/O error, chunk counters, the sync
 //!   position;
@@ -24,6 +22,11 @@ pub(crate) mod content;
 pub(crate) mod db;
 pub(crate) mod migrate;
 pub(crate) mod recovery;
-pub(crate) mod schema;
 
-pub use schema::*;
+/// The tables and records (public: fsck and integration tests read the
+/// tables); they live in [`crate::schema`], below the inode table.
+pub use crate::schema::{
+    dec, dec_inode, enc, ChunkRef, InodeRec, JournalRecord, CHUNKS, CHUNK_REFS, DIRENTS, FS_APPEND_FL, FS_IMMUTABLE_FL, FS_NOATIME_FL,
+    FS_NODUMP_FL, INODES, JOURNAL, KEPT_FLAGS, LOCAL_DIRENTS, LOCAL_INODES, LOCAL_SYMLINKS, LOCAL_XATTRS, MANIFESTS, META, SCHEMA_VERSION,
+    SYMLINKS, XATTRS,
+};

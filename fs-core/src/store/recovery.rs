@@ -19,7 +19,7 @@ use crate::local::BackDir;
 use crate::posix::is_reg;
 use crate::store::db::corrupt;
 use crate::store::migrate;
-use crate::store::schema::*;
+use crate::schema::*;
 use crate::types::StoreError;
 
 /// The inode table and counters of a store just opened.

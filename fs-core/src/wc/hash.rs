@@ -19,7 +19,7 @@ use crate::chunk;
 use crate::inode::{lock, State};
 use crate::posix::is_reg;
 use crate::store::db::db_errno;
-use crate::store::schema::ChunkRef;
+use crate::schema::ChunkRef;
 use crate::types::{Errno, Result};
 use crate::wc::Wc;
 

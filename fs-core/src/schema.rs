@@ -1,9 +1,12 @@
 //! The redb schema (version [`SCHEMA_VERSION`]): table layout, records,
 //! their encoding, and the typed helpers shared by the group commit,
 //! recovery and fsck. The layout is written down in docs/ARCHITECTURE.md.
+//! It sits below the inode table (whose nodes hold [`InodeRec`]s) and the
+//! store (which writes them), so neither imports the other for it.
 //!
 //! Owns: table definitions and record types. Must not touch: the in-memory
-//! inode table, working copies.
+//! inode table, working copies, transactions of its own (the helpers work
+//! in the caller's).
 
 use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
@@ -65,17 +68,9 @@ pub struct InodeRec {
     pub flags: u32,
 }
 
-/// The inode flags (linux/fs.h `FS_*_FL`) ringfs keeps and reports; it
-/// enforces immutable and append-only itself (docs/SEMANTICS.md).
-pub const KEPT_FLAGS: u32 = FS_IMMUTABLE_FL | FS_APPEND_FL | FS_NODUMP_FL | FS_NOATIME_FL;
-/// `FS_IMMUTABLE_FL`: no change to the inode, its data or its names.
-pub const FS_IMMUTABLE_FL: u32 = 0x10;
-/// `FS_APPEND_FL`: writes only at the end; no truncate, unlink or rename.
-pub const FS_APPEND_FL: u32 = 0x20;
-/// `FS_NODUMP_FL` (kept, not acted on).
-pub const FS_NODUMP_FL: u32 = 0x40;
-/// `FS_NOATIME_FL`: reads do not move atime.
-pub const FS_NOATIME_FL: u32 = 0x80;
+/// Inode flags (linux/fs.h), defined with the other POSIX facts in
+/// `posix.rs`.
+pub use crate::posix::{FS_APPEND_FL, FS_IMMUTABLE_FL, FS_NOATIME_FL, FS_NODUMP_FL, KEPT_FLAGS};
 
 /// The inode record of schema 1: [`InodeRec`] without `btime` and `flags`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -157,12 +152,12 @@ pub fn dec<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Result<T, String> {
     bincode::deserialize(b).map_err(|e| e.to_string())
 }
 
-pub type StoreResult<T> = std::result::Result<T, redb::Error>;
+pub(crate) type StoreResult<T> = std::result::Result<T, redb::Error>;
 
 /// Adds `delta` references to chunks (positive: new manifest entries;
 /// negative: dropped ones). Chunks whose count reaches zero are removed.
 /// Returns (chunks removed, bytes removed).
-pub fn drop_refs(
+pub(crate) fn drop_refs(
     refs: &mut Table<&[u8], u64>,
     chunks: &mut Table<&[u8], &[u8]>,
     manifest: &[ChunkRef],
@@ -184,7 +179,7 @@ pub fn drop_refs(
 }
 
 /// Removes an inode's manifest and drops its chunk references.
-pub fn remove_manifest(txn: &WriteTransaction, ino: u64) -> StoreResult<(u64, u64)> {
+pub(crate) fn remove_manifest(txn: &WriteTransaction, ino: u64) -> StoreResult<(u64, u64)> {
     let mut mt = txn.open_table(MANIFESTS)?;
     let old = mt.remove(ino)?.map(|g| g.value().to_vec());
     drop(mt);
@@ -198,14 +193,14 @@ pub fn remove_manifest(txn: &WriteTransaction, ino: u64) -> StoreResult<(u64, u6
 }
 
 /// Reads a meta value.
-pub fn meta_get(txn: &WriteTransaction, key: &str) -> StoreResult<Option<u64>> {
+pub(crate) fn meta_get(txn: &WriteTransaction, key: &str) -> StoreResult<Option<u64>> {
     let t = txn.open_table(META)?;
     let v = t.get(key)?.map(|g| g.value());
     Ok(v)
 }
 
 /// Adds signed deltas to the chunk counters in meta.
-pub fn bump_chunk_counters(txn: &WriteTransaction, dcount: i64, dbytes: i64) -> StoreResult<()> {
+pub(crate) fn bump_chunk_counters(txn: &WriteTransaction, dcount: i64, dbytes: i64) -> StoreResult<()> {
     if dcount == 0 && dbytes == 0 {
         return Ok(());
     }
@@ -218,7 +213,7 @@ pub fn bump_chunk_counters(txn: &WriteTransaction, dcount: i64, dbytes: i64) -> 
 }
 
 /// Creates every table so read transactions find them.
-pub fn create_tables(txn: &WriteTransaction) -> StoreResult<()> {
+pub(crate) fn create_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(META)?;
     txn.open_table(INODES)?;
     txn.open_table(DIRENTS)?;
