@@ -43,7 +43,11 @@
 //!   hard-linking a directory or a non-root mknod of a device,
 //!   ENAMETOOLONG over 255 bytes, EMLINK over 65000 links). New inodes take
 //!   the caller's uid and gid, or the parent's gid if it is setgid (new
-//!   subdirectories then inherit S_ISGID).
+//!   subdirectories then inherit S_ISGID). POSIX ACLs are xattrs the
+//!   kernel enforces (FUSE_POSIX_ACL); fs-core keeps the mode in step with
+//!   an access ACL, updates it on chmod, and gives new inodes their
+//!   directory's default ACL (or else clears the caller's umask) as ext4
+//!   does (`acl`).
 //!
 //! # Modules
 //!
@@ -51,7 +55,7 @@
 //! POSIX surface; `inode/` the in-memory table; [`store`] the redb database
 //! (schema, group commit, content, recovery); `wc/` working copies, their
 //! pools and hashing; `host` native-root trees; `local` backing directories
-//! and ignore patterns; `posix` limits and mode helpers; [`chunk`]
+//! and ignore patterns; `posix` limits and mode helpers; `acl` POSIX ACLs; [`chunk`]
 //! content-defined chunking; `fsck` the offline check.
 //!
 //! # Deviations from ext4
@@ -68,6 +72,7 @@
 //! * Extended attributes: names up to 255 bytes, values up to 64 KiB, all
 //!   namespaces stored alike.
 
+mod acl;
 pub mod chunk;
 mod fs;
 mod fsck;

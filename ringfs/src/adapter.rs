@@ -231,7 +231,7 @@ impl Adapter {
 }
 
 fn caller(ctx: &RequestCtx) -> fs_core::Caller {
-    fs_core::Caller { uid: ctx.uid, gid: ctx.gid, pid: ctx.pid }
+    fs_core::Caller { uid: ctx.uid, gid: ctx.gid, pid: ctx.pid, umask: 0 }
 }
 
 fn err(e: fs_core::Errno) -> Errno {

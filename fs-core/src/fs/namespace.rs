@@ -85,7 +85,9 @@ impl Fs {
     }
 
     /// As `make`; with `pooled`, a regular file takes a ready working copy
-    /// from the pool when there is one (returned true).
+    /// from the pool when there is one (returned true). Its mode loses the
+    /// caller's umask, or follows `parent`'s default ACL (which it then
+    /// inherits, see [`Fs::inherit`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn make_in(&self, c: &Caller, parent: u64, name: &OsStr, mode: u32, rdev: u32, link: Option<Vec<u8>>, pooled: bool) -> Result<(Attr, bool)> {
         let name = name.as_bytes();
@@ -100,7 +102,7 @@ impl Fs {
         let (pgid, psgid) = (p.rec.gid, p.rec.mode & libc::S_ISGID != 0);
         let dir = is_dir(mode);
         let local = self.inner.local_for(&st, parent, name, dir);
-        let mut mode = mode;
+        let (mut mode, acls) = Self::inherit(&st, parent, mode, c);
         if dir && psgid {
             mode |= libc::S_ISGID;
         }
@@ -130,12 +132,23 @@ impl Fs {
         node.lookups = 1;
         node.local = local;
         node.data_local = local;
+        for (k, v) in acls {
+            st.dirty_xattrs.insert((ino, k.clone()), Some(v.clone()));
+            node.xattrs.insert(k, v);
+        }
         let root = dir && local && self.inner.native_roots && !st.is_local(parent);
         st.nodes.insert(ino, node);
         if root {
             // Under the lock: no request can see the directory before its tree exists.
             if let Err(e) = self.inner.host.create_root(ino, m, u, g) {
                 tracing::warn!("native root for inode {ino}: making its tree failed ({e}); served as a plain local-only directory");
+            } else {
+                // Its inherited ACLs are the tree's (the root is served from there).
+                for (k, v) in &st.node(ino)?.xattrs {
+                    if let Err(e) = self.inner.host.setxattr(ino, OsStr::from_bytes(k), v, 0) {
+                        tracing::warn!("native root for inode {ino}: setting {}: {e}", String::from_utf8_lossy(k));
+                    }
+                }
             }
         }
         st.touch_inode(ino);
