@@ -506,6 +506,22 @@ impl HostTrees {
         }
     }
 
+    /// open(2) with O_TMPFILE in a host directory: the host's unnamed
+    /// inode (+1 lookup) and a handle. The host inode stays linkable; the
+    /// kernel refuses link(2) of one opened with O_EXCL on the FUSE side.
+    pub(crate) fn tmpfile(&self, c: &Caller, parent: u64, mode: u32, flags: u32) -> Result<(Attr, u64)> {
+        let p = self.fd(parent)?;
+        let fl = flags as i32;
+        let keep = fl & (libc::O_NONBLOCK | libc::O_SYNC | libc::O_DSYNC | libc::O_NOATIME);
+        let (perms, perm) = Self::new_mode(p.as_raw_fd(), c, mode & 0o7777, 0o600);
+        let r = cvt(unsafe { libc::openat(p.as_raw_fd(), c".".as_ptr(), libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC | keep, perms) })?;
+        // SAFETY: `r` is a fresh descriptor we own.
+        let file = unsafe { File::from_raw_fd(r) };
+        Self::own_new(file.as_raw_fd(), p.as_raw_fd(), c, Some(perm), false)?;
+        let attr = self.remember(OwnedFd::from(file.try_clone()?))?;
+        Ok((attr, self.add_handle(HHandle::File { file: Arc::new(file), append: fl & libc::O_APPEND != 0 })))
+    }
+
     /// unlink(2) in a host directory.
     pub(crate) fn unlink(&self, parent: u64, name: &[u8]) -> Result<()> {
         let p = self.fd(parent)?;

@@ -1,8 +1,10 @@
-//! Tests of POSIX ACLs (the mode kept in step, chmod, default-ACL
-//! inheritance and the umask, persistence).
+//! Tests of O_TMPFILE (unnamed inodes, link(2) of them, freeing and crash
+//! recovery, the local-only side) and POSIX ACLs (the mode kept in step,
+//! chmod, default-ACL inheritance and the umask, persistence).
 
 use super::*;
 
+const TMP: u32 = (libc::O_TMPFILE | libc::O_RDWR) as u32;
 const NONE: u32 = u32::MAX;
 
 /// An ACL xattr value from (tag, perm, id) entries.
@@ -30,6 +32,93 @@ fn xattr(fs: &Fs, ino: u64, name: &str) -> Option<Vec<u8>> {
             None
         }
     }
+}
+
+#[test]
+fn tmpfile_is_unnamed_until_linked_and_freed_otherwise() {
+    let fs = mem();
+    let d = fs.mkdir(&C, ROOT, os("d"), 0o755).unwrap().ino;
+    let before = fs.stats().inodes;
+    let (a, fh) = fs.tmpfile(&C, d, 0o600, TMP).unwrap();
+    assert_eq!((a.nlink, a.mode), (0, libc::S_IFREG | 0o600));
+    assert!(list(&fs, d).iter().all(|e| e.0 == b"." || e.0 == b".."), "no name");
+    fs.write(fh, 0, b"hello").unwrap();
+    let l = fs.link(&C, a.ino, d, os("named")).unwrap();
+    assert_eq!((l.ino, l.nlink), (a.ino, 1));
+    fs.release(fh).unwrap();
+    assert_eq!(read_all(&fs, a.ino), b"hello");
+    // Unlinked again, it cannot be linked a second time (I_LINKABLE is gone).
+    let fh = fs.open(&C, a.ino, libc::O_RDONLY as u32).unwrap();
+    fs.unlink(&C, d, os("named")).unwrap();
+    assert_eq!(fs.link(&C, a.ino, d, os("again")).unwrap_err().0, libc::ENOENT);
+    fs.release(fh).unwrap();
+    fs.forget(a.ino, 2);
+    // O_EXCL: never linkable. Without a name it goes at the last release and FORGET.
+    let (b, fh) = fs.tmpfile(&C, d, 0o644, TMP | libc::O_EXCL as u32).unwrap();
+    assert_eq!(fs.link(&C, b.ino, d, os("x")).unwrap_err().0, libc::ENOENT);
+    fs.write(fh, 0, b"junk").unwrap();
+    fs.release(fh).unwrap();
+    fs.forget(b.ino, 1);
+    assert_eq!(fs.stats().inodes, before);
+    assert_eq!(fs.getattr(b.ino, None).unwrap_err().0, libc::ENOENT);
+    // The umask applies as for creat(2).
+    let (c, fh) = fs.tmpfile(&Caller { umask: 0o027, ..C }, d, 0o666, TMP).unwrap();
+    assert_eq!(c.mode & 0o777, 0o640);
+    fs.release(fh).unwrap();
+    fs.forget(c.ino, 1);
+}
+
+#[test]
+fn tmpfile_does_not_survive_a_crash() {
+    let t = tempfile::tempdir().unwrap();
+    {
+        let fs = dir_fs(t.path());
+        write_file(&fs, ROOT, "kept", b"k");
+        let (_, fh) = fs.tmpfile(&C, ROOT, 0o600, TMP).unwrap();
+        fs.write(fh, 0, b"unnamed bytes").unwrap();
+        fs.fsync(fh, false).unwrap();
+        let (b, fh2) = fs.tmpfile(&C, ROOT, 0o600, TMP).unwrap();
+        fs.write(fh2, 0, b"named").unwrap();
+        fs.link(&C, b.ino, ROOT, os("linked")).unwrap();
+        fs.fsync(fh2, false).unwrap();
+        assert_eq!(fs.stats().inodes, 4);
+        fs.simulate_crash();
+    }
+    let fs = dir_fs(t.path());
+    assert_eq!(fs.stats().inodes, 3, "root, kept, linked");
+    assert_eq!(read_all(&fs, lookup(&fs, ROOT, "linked").unwrap().ino), b"named");
+    fs.shutdown().unwrap();
+    drop(fs);
+    fsck_clean(t.path());
+}
+
+#[test]
+fn tmpfile_takes_the_side_of_its_directory_and_of_its_name() {
+    let t = tempfile::tempdir().unwrap();
+    let mut c = cfg(StoreLocation::Dir(t.path().to_path_buf()));
+    c.local = LocalConfig { ignore: vec!["cache".into()], dir: None, native_roots: false };
+    let fs = Fs::open_store(c).unwrap();
+    let cache = fs.mkdir(&C, ROOT, os("cache"), 0o755).unwrap().ino;
+    let (a, fh) = fs.tmpfile(&C, cache, 0o600, TMP).unwrap();
+    assert_eq!(fs.is_local(a.ino), Some(true));
+    fs.write(fh, 0, b"local").unwrap();
+    fs.link(&C, a.ino, cache, os("l")).unwrap();
+    fs.release(fh).unwrap();
+    assert!(t.path().join("local").join(a.ino.to_string()).exists());
+    // Made in a synced directory, named in a local-only one: it moves (a file
+    // with a name would get EXDEV).
+    let (b, fh) = fs.tmpfile(&C, ROOT, 0o600, TMP).unwrap();
+    assert_eq!(fs.is_local(b.ino), Some(false));
+    fs.write(fh, 0, b"moved").unwrap();
+    fs.link(&C, b.ino, cache, os("m")).unwrap();
+    assert_eq!(fs.is_local(b.ino), Some(true));
+    assert_eq!(fs.link(&C, b.ino, ROOT, os("m2")).unwrap_err().0, libc::EXDEV);
+    fs.release(fh).unwrap();
+    assert_eq!(read_all(&fs, b.ino), b"moved");
+    assert!(t.path().join("local").join(b.ino.to_string()).exists());
+    fs.shutdown().unwrap();
+    let s = fs.stats();
+    assert_eq!((s.chunks, s.chunk_bytes), (0, 0), "nothing local-only is chunked");
 }
 
 #[test]
