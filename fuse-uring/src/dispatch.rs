@@ -348,6 +348,10 @@ impl<F: Filesystem> Dispatcher<F> {
                 reply.push(&encode_entry(&e));
                 reply.push(&open_out(&o));
             }),
+            Operation::Tmpfile { arg, .. } => fs.tmpfile(&ctx, ino, arg.mode, arg.umask, arg.flags).map(|(e, o)| {
+                reply.push(&encode_entry(&e));
+                reply.push(&open_out(&o));
+            }),
             Operation::Destroy => {
                 self.destroy();
                 Ok(())

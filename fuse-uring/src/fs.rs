@@ -338,6 +338,14 @@ pub trait Filesystem: Send + Sync + 'static {
     fn create(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, umask: u32, flags: u32) -> Result<(Entry, Opened)> {
         Err(Errno::ENOSYS)
     }
+    /// TMPFILE: `open(parent, O_TMPFILE)`: create and open a regular file
+    /// with no name (nlink 0) in `parent`; `mode`, `umask` and `flags` as
+    /// for CREATE (`flags` has O_EXCL when it must never get a name; the
+    /// kernel enforces that on LINK). ENOSYS: the kernel answers EOPNOTSUPP
+    /// from then on.
+    fn tmpfile(&self, ctx: &RequestCtx, parent: u64, mode: u32, umask: u32, flags: u32) -> Result<(Entry, Opened)> {
+        Err(Errno::ENOSYS)
+    }
     /// Returns at most `size` bytes; fewer only at end of file.
     fn read(&self, ctx: &RequestCtx, nodeid: u64, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
         Err(Errno::ENOSYS)

@@ -353,6 +353,11 @@ impl Filesystem for Adapter {
         Ok((self.entry(&a), self.file_opened(a.ino, fh)))
     }
 
+    fn tmpfile(&self, ctx: &RequestCtx, parent: u64, mode: u32, _umask: u32, flags: u32) -> Result<(Entry, Opened)> {
+        let (a, fh) = self.fs.tmpfile(&caller(ctx), parent, mode, flags).map_err(err)?;
+        Ok((self.entry(&a), self.file_opened(a.ino, fh)))
+    }
+
     fn read(&self, _ctx: &RequestCtx, _nodeid: u64, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
         self.fs.read(fh, offset, size).map_err(err)
     }
