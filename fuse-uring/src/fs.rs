@@ -305,7 +305,9 @@ pub trait Filesystem: Send + Sync + 'static {
         Err(Errno::ENOSYS)
     }
     /// `mode` includes the type bits; `umask` is the caller's umask (the
-    /// kernel has already applied it unless FUSE_DONT_MASK was negotiated).
+    /// kernel has already applied it unless FUSE_DONT_MASK was negotiated,
+    /// which `MountOptions::posix_acl` does: the filesystem then applies it
+    /// unless the parent's default ACL decides).
     fn mknod(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, rdev: u32, umask: u32) -> Result<Entry> {
         Err(Errno::ENOSYS)
     }
@@ -392,8 +394,11 @@ pub trait Filesystem: Send + Sync + 'static {
     fn statfs(&self, ctx: &RequestCtx, nodeid: u64) -> Result<StatFs> {
         Err(Errno::ENOSYS)
     }
-    /// `flags` are XATTR_CREATE / XATTR_REPLACE.
-    fn setxattr(&self, ctx: &RequestCtx, nodeid: u64, name: &OsStr, value: &[u8], flags: u32) -> Result<()> {
+    /// `flags` are XATTR_CREATE / XATTR_REPLACE; `setxattr_flags` are
+    /// FUSE_SETXATTR_* (FUSE_SETXATTR_ACL_KILL_SGID: an access ACL set by a
+    /// caller outside the file's group without CAP_FSETID also clears
+    /// S_ISGID), 0 unless SETXATTR_EXT was negotiated.
+    fn setxattr(&self, ctx: &RequestCtx, nodeid: u64, name: &OsStr, value: &[u8], flags: u32, setxattr_flags: u32) -> Result<()> {
         Err(Errno::ENOSYS)
     }
     /// `size == 0` asks for the size only.
