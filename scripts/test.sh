@@ -33,16 +33,16 @@ cargo build --workspace --release --all-targets
 cargo test --workspace --release --no-fail-fast ${CARGO_TEST_ARGS:-} -- --test-threads="$threads"
 
 # Mode matrix: the suites above ran with the defaults (io_uring transport and
-# passthrough on, where the kernel allows them); the POSIX, field-case and workload
-# suites run once more with passthrough off, with everything local-only, and on the
-# /dev/fuse transport (~3 min each on 2 cores).
+# passthrough on, where the kernel allows them); the POSIX, field-case, O_TMPFILE/ACL
+# and workload suites run once more with passthrough off, with everything local-only,
+# and on the /dev/fuse transport (~3 min each on 2 cores).
 # RINGFS_TEST_MODES overrides the ';'-separated list ("" skips it).
 IFS=';' read -r -a pmodes <<<"${RINGFS_TEST_MODES-"--passthrough off;--ignore /* --native-roots off;--transport dev"}"
 for mode in "${pmodes[@]}"; do
     [ -n "$mode" ] || continue
-    echo "=== cases, posix, pjdfstest, fsx, workloads with mount args: $mode ${RINGFS_TEST_MOUNT_ARGS:-}"
+    echo "=== cases, posix, pjdfstest, fsx, tmpfile_acl, workloads with mount args: $mode ${RINGFS_TEST_MOUNT_ARGS:-}"
     RINGFS_TEST_MOUNT_ARGS="$mode ${RINGFS_TEST_MOUNT_ARGS:-}" \
-        cargo test -p ringfs --release --no-fail-fast --test cases --test posix --test pjdfstest --test fsx --test workloads \
+        cargo test -p ringfs --release --no-fail-fast --test cases --test posix --test pjdfstest --test fsx --test tmpfile_acl --test workloads \
         -- --test-threads="$threads"
 done
 

@@ -27,9 +27,11 @@
 //!   held descriptor itself, so a symlink in the tree is never followed by
 //!   the daemon.
 //! * **Semantics** are the host filesystem's (ext4): permissions are
-//!   checked by the kernel on the FUSE side (`default_permissions`); new
-//!   entries get the caller's uid and gid (or the parent's gid when it is
-//!   setgid) and exactly the requested mode.
+//!   checked by the kernel on the FUSE side (`default_permissions`, POSIX
+//!   ACLs read from the host inodes); new entries get the caller's uid and
+//!   gid (or the parent's gid when it is setgid) and the requested mode
+//!   less the caller's umask, or, in a directory with a default ACL, what
+//!   the host makes of that ACL and the requested mode.
 //! * **Handles** (`HOST_BIT | n`) own their own descriptor. Regular files
 //!   are opened `O_RDWR` when possible so that one passthrough backing file
 //!   serves every later open of the inode.
@@ -45,7 +47,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 
-use crate::types::{Attr, Caller, DirEntry, Errno, Result, SetAttr, SetTime, XattrValue};
+use crate::types::{Attr, Caller, DirEntry, Errno, Result, SetAttr, SetTime, XattrValue, XATTR_ACL_KILL_SGID};
 
 /// The bit that marks host nodeids and host file handles.
 pub(crate) const HOST_BIT: u64 = 1 << 62;
@@ -107,6 +109,17 @@ fn attr_from(st: &libc::stat, ino: u64) -> Attr {
         btime: None,
         flags: 0,
     }
+}
+
+/// What a new host entry's mode becomes after it is made (see
+/// [`HostTrees::new_mode`]).
+#[derive(Clone, Copy)]
+enum NewMode {
+    /// Exactly these bits.
+    Exact(u32),
+    /// What the host's default-ACL inheritance made of these bits, with
+    /// their set-id and sticky bits.
+    Inherited(u32),
 }
 
 struct HNode {
@@ -411,14 +424,26 @@ impl HostTrees {
         Ok((c.uid, if sgid { p.st_gid } else { c.gid }, sgid))
     }
 
-    /// Gives the new entry `name` in `pfd` its owner and exact mode, then
+    /// How to make a new entry of permission bits `mode` in directory
+    /// `pfd` for `c`: the bits to create it with, and its [`NewMode`].
+    /// Without a default ACL there it is made owner-only (`private`) and
+    /// then given exactly `mode` less the umask; with one, the host's
+    /// `posix_acl_create` decides from `mode` itself (the umask ignored).
+    fn new_mode(pfd: RawFd, c: &Caller, mode: u32, private: u32) -> (u32, NewMode) {
+        let p = proc_path(pfd);
+        let acl = unsafe { libc::getxattr(p.as_ptr(), c"system.posix_acl_default".as_ptr(), std::ptr::null_mut(), 0) } > 0;
+        match acl {
+            true => (mode & 0o777, NewMode::Inherited(mode)),
+            false => (private, NewMode::Exact(mode & !(c.umask & 0o777))),
+        }
+    }
+
+    /// Gives the new entry `name` in `pfd` its owner and mode, then
     /// remembers it (+1 lookup). On failure the entry is removed again.
-    fn finish_new(&self, pfd: &OwnedFd, name: &[u8], c: &Caller, mode: Option<u32>, dir: bool) -> Result<Attr> {
+    fn finish_new(&self, pfd: &OwnedFd, name: &[u8], c: &Caller, mode: Option<NewMode>, dir: bool) -> Result<Attr> {
         let r = (|| {
             let fd = Self::open_child(pfd, name)?;
-            let (uid, gid, sgid) = Self::owner_for(pfd.as_raw_fd(), c)?;
-            let mode = mode.map(|m| if dir && sgid { m | libc::S_ISGID } else { m });
-            set_owner_mode(fd.as_raw_fd(), uid, gid, mode)?;
+            Self::own_new(fd.as_raw_fd(), pfd.as_raw_fd(), c, mode, dir)?;
             self.remember(fd)
         })();
         if r.is_err() {
@@ -429,20 +454,43 @@ impl HostTrees {
         r
     }
 
+    /// The owner and mode of new inode `fd` in directory `pfd` (see
+    /// [`HostTrees::new_mode`]); a setgid directory's subdirectory keeps
+    /// S_ISGID. chown clears set-id bits, so they are put back after it.
+    fn own_new(fd: RawFd, pfd: RawFd, c: &Caller, mode: Option<NewMode>, dir: bool) -> Result<()> {
+        let (uid, gid, sgid) = Self::owner_for(pfd, c)?;
+        let sg = |m: u32| if dir && sgid { m | libc::S_ISGID } else { m };
+        match mode {
+            None => set_owner_mode(fd, uid, gid, None),
+            Some(NewMode::Exact(m)) => set_owner_mode(fd, uid, gid, Some(sg(m))),
+            Some(NewMode::Inherited(m)) => {
+                set_owner_mode(fd, uid, gid, None)?;
+                let cur = fstat(fd)?.st_mode & 0o7777;
+                let want = (cur & 0o777) | (sg(m) & 0o7000);
+                if want != cur {
+                    chmod_fd(fd, want)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// mkdir(2) in a host directory.
     pub(crate) fn mkdir(&self, c: &Caller, parent: u64, name: &[u8], mode: u32) -> Result<Attr> {
         let p = self.fd(parent)?;
         let n = cname(name)?;
-        cvt(unsafe { libc::mkdirat(p.as_raw_fd(), n.as_ptr(), 0o700) })?;
-        self.finish_new(&p, name, c, Some(mode & 0o7777), true)
+        let (made, mode) = Self::new_mode(p.as_raw_fd(), c, mode & 0o7777, 0o700);
+        cvt(unsafe { libc::mkdirat(p.as_raw_fd(), n.as_ptr(), made) })?;
+        self.finish_new(&p, name, c, Some(mode), true)
     }
 
     /// mknod(2) in a host directory (regular files, FIFOs, sockets, devices).
     pub(crate) fn mknod(&self, c: &Caller, parent: u64, name: &[u8], mode: u32, rdev: u32) -> Result<Attr> {
         let p = self.fd(parent)?;
         let n = cname(name)?;
-        cvt(unsafe { libc::mknodat(p.as_raw_fd(), n.as_ptr(), (mode & libc::S_IFMT) | 0o600, rdev as libc::dev_t) })?;
-        self.finish_new(&p, name, c, Some(mode & 0o7777), false)
+        let (made, perm) = Self::new_mode(p.as_raw_fd(), c, mode & 0o7777, 0o600);
+        cvt(unsafe { libc::mknodat(p.as_raw_fd(), n.as_ptr(), (mode & libc::S_IFMT) | made, rdev as libc::dev_t) })?;
+        self.finish_new(&p, name, c, Some(perm), false)
     }
 
     /// symlink(2) in a host directory.
@@ -459,10 +507,11 @@ impl HostTrees {
         let p = self.fd(parent)?;
         let n = cname(name)?;
         let fl = flags as i32;
-        let made = unsafe { libc::openat(p.as_raw_fd(), n.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_RDWR | libc::O_CLOEXEC, 0o600) };
+        let (perms, perm) = Self::new_mode(p.as_raw_fd(), c, mode & 0o7777, 0o600);
+        let made = unsafe { libc::openat(p.as_raw_fd(), n.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_RDWR | libc::O_CLOEXEC, perms) };
         let attr = if made >= 0 {
             unsafe { libc::close(made) };
-            self.finish_new(&p, name, c, Some(mode & 0o7777), false)?
+            self.finish_new(&p, name, c, Some(perm), false)?
         } else {
             let e = std::io::Error::last_os_error();
             if e.raw_os_error() != Some(libc::EEXIST) || fl & libc::O_EXCL != 0 {
@@ -489,6 +538,22 @@ impl HostTrees {
                 Err(e)
             }
         }
+    }
+
+    /// open(2) with O_TMPFILE in a host directory: the host's unnamed
+    /// inode (+1 lookup) and a handle. The host inode stays linkable; the
+    /// kernel refuses link(2) of one opened with O_EXCL on the FUSE side.
+    pub(crate) fn tmpfile(&self, c: &Caller, parent: u64, mode: u32, flags: u32) -> Result<(Attr, u64)> {
+        let p = self.fd(parent)?;
+        let fl = flags as i32;
+        let keep = fl & (libc::O_NONBLOCK | libc::O_SYNC | libc::O_DSYNC | libc::O_NOATIME);
+        let (perms, perm) = Self::new_mode(p.as_raw_fd(), c, mode & 0o7777, 0o600);
+        let r = cvt(unsafe { libc::openat(p.as_raw_fd(), c".".as_ptr(), libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC | keep, perms) })?;
+        // SAFETY: `r` is a fresh descriptor we own.
+        let file = unsafe { File::from_raw_fd(r) };
+        Self::own_new(file.as_raw_fd(), p.as_raw_fd(), c, Some(perm), false)?;
+        let attr = self.remember(OwnedFd::from(file.try_clone()?))?;
+        Ok((attr, self.add_handle(HHandle::File { file: Arc::new(file), append: fl & libc::O_APPEND != 0 })))
     }
 
     /// unlink(2) in a host directory.
@@ -710,10 +775,22 @@ impl HostTrees {
         Ok(())
     }
 
-    /// setxattr(2) / getxattr(2) / listxattr(2) / removexattr(2) on the host inode.
+    /// setxattr(2) / getxattr(2) / listxattr(2) / removexattr(2) on the host
+    /// inode. ACLs are the host's (it keeps the mode in step); with
+    /// [`XATTR_ACL_KILL_SGID`] an access ACL also clears S_ISGID, which the
+    /// daemon's own call (CAP_FSETID) would not.
     pub(crate) fn setxattr(&self, ino: u64, name: &OsStr, value: &[u8], flags: u32) -> Result<()> {
         let (p, n) = (self.xpath(ino)?, CString::new(name.as_bytes()).map_err(|_| Errno(libc::EINVAL))?);
-        cvt(unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags as i32) }).map(|_| ())
+        let fl = (flags & !XATTR_ACL_KILL_SGID) as i32;
+        cvt(unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), fl) })?;
+        if flags & XATTR_ACL_KILL_SGID != 0 && name.as_bytes() == crate::acl::ACCESS {
+            let fd = self.fd(ino)?;
+            let mode = fstat(fd.as_raw_fd())?.st_mode;
+            if mode & libc::S_ISGID != 0 {
+                chmod_fd(fd.as_raw_fd(), mode & 0o7777 & !libc::S_ISGID)?;
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> Result<XattrValue> {

@@ -45,7 +45,11 @@
 //!   hard-linking a directory or a non-root mknod of a device,
 //!   ENAMETOOLONG over 255 bytes, EMLINK over 65000 links). New inodes take
 //!   the caller's uid and gid, or the parent's gid if it is setgid (new
-//!   subdirectories then inherit S_ISGID).
+//!   subdirectories then inherit S_ISGID). POSIX ACLs are xattrs the
+//!   kernel enforces (FUSE_POSIX_ACL); fs-core keeps the mode in step with
+//!   an access ACL, updates it on chmod, and gives new inodes their
+//!   directory's default ACL (or else clears the caller's umask) as ext4
+//!   does (`acl`).
 //!
 //! # Modules
 //!
@@ -54,7 +58,7 @@
 //! records; [`store`] the redb database (group commit, content, recovery,
 //! migration; it re-exports the schema); `wc/` working copies, their pools
 //! and hashing; `host` native-root trees; `local` backing directories and
-//! ignore patterns; `posix` limits, mode helpers and inode flags; `types`
+//! ignore patterns; `posix` limits, mode helpers and inode flags; `acl` POSIX ACLs; `types`
 //! the public values; `throttle` rate-limited warnings; `chunk`
 //! content-defined chunking; `fsck` the offline check.
 //!
@@ -72,6 +76,7 @@
 //! * Extended attributes: names up to 255 bytes, values up to 64 KiB, all
 //!   namespaces stored alike.
 
+mod acl;
 mod chunk;
 mod fs;
 mod fsck;

@@ -30,13 +30,24 @@ impl std::fmt::Display for Errno {
 /// Result of a filesystem operation: `Err` holds a positive errno.
 pub type Result<T> = std::result::Result<T, Errno>;
 
-/// Who makes a request: the caller's fsuid, fsgid and thread group id.
+/// Who makes a request: the caller's fsuid, fsgid and thread group id,
+/// and for a create (mknod, mkdir, create, tmpfile) its umask.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Caller {
     pub uid: u32,
     pub gid: u32,
     pub pid: u32,
+    /// Cleared from a new inode's mode unless its directory has a default
+    /// ACL, which then decides instead (as ext4 does). 0 when the kernel
+    /// has already applied it (no FUSE_DONT_MASK).
+    pub umask: u32,
 }
+
+/// A flag of [`crate::Fs::setxattr`] beside XATTR_CREATE / XATTR_REPLACE:
+/// the caller is neither in the file's group nor has CAP_FSETID, so setting
+/// an access ACL also clears S_ISGID (the kernel's
+/// FUSE_SETXATTR_ACL_KILL_SGID).
+pub const XATTR_ACL_KILL_SGID: u32 = 1 << 16;
 
 /// Attributes of an inode, as stat(2) reports them. Times are seconds and
 /// nanoseconds since the Unix epoch; `mode` includes the `S_IF*` type bits;

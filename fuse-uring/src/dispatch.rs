@@ -41,6 +41,8 @@ pub struct InitOptions {
     pub max_write: u32,
     /// `fuse_init_out.max_background`; the congestion threshold is 3/4 of it.
     pub max_background: u16,
+    /// Ask for POSIX_ACL with DONT_MASK and SETXATTR_EXT (see [`negotiate`]).
+    pub posix_acl: bool,
 }
 
 /// What [`negotiate`] decided for one INIT request.
@@ -75,7 +77,8 @@ pub enum InitDecision {
 /// CACHE_SYMLINKS, INIT_EXT, DO_READDIRPLUS + READDIRPLUS_AUTO (if
 /// `opts.readdirplus`) and PASSTHROUGH with `max_stack_depth` 1 (if
 /// `opts.passthrough`) and OVER_IO_URING (if `opts.over_io_uring`, i.e.
-/// unless the mount's transport is `Dev`) and HANDLE_KILLPRIV_V2, each only
+/// unless the mount's transport is `Dev`) and HANDLE_KILLPRIV_V2, and with
+/// `opts.posix_acl` POSIX_ACL, DONT_MASK and SETXATTR_EXT, each only
 /// if the kernel offers it. `opts` is an [`InitOptions`] or anything that
 /// converts into one (`&MountOptions`).
 ///
@@ -91,6 +94,15 @@ pub enum InitDecision {
 /// passthrough write reaches us (`SetAttrIn::remove_privs`). FUSE_OPEN_KILL_SUIDGID needs no handling:
 /// it is only acted on with ATOMIC_O_TRUNC, and without that the kernel
 /// truncates with a SETATTR that carries FATTR_KILL_SUIDGID.
+///
+/// POSIX_ACL makes the kernel check permissions against the ACL xattrs
+/// (`system.posix_acl_access`, `…_default`, read with GETXATTR and cached)
+/// and pass ACL changes on as SETXATTR / REMOVEXATTR; the filesystem stores
+/// them and keeps the mode in step (the kernel does not: neither when an
+/// access ACL is set nor on chmod), and gives new inodes their directory's
+/// default ACL. DONT_MASK leaves the umask to the filesystem (the `umask` of
+/// MKNOD, MKDIR, CREATE, TMPFILE), since a default ACL replaces it;
+/// SETXATTR_EXT carries FUSE_SETXATTR_ACL_KILL_SGID.
 ///
 /// Never WRITEBACK_CACHE, POSIX_LOCKS or FLOCK_LOCKS (locks stay
 /// kernel-local), nor ATOMIC_O_TRUNC: with it the filesystem truncates inside OPEN, *before*
@@ -128,6 +140,9 @@ pub fn negotiate(init: &fuse_init_in, opts: impl Into<InitOptions>) -> InitDecis
     }
     if opts.over_io_uring {
         want |= FUSE_OVER_IO_URING;
+    }
+    if opts.posix_acl {
+        want |= FUSE_POSIX_ACL | FUSE_DONT_MASK | FUSE_SETXATTR_EXT;
     }
     let flags = want & kernel_flags;
     let max_write = opts.max_write.max(4096);
@@ -322,7 +337,9 @@ impl<F: Filesystem> Dispatcher<F> {
             }),
             Operation::Release { arg } => fs.release(&ctx, ino, arg.fh, arg.flags),
             Operation::Fsync { arg } => fs.fsync(&ctx, ino, arg.fh, arg.fsync_flags & FUSE_FSYNC_FDATASYNC != 0),
-            Operation::SetXattr { flags, name, value, .. } => fs.setxattr(&ctx, ino, name, value, flags),
+            Operation::SetXattr { flags, setxattr_flags, name, value, .. } => {
+                fs.setxattr(&ctx, ino, name, value, flags, setxattr_flags)
+            }
             Operation::GetXattr { size, name } => {
                 fs.getxattr(&ctx, ino, name, size).and_then(|x| xattr_reply(reply, size, x))
             }
@@ -345,6 +362,10 @@ impl<F: Filesystem> Dispatcher<F> {
             }
             Operation::Access { mask } => fs.access(&ctx, ino, mask),
             Operation::Create { arg, name } => fs.create(&ctx, ino, name, arg.mode, arg.umask, arg.flags).map(|(e, o)| {
+                reply.push(&encode_entry(&e));
+                reply.push(&open_out(&o));
+            }),
+            Operation::Tmpfile { arg, .. } => fs.tmpfile(&ctx, ino, arg.mode, arg.umask, arg.flags).map(|(e, o)| {
                 reply.push(&encode_entry(&e));
                 reply.push(&open_out(&o));
             }),
@@ -578,7 +599,7 @@ mod tests {
         assert_eq!((out.max_write, out.max_pages, out.max_stack_depth), (1 << 20, 256, 1));
         assert!(info.passthrough);
         let f = info.flags;
-        for bad in [FUSE_WRITEBACK_CACHE, FUSE_POSIX_LOCKS, FUSE_FLOCK_LOCKS, FUSE_HANDLE_KILLPRIV, FUSE_ATOMIC_O_TRUNC, FUSE_OVER_IO_URING] {
+        for bad in [FUSE_WRITEBACK_CACHE, FUSE_POSIX_LOCKS, FUSE_FLOCK_LOCKS, FUSE_HANDLE_KILLPRIV, FUSE_ATOMIC_O_TRUNC, FUSE_OVER_IO_URING, FUSE_POSIX_ACL, FUSE_DONT_MASK, FUSE_SETXATTR_EXT] {
             assert_eq!(f & bad, 0, "{bad:#x}");
         }
         for good in [FUSE_ASYNC_READ, FUSE_BIG_WRITES, FUSE_DO_READDIRPLUS, FUSE_READDIRPLUS_AUTO, FUSE_PARALLEL_DIROPS, FUSE_MAX_PAGES, FUSE_INIT_EXT, FUSE_PASSTHROUGH, FUSE_HANDLE_KILLPRIV_V2] {
@@ -589,6 +610,11 @@ mod tests {
         let auto = MountOptions { transport: crate::Transport::Auto, ..opts.clone() };
         let InitDecision::Accept { info, .. } = negotiate(&init, &auto) else { panic!() };
         assert_ne!(info.flags & FUSE_OVER_IO_URING, 0);
+        // POSIX ACLs come with DONT_MASK (the filesystem applies the umask) and SETXATTR_EXT.
+        let acl = MountOptions { posix_acl: true, ..opts.clone() };
+        let InitDecision::Accept { info, .. } = negotiate(&init, &acl) else { panic!() };
+        let want = FUSE_POSIX_ACL | FUSE_DONT_MASK | FUSE_SETXATTR_EXT;
+        assert_eq!(info.flags & want, want);
         // A kernel without INIT_EXT: flags2 ignored, no passthrough.
         let old = fuse_init_in { minor: 22, flags: (FUSE_ASYNC_READ | FUSE_BIG_WRITES) as u32, flags2: all, ..init };
         let InitDecision::Accept { out, len, info } = negotiate(&old, &opts) else { panic!() };

@@ -319,7 +319,9 @@ pub trait Filesystem: Send + Sync + 'static {
         Err(Errno::ENOSYS)
     }
     /// `mode` includes the type bits; `umask` is the caller's umask (the
-    /// kernel has already applied it unless FUSE_DONT_MASK was negotiated).
+    /// kernel has already applied it unless FUSE_DONT_MASK was negotiated,
+    /// which `MountOptions::posix_acl` does: the filesystem then applies it
+    /// unless the parent's default ACL decides).
     fn mknod(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, rdev: u32, umask: u32) -> Result<Entry> {
         Err(Errno::ENOSYS)
     }
@@ -350,6 +352,14 @@ pub trait Filesystem: Send + Sync + 'static {
     }
     /// CREATE: create and open regular file `name` in `parent` (`flags` as in open(2)). ENOSYS makes the kernel fall back to MKNOD + OPEN.
     fn create(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, umask: u32, flags: u32) -> Result<(Entry, Opened)> {
+        Err(Errno::ENOSYS)
+    }
+    /// TMPFILE: `open(parent, O_TMPFILE)`: create and open a regular file
+    /// with no name (nlink 0) in `parent`; `mode`, `umask` and `flags` as
+    /// for CREATE (`flags` has O_EXCL when it must never get a name; the
+    /// kernel enforces that on LINK). ENOSYS: the kernel answers EOPNOTSUPP
+    /// from then on.
+    fn tmpfile(&self, ctx: &RequestCtx, parent: u64, mode: u32, umask: u32, flags: u32) -> Result<(Entry, Opened)> {
         Err(Errno::ENOSYS)
     }
     /// Returns at most `size` bytes; fewer only at end of file.
@@ -398,8 +408,11 @@ pub trait Filesystem: Send + Sync + 'static {
     fn statfs(&self, ctx: &RequestCtx, nodeid: u64) -> Result<StatFs> {
         Err(Errno::ENOSYS)
     }
-    /// `flags` are XATTR_CREATE / XATTR_REPLACE.
-    fn setxattr(&self, ctx: &RequestCtx, nodeid: u64, name: &OsStr, value: &[u8], flags: u32) -> Result<()> {
+    /// `flags` are XATTR_CREATE / XATTR_REPLACE; `setxattr_flags` are
+    /// FUSE_SETXATTR_* (FUSE_SETXATTR_ACL_KILL_SGID: an access ACL set by a
+    /// caller outside the file's group without CAP_FSETID also clears
+    /// S_ISGID), 0 unless SETXATTR_EXT was negotiated.
+    fn setxattr(&self, ctx: &RequestCtx, nodeid: u64, name: &OsStr, value: &[u8], flags: u32, setxattr_flags: u32) -> Result<()> {
         Err(Errno::ENOSYS)
     }
     /// `size == 0` asks for the size only.

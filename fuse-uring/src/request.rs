@@ -164,6 +164,8 @@ pub enum Operation<'a> {
     FsyncDir { arg: fuse_fsync_in },
     Access { mask: u32 },
     Create { arg: fuse_create_in, name: &'a OsStr },
+    /// TMPFILE (`open(O_TMPFILE)`): as CREATE; the name is a placeholder.
+    Tmpfile { arg: fuse_create_in, name: &'a OsStr },
     Interrupt { unique: u64 },
     Destroy,
     Fallocate { arg: fuse_fallocate_in },
@@ -177,8 +179,8 @@ pub enum Operation<'a> {
     Ioctl { arg: fuse_ioctl_in, data: &'a [u8] },
     /// NOTIFY_REPLY (answer to a retrieve notification): never answered.
     NotifyReply,
-    /// Known but not served here (GETLK, SETLK, BMAP, POLL, TMPFILE, ...)
-    /// or unknown: answered with ENOSYS.
+    /// Known but not served here (GETLK, SETLK, BMAP, POLL, ...) or
+    /// unknown: answered with ENOSYS.
     Unsupported { opcode: u32 },
 }
 
@@ -310,6 +312,10 @@ impl<'a> Operation<'a> {
                 let (arg, rest) = args.pod::<fuse_create_in>()?;
                 O::Create { arg, name: take_name(rest)?.0 }
             }
+            FUSE_TMPFILE => {
+                let (arg, rest) = args.pod::<fuse_create_in>()?;
+                O::Tmpfile { arg, name: take_name(rest)?.0 }
+            }
             FUSE_INTERRUPT => O::Interrupt { unique: args.pod::<fuse_interrupt_in>()?.0.unique },
             FUSE_DESTROY => O::Destroy,
             FUSE_FALLOCATE => O::Fallocate { arg: args.pod()?.0 },
@@ -440,6 +446,17 @@ pub(crate) mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn tmpfile_decodes_like_create() {
+        let mut t = fuse_create_in { flags: libc::O_TMPFILE as u32 | 2, mode: 0o100600, umask: 0o22, open_flags: 0 }.as_bytes().to_vec();
+        t.extend_from_slice(b"/\0");
+        match parse(&req(FUSE_TMPFILE, &t)).unwrap() {
+            Operation::Tmpfile { arg, name } => assert_eq!((arg.mode, arg.umask, name.as_bytes()), (0o100600, 0o22, &b"/"[..])),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(parse(&req(FUSE_TMPFILE, &t[..16])).unwrap_err(), ParseError::Malformed, "no name");
     }
 
     #[test]

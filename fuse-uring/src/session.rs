@@ -53,6 +53,10 @@ pub struct MountOptions {
     pub passthrough: bool,
     /// Ask for READDIRPLUS (DO_READDIRPLUS + READDIRPLUS_AUTO). Default true.
     pub readdirplus: bool,
+    /// Ask for FUSE_POSIX_ACL (the kernel enforces ACLs the filesystem
+    /// stores as xattrs), with DONT_MASK and SETXATTR_EXT (see
+    /// [`negotiate`](crate::negotiate)). Default false.
+    pub posix_acl: bool,
     /// Largest WRITE payload in bytes (sets `max_pages` = max_write / 4 KiB,
     /// which the kernel caps at its `max_pages_limit`, 256 by default).
     /// Default 1 MiB.
@@ -86,6 +90,7 @@ impl Default for MountOptions {
             nodev: true,
             passthrough: false,
             readdirplus: true,
+            posix_acl: false,
             max_write: 1 << 20,
             max_background: 64,
             transport: Transport::Auto,
@@ -105,6 +110,7 @@ impl From<&MountOptions> for InitOptions {
             over_io_uring: o.transport != Transport::Dev,
             max_write: o.max_write,
             max_background: o.max_background,
+            posix_acl: o.posix_acl,
         }
     }
 }

@@ -292,7 +292,13 @@ impl Adapter {
 }
 
 fn caller(ctx: &RequestCtx) -> fs_core::Caller {
-    fs_core::Caller { uid: ctx.uid, gid: ctx.gid, pid: ctx.pid }
+    fs_core::Caller { uid: ctx.uid, gid: ctx.gid, pid: ctx.pid, umask: 0 }
+}
+
+/// The caller of a create, with its umask (FUSE_DONT_MASK: fs-core applies
+/// it unless a default ACL decides).
+fn creator(ctx: &RequestCtx, umask: u32) -> fs_core::Caller {
+    fs_core::Caller { umask, ..caller(ctx) }
 }
 
 fn err(e: fs_core::Errno) -> Errno {
@@ -413,12 +419,12 @@ impl Filesystem for Adapter {
         self.fs.symlink(&caller(ctx), parent, name, target).map(|a| self.entry(&a)).map_err(err)
     }
 
-    fn mknod(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, rdev: u32, _umask: u32) -> Result<Entry> {
-        self.fs.mknod(&caller(ctx), parent, name, mode, rdev).map(|a| self.entry(&a)).map_err(err)
+    fn mknod(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, rdev: u32, umask: u32) -> Result<Entry> {
+        self.fs.mknod(&creator(ctx, umask), parent, name, mode, rdev).map(|a| self.entry(&a)).map_err(err)
     }
 
-    fn mkdir(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, _umask: u32) -> Result<Entry> {
-        self.fs.mkdir(&caller(ctx), parent, name, mode).map(|a| self.entry(&a)).map_err(err)
+    fn mkdir(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, umask: u32) -> Result<Entry> {
+        self.fs.mkdir(&creator(ctx, umask), parent, name, mode).map(|a| self.entry(&a)).map_err(err)
     }
 
     fn unlink(&self, ctx: &RequestCtx, parent: u64, name: &OsStr) -> Result<()> {
@@ -442,9 +448,15 @@ impl Filesystem for Adapter {
         Ok(self.file_opened(nodeid, fh, flags))
     }
 
-    fn create(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, _umask: u32, flags: u32) -> Result<(Entry, Opened)> {
-        let (a, fh) = self.fs.create(&caller(ctx), parent, name, mode, flags).map_err(err)?;
+    fn create(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, umask: u32, flags: u32) -> Result<(Entry, Opened)> {
+        let (a, fh) = self.fs.create(&creator(ctx, umask), parent, name, mode, flags).map_err(err)?;
         // Opened first: the entry's attribute timeout depends on it.
+        let opened = self.file_opened(a.ino, fh, flags);
+        Ok((self.entry(&a), opened))
+    }
+
+    fn tmpfile(&self, ctx: &RequestCtx, parent: u64, mode: u32, umask: u32, flags: u32) -> Result<(Entry, Opened)> {
+        let (a, fh) = self.fs.tmpfile(&creator(ctx, umask), parent, mode, flags).map_err(err)?;
         let opened = self.file_opened(a.ino, fh, flags);
         Ok((self.entry(&a), opened))
     }
@@ -526,8 +538,9 @@ impl Filesystem for Adapter {
         })
     }
 
-    fn setxattr(&self, ctx: &RequestCtx, nodeid: u64, name: &OsStr, value: &[u8], flags: u32) -> Result<()> {
-        self.fs.setxattr(&caller(ctx), nodeid, name, value, flags).map_err(err)
+    fn setxattr(&self, ctx: &RequestCtx, nodeid: u64, name: &OsStr, value: &[u8], flags: u32, setxattr_flags: u32) -> Result<()> {
+        let kill = if setxattr_flags & fuse_uring::abi::FUSE_SETXATTR_ACL_KILL_SGID != 0 { fs_core::XATTR_ACL_KILL_SGID } else { 0 };
+        self.fs.setxattr(&caller(ctx), nodeid, name, value, (flags & !fs_core::XATTR_ACL_KILL_SGID) | kill).map_err(err)
     }
 
     fn getxattr(&self, _ctx: &RequestCtx, nodeid: u64, name: &OsStr, size: u32) -> Result<XattrReply> {

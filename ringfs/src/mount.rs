@@ -152,6 +152,8 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     }
     let opts = fuse_uring::session::MountOptions {
         passthrough: args.passthrough != Passthrough::Off,
+        // ACLs are stored as xattrs and enforced by the kernel (fs-core keeps modes in step).
+        posix_acl: true,
         transport: args.transport.into(),
         queue_depth: args.queue_depth.max(1),
         ..Default::default()

@@ -37,7 +37,7 @@ struct Cli {
     json: Option<PathBuf>,
 }
 
-const ME: Caller = Caller { uid: 0, gid: 0, pid: 1 };
+const ME: Caller = Caller { uid: 0, gid: 0, pid: 1, umask: 0 };
 
 fn name(i: usize) -> OsString {
     OsString::from(format!("f{i}"))

@@ -42,7 +42,8 @@ impl Fs {
 
     /// chmod(2), chown(2), truncate(2)/ftruncate(2), utimensat(2). With
     /// `s.fh` a size change acts on that handle's working copy. Size on a
-    /// directory: EISDIR; on other non-regular files: EINVAL.
+    /// directory: EISDIR; on other non-regular files: EINVAL. chmod also
+    /// updates an access ACL (as ext4's `posix_acl_chmod`).
     pub fn setattr(&self, _c: &Caller, ino: u64, s: &SetAttr) -> Result<Attr> {
         if self.inner.host.serves(ino) {
             return self.inner.host.setattr(ino, s);
@@ -150,6 +151,9 @@ impl Fs {
             n.rec.ctime = c;
         } else if changed {
             n.rec.ctime = t;
+        }
+        if s.mode.is_some() {
+            Self::acl_chmod(&mut st, ino);
         }
         st.touch_inode(ino);
         drop(st);

@@ -1,5 +1,5 @@
-//! The file-data operations of [`Fs`]: open and create (a new regular
-//! file's backing file), read, write, flush, release, fsync, fallocate,
+//! The file-data operations of [`Fs`]: open, create and O_TMPFILE (a new
+//! regular file's backing file), read, write, flush, release, fsync, fallocate,
 //! lseek, copy_file_range, and the working-copy descriptor handed to the
 //! kernel for passthrough ([`Fs::backing_fd`]).
 //!
@@ -164,7 +164,7 @@ impl Fs {
         let (ino, pooled) = match existing {
             Some(ino) => (ino, false),
             None => {
-                let (a, pooled) = self.make_in(c, parent, name, S_IFREG | (mode & 0o7777), 0, None, true)?;
+                let (a, pooled) = self.make_in(c, parent, Some(name), S_IFREG | (mode & 0o7777), 0, None, true)?;
                 (a.ino, pooled)
             }
         };
@@ -186,6 +186,32 @@ impl Fs {
             } else {
                 self.forget(ino, 1);
             }
+        }
+        r
+    }
+
+    /// open(2) with O_TMPFILE in directory `parent`: a regular file with no
+    /// name (link count 0, +1 lookup), opened. link(2) can name it unless
+    /// `flags` has O_EXCL; otherwise it is freed at its last release and
+    /// FORGET, and after a crash recovery frees it (it has no links). Its
+    /// bytes are never hashed while it has no name. Local-only if `parent`
+    /// is; in a native root's tree it is the host's O_TMPFILE.
+    pub fn tmpfile(&self, c: &Caller, parent: u64, mode: u32, flags: u32) -> Result<(Attr, u64)> {
+        if self.inner.host.serves(parent) {
+            return self.inner.host.tmpfile(c, parent, mode, flags);
+        }
+        let (a, pooled) = self.make_in(c, parent, None, S_IFREG | (mode & 0o7777), 0, None, true)?;
+        let ino = a.ino;
+        if let Ok(n) = self.inner.lock().node_mut(ino) {
+            n.linkable = flags as i32 & libc::O_EXCL == 0;
+        }
+        let r = (|| {
+            let fresh = self.new_backing_file(ino, pooled)?;
+            let (fh, _) = self.attach(ino, flags, Some(fresh))?;
+            Ok((self.attr_now(ino)?, fh))
+        })();
+        if r.is_err() {
+            self.forget(ino, 1);
         }
         r
     }

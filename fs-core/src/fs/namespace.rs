@@ -73,27 +73,35 @@ impl Fs {
     /// Creates an inode of `mode` (type bits included) named `name` in
     /// `parent`, owned by the caller (group from a setgid parent).
     pub(super) fn make(&self, c: &Caller, parent: u64, name: &OsStr, mode: u32, rdev: u32, link: Option<Vec<u8>>) -> Result<Attr> {
-        self.make_in(c, parent, name, mode, rdev, link, false).map(|x| x.0)
+        self.make_in(c, parent, Some(name), mode, rdev, link, false).map(|x| x.0)
     }
 
     /// As `make`; with `pooled`, a regular file takes a ready working copy
-    /// from the pool when there is one (returned true).
+    /// from the pool when there is one (returned true). Without a name
+    /// (O_TMPFILE) the inode has no link and is local-only if `parent` is.
+    /// Its mode loses the caller's umask, or follows `parent`'s default ACL
+    /// (which it then inherits, see [`Fs::inherit`]).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn make_in(&self, c: &Caller, parent: u64, name: &OsStr, mode: u32, rdev: u32, link: Option<Vec<u8>>, pooled: bool) -> Result<(Attr, bool)> {
-        let name = name.as_bytes();
-        check_name(name)?;
+    pub(super) fn make_in(&self, c: &Caller, parent: u64, name: Option<&OsStr>, mode: u32, rdev: u32, link: Option<Vec<u8>>, pooled: bool) -> Result<(Attr, bool)> {
+        let name = name.map(|n| n.as_bytes());
+        if let Some(name) = name {
+            check_name(name)?;
+        }
         let t = now();
         let mut st = self.inner.lock();
         st.live_dir(parent)?;
-        if is_dot(name) || st.child(parent, name).is_some() {
+        if name.is_some_and(|n| is_dot(n) || st.child(parent, n).is_some()) {
             return err(libc::EEXIST);
         }
         let p = st.node(parent)?;
         may_change(p.rec.flags)?;
         let (pgid, psgid, pflags) = (p.rec.gid, p.rec.mode & libc::S_ISGID != 0, p.rec.flags);
         let dir = is_dir(mode);
-        let local = self.inner.local_for(&st, parent, name, dir);
-        let mut mode = mode;
+        let local = match name {
+            Some(name) => self.inner.local_for(&st, parent, name, dir),
+            None => st.is_local(parent),
+        };
+        let (mut mode, acls) = Self::inherit(&st, parent, mode, c);
         if dir && psgid {
             mode |= libc::S_ISGID;
         }
@@ -109,7 +117,7 @@ impl Fs {
             gid: if psgid { pgid } else { c.gid },
             size: if dir { 4096 } else { link.as_ref().map(|l| l.len() as u64).unwrap_or(0) },
             blocks: if dir { 8 } else { 0 },
-            nlink: if dir { 2 } else { 1 },
+            nlink: if name.is_none() { 0 } else if dir { 2 } else { 1 },
             rdev,
             atime: t,
             mtime: t,
@@ -126,15 +134,30 @@ impl Fs {
         node.lookups = 1;
         node.local = local;
         node.data_local = local;
+        for (k, v) in acls {
+            st.dirty_xattrs.insert((ino, k.clone()), Some(v.clone()));
+            node.xattrs.insert(k, v);
+        }
         let root = dir && local && self.inner.native_roots && !st.is_local(parent);
         st.nodes.insert(ino, node);
         if root {
             // Under the lock: no request can see the directory before its tree exists.
             if let Err(e) = self.inner.host.create_root(ino, m, u, g) {
                 tracing::warn!("native root for inode {ino}: making its tree failed ({e}); served as a plain local-only directory");
+            } else {
+                // Its inherited ACLs are the tree's (the root is served from there).
+                for (k, v) in &st.node(ino)?.xattrs {
+                    if let Err(e) = self.inner.host.setxattr(ino, OsStr::from_bytes(k), v, 0) {
+                        tracing::warn!("native root for inode {ino}: setting {}: {e}", String::from_utf8_lossy(k));
+                    }
+                }
             }
         }
         st.touch_inode(ino);
+        let Some(name) = name else {
+            // O_TMPFILE: no entry, so the directory does not change.
+            return Ok((attr_of(ino, st.node(ino)?), from_pool.is_some()));
+        };
         st.add_entry(parent, name, ino);
         if dir {
             st.node_mut(parent)?.rec.nlink += 1;
@@ -185,7 +208,7 @@ impl Fs {
         }
         // A regular file gets its backing file now, as from creat(2), so that
         // a full disk fails the mknod (ENOSPC) rather than every later open.
-        let (a, pooled) = self.make_in(c, parent, name, ty | (mode & 0o7777), 0, None, true)?;
+        let (a, pooled) = self.make_in(c, parent, Some(name), ty | (mode & 0o7777), 0, None, true)?;
         if !pooled {
             if let Err(e) = self.new_backing_file(a.ino, false) {
                 self.unmake(parent, name, a.ino);
@@ -518,7 +541,10 @@ impl Fs {
     }
 
     /// link(2): a new name for `ino`. EPERM for directories, EEXIST,
-    /// EMLINK beyond 65000 links. +1 lookup.
+    /// EMLINK beyond 65000 links, ENOENT for an inode without links unless
+    /// it is an O_TMPFILE one opened without O_EXCL that never had a name
+    /// (which takes the side, synced or local-only, of its first name).
+    /// +1 lookup.
     pub fn link(&self, _c: &Caller, ino: u64, newparent: u64, newname: &OsStr) -> Result<Attr> {
         let name = newname.as_bytes();
         match (is_host_id(ino), self.inner.host.serves(newparent)) {
@@ -534,8 +560,10 @@ impl Fs {
             if is_dir(n.rec.mode) {
                 return err(libc::EPERM);
             }
-            if n.rec.nlink == 0 {
-                return err(libc::ENOENT); // as link(2) of an unlinked file (not O_TMPFILE)
+            // As link(2) of an unlinked file; an O_TMPFILE inode may get a first name.
+            let first = n.rec.nlink == 0;
+            if first && !n.linkable {
+                return err(libc::ENOENT);
             }
             if n.rec.nlink >= LINK_MAX {
                 return err(libc::EMLINK);
@@ -547,16 +575,22 @@ impl Fs {
                 return err(libc::EEXIST);
             }
             // One inode lives on one side: no hard links across the boundary.
-            if self.inner.local_for(&st, newparent, name, false) != st.node(ino)?.local {
-                return err(libc::EXDEV);
-            }
+            // A tmpfile has no other name yet, so it moves to its first name's side.
+            let local = self.inner.local_for(&st, newparent, name, false);
+            let plan = match (local != st.node(ino)?.local, first) {
+                (false, _) => Vec::new(),
+                (true, true) => vec![(ino, local, newparent, name.to_vec())],
+                (true, false) => return err(libc::EXDEV),
+            };
             st.add_entry(newparent, name, ino);
             let n = st.node_mut(ino)?;
             n.rec.nlink += 1;
             n.rec.ctime = t;
             n.lookups += 1;
+            n.linkable = false;
             st.touch_inode(ino);
             st.set_mctime(newparent, t);
+            self.inner.apply_sides(&mut st, &plan);
         }
         self.attr_now(ino)
     }

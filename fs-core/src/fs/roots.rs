@@ -307,7 +307,7 @@ impl Inner {
             if n <= 0 {
                 return out;
             }
-            for k in names[..n as usize].split(|b| *b == 0).filter(|k| !k.is_empty() && !k.starts_with(b"system.posix_acl_")) {
+            for k in names[..n as usize].split(|b| *b == 0).filter(|k| !k.is_empty()) {
                 let Ok(kc) = std::ffi::CString::new(k) else { continue };
                 let mut v = vec![0u8; 65536];
                 let r = unsafe { libc::lgetxattr(cp.as_ptr(), kc.as_ptr(), v.as_mut_ptr().cast(), v.len()) };

@@ -90,6 +90,10 @@ pub(crate) struct Node {
     pub(crate) data_local: bool,
     /// Directories: their name in their parent (for path-based policy).
     pub(crate) dname: Vec<u8>,
+    /// An O_TMPFILE inode opened without O_EXCL that has had no name yet:
+    /// link(2) may give it one although its link count is 0 (the kernel's
+    /// I_LINKABLE).
+    pub(crate) linkable: bool,
 }
 
 /// (mtime, ctime, size) of a working copy.
@@ -118,6 +122,7 @@ impl Node {
             local: false,
             data_local: false,
             dname: Vec::new(),
+            linkable: false,
         }
     }
 }

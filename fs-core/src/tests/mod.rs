@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 const ROOT: u64 = 1;
-const C: Caller = Caller { uid: 0, gid: 0, pid: 1 };
-const U: Caller = Caller { uid: 1000, gid: 1000, pid: 2 };
+const C: Caller = Caller { uid: 0, gid: 0, pid: 1, umask: 0 };
+const U: Caller = Caller { uid: 1000, gid: 1000, pid: 2, umask: 0 };
 
 fn os(s: &str) -> &OsStr {
     OsStr::new(s)
@@ -439,6 +439,7 @@ fn readdir_cookies_stable() {
 mod local_only;
 mod model;
 mod persistence;
+mod tmpfile_acl;
 
 #[test]
 fn fs_is_send_sync() {
