@@ -13,10 +13,14 @@
 #   scripts/bench.sh --reps 2 --rows 1,6,12 --targets raw,tmpfs,rf-dev-synced-ptoff
 #   scripts/bench.sh --list-targets
 # Results: results.md, results.json (every sample), ratios.svg in $FSBENCH_RESULTS
-# (default target/fsbench/<profile>). Needs root and /dev/fuse (mounts).
+# (default target/fsbench/<profile>). Needs root (re-runs itself through sudo when
+# started as another user) and /dev/fuse (mounts).
 # Env: RINGFS_BIN=path skips building ringfs; REPS, WARMUP override the profile;
 #      FSBENCH_CACHE (default /var/tmp/ringfs-bench-cache: clone fixture, npm cache).
 set -euo pipefail
+# shellcheck source=as-root.sh
+. "$(dirname "$0")/as-root.sh"
+as_root bench "it mounts tmpfs and FUSE filesystems" "$@"
 cd "$(dirname "$0")/.."
 
 profile=quick
@@ -30,10 +34,6 @@ for a in "$@"; do
     esac
 done
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "bench: must run as root (it mounts tmpfs and FUSE filesystems)" >&2
-    exit 1
-fi
 [ -e /dev/fuse ] || { echo "bench: /dev/fuse is missing (modprobe fuse)" >&2; exit 1; }
 if [ -w /sys/module/fuse/parameters/enable_uring ]; then
     echo Y > /sys/module/fuse/parameters/enable_uring 2>/dev/null || true
