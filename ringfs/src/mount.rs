@@ -119,6 +119,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
             dir: args.local_dir.as_deref().map(absolute_dir).transpose()?,
             native_roots: false,
         },
+        atime: fs_core::Atime::Relatime,
     };
     let native_mode = match args.native_roots {
         NativeRootsArg::Off => roots::Mode { requested: "off", off_reason: Some("--native-roots off".into()) },
