@@ -30,6 +30,10 @@ use std::time::{Duration, Instant};
 
 pub const RINGFS: &str = env!("CARGO_BIN_EXE_ringfs");
 
+mod daemon;
+#[allow(unused_imports)]
+pub use daemon::{sbin_helper, DaemonMount, SbinHelper, SBIN_HELPER};
+
 /// Unprivileged identity used by the non-root cases (`nobody:nogroup` on Debian).
 pub const NOBODY_UID: u32 = 65534;
 pub const NOBODY_GID: u32 = 65534;
