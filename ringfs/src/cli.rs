@@ -38,9 +38,15 @@ pub enum Command {
     /// Detach the native root at PATH: the directory stays, served by the
     /// daemon, until the next mount.
     Unroot(UnrootArgs),
+    /// Install ringfs: the binary, the mount(8) helper mount.fuse.ringfs, the
+    /// systemd unit ringfs@.service, shell completions and man pages.
+    Install(InstallArgs),
+    /// Print the shell completion script for SHELL on stdout.
+    Completions(CompletionsArgs),
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = MOUNT_AFTER_HELP)]
 pub struct MountArgs {
     /// Existing empty directory to mount the workspace on (see --nonempty).
     pub mountpoint: PathBuf,
@@ -214,6 +220,36 @@ pub struct StatsArgs {
     #[arg(long)]
     pub prometheus: bool,
 }
+
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// Installation prefix: the binary goes to PREFIX/bin, completions and
+    /// man pages under PREFIX/share, the systemd unit to PREFIX/lib/systemd/system.
+    #[arg(long, value_name = "DIR", default_value = "/usr/local")]
+    pub prefix: PathBuf,
+    /// Where the mount(8) helper mount.fuse.ringfs goes. Default: /sbin
+    /// (where mount(8) looks) for the prefixes /usr and /usr/local, else PREFIX/sbin.
+    #[arg(long, value_name = "DIR")]
+    pub sbin_dir: Option<PathBuf>,
+    /// Where ringfs@.service goes. Default: PREFIX/lib/systemd/system.
+    #[arg(long, value_name = "DIR")]
+    pub unit_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// `ringfs mount --help`'s closing section.
+const MOUNT_AFTER_HELP: &str = "\
+mount(8) and fstab: `ringfs install` puts the helper mount.fuse.ringfs in /sbin, so that
+  mount -t fuse.ringfs /var/lib/ringfs/ws /work/ws -o noatime,ignore=node_modules
+and the fstab line
+  /var/lib/ringfs/ws  /work/ws  fuse.ringfs  noatime,ignore=node_modules  0 0
+mount a workspace (the source is the store directory, or `memory`); umount(8) stops it.";
 
 /// A count that must be at least 1.
 fn at_least_one(s: &str) -> Result<usize, String> {

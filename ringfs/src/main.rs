@@ -7,8 +7,10 @@ mod adapter;
 mod cli;
 mod control;
 mod helper;
+mod install;
 mod mount;
 mod mountpoint;
+mod notify;
 mod options;
 mod plan;
 mod roots;
@@ -66,6 +68,8 @@ fn main() -> ExitCode {
         Command::Stats(args) => cmd_stats(args),
         Command::Fsck(args) => return cmd_fsck(args),
         Command::Unroot(args) => cmd_unroot(args),
+        Command::Install(args) => install::cmd_install(args),
+        Command::Completions(args) => install::cmd_completions(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -21,7 +21,7 @@ use crate::adapter::{Adapter, CachePolicy};
 use crate::cli::{MountArgs, NativeRootsArg, Passthrough};
 use crate::options::Vfs;
 use crate::roots;
-use crate::{control, mountpoint, plan};
+use crate::{control, mountpoint, notify, plan};
 
 /// Environment variable through which a `--daemon` parent hands its child
 /// the write end of a pipe; the child writes `ok\n` once the mount is ready,
@@ -281,6 +281,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     let unmount_mp = mp.clone();
     let stop_roots = roots.clone();
     let stop: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+        notify::notify("STOPPING=1");
         stop_roots.stop();
         if let Err(e) = fuse_uring::session::unmount(&unmount_mp) {
             tracing::warn!("unmount of {} failed: {e}", unmount_mp.display());
@@ -323,7 +324,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     {
         // Ready once the native roots found in the store are mounted (their
         // placement needs the session below to answer its lookups): tell the
-        // `--daemon` parent.
+        // `--daemon` parent and systemd (Type=notify).
         let mut pipe = ready.take();
         let roots = roots.clone();
         std::thread::Builder::new().name("ringfs-ready".into()).spawn(move || {
@@ -331,6 +332,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
             if let Some(pipe) = pipe.as_mut() {
                 let _ = writeln!(pipe, "ok");
             }
+            notify::notify("READY=1");
         })?;
     }
     let run = session.run(adapter.clone(), args.workers.max(1));
