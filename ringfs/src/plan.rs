@@ -158,7 +158,7 @@ fn ignore_patterns(args: &MountArgs) -> Result<Vec<String>> {
     let mut all: Vec<String> = Vec::new();
     for p in &args.ignore {
         if let Err((pattern, reason)) = fs_core::IgnorePolicy::new(&[p]) {
-            bail!("invalid --ignore pattern `{pattern}`: {reason}; fix the pattern (gitignore syntax)");
+            bail!("invalid ignore pattern `{pattern}` given to --ignore: {reason}; fix the pattern (gitignore syntax)");
         }
         all.push(p.clone());
     }
