@@ -13,8 +13,11 @@
 #
 # Environment: RINGFS (binary; default: build target/release/ringfs),
 # RINGFS_BENCH_MOUNT_ARGS (extra mount args, e.g. "--transport dev").
-# Needs root (FUSE mounts, passthrough). Prints a markdown table.
+# Needs root (FUSE mounts, passthrough; re-runs itself through sudo otherwise). Prints a markdown table.
 set -euo pipefail
+# shellcheck source=as-root.sh
+. "$(dirname "$0")/as-root.sh"
+as_root bench-passthrough "FUSE mounts and passthrough" "$@"
 cd "$(dirname "$0")/.."
 samples=5
 base=/var/tmp/ringfs-bench-pt.$$
@@ -29,7 +32,6 @@ if [ -z "${RINGFS:-}" ]; then
     cargo build --release -p ringfs >&2
     RINGFS="${CARGO_TARGET_DIR:-target}/release/ringfs"
 fi
-[ "$(id -u)" -eq 0 ] || { echo "$0: needs root" >&2; exit 1; }
 runner=$PWD/scripts/fsbench/run.sh
 rows=(06-dd.sh 08-dd-cat.sh 09-read.sh 10-copy.sh 11-overwrite.sh)
 names=(write read "pure read" copy overwrite)

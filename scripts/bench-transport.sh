@@ -6,10 +6,13 @@
 #
 #   scripts/bench-transport.sh [rounds] [ops-per-round]     (default 21 2000)
 #
-# Needs root and /dev/fuse; sets /sys/module/fuse/parameters/enable_uring to Y
+# Needs root (re-runs itself through sudo otherwise) and /dev/fuse; sets /sys/module/fuse/parameters/enable_uring to Y
 # (as the project's setup does). Env: CARGO_TARGET_DIR as usual.
 # Source: fuse-uring/examples/transport_bench.rs (method described there).
 set -euo pipefail
+# shellcheck source=as-root.sh
+. "$(dirname "$0")/as-root.sh"
+as_root bench-transport "FUSE mounts and enable_uring" "$@"
 cd "$(dirname "$0")/.."
 param=/sys/module/fuse/parameters/enable_uring
 if [ -e "$param" ] && [ "$(cat "$param")" != Y ]; then

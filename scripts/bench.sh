@@ -21,10 +21,13 @@
 # ratios.svg/.png (main modes) and ratios-all.svg/.png (every mode). The report of an
 # earlier run, without running anything:
 #   target/release/ringfs-bench report --from results.json --out DIR
-# Needs root and /dev/fuse (mounts).
+# Needs root (re-runs itself through sudo when started as another user) and /dev/fuse (mounts).
 # Env: RINGFS_BIN=path skips building ringfs; REPS, WARMUP override the profile;
 #      FSBENCH_CACHE (default /var/tmp/ringfs-bench-cache: clone fixture, npm cache).
 set -euo pipefail
+# shellcheck source=as-root.sh
+. "$(dirname "$0")/as-root.sh"
+as_root bench "it mounts tmpfs and FUSE filesystems" "$@"
 cd "$(dirname "$0")/.."
 
 profile=quick
@@ -38,10 +41,6 @@ for a in "$@"; do
     esac
 done
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "bench: must run as root (it mounts tmpfs and FUSE filesystems)" >&2
-    exit 1
-fi
 [ -e /dev/fuse ] || { echo "bench: /dev/fuse is missing (modprobe fuse)" >&2; exit 1; }
 if [ -w /sys/module/fuse/parameters/enable_uring ]; then
     echo Y > /sys/module/fuse/parameters/enable_uring 2>/dev/null || true

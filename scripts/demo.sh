@@ -4,9 +4,12 @@
 # workload in it (git init + commit, a tiny npm install), print what it did
 # and the daemon's status, unmount, and verify the store with fsck.
 #
-# Usage: scripts/demo.sh            (as root; needs /dev/fuse)
+# Usage: scripts/demo.sh            (as root or through sudo; needs /dev/fuse)
 # Env:   RINGFS_DEMO_DIR  where the store and mountpoint go (default: a temp dir)
 set -euo pipefail
+# shellcheck source=as-root.sh
+. "$(dirname "$0")/as-root.sh"
+as_root demo "it mounts a FUSE filesystem" "$@"
 cd "$(dirname "$0")/.."
 
 if [ -w /sys/module/fuse/parameters/enable_uring ]; then

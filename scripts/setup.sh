@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Idempotent machine setup for ringfs tests (run as root).
+# Idempotent machine setup for ringfs tests (needs root: re-runs itself through sudo
+# when started as another user).
 # Installs the tools the integration tests drive, enables FUSE-over-io_uring when the
 # kernel allows it, installs pjdfstest/fsx from crates.io and creates the dummy users
 # pjdfstest switches to. Safe to run repeatedly; does nothing that is already done.
@@ -7,10 +8,9 @@ set -euo pipefail
 
 log() { printf 'setup: %s\n' "$*"; }
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "setup: must run as root (mounts, users, apt)" >&2
-    exit 1
-fi
+# shellcheck source=as-root.sh
+. "$(dirname "$0")/as-root.sh"
+as_root setup "it installs packages and users and sets a kernel parameter" "$@"
 
 # --- Debian packages -------------------------------------------------------------
 # command -> package. Only run apt-get when something is actually missing.

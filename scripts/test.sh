@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README test command: build the workspace and run every test (unit, property and
-# real-mount integration tests) in release mode.
+# real-mount integration tests) in release mode. Needs root: re-runs itself through
+# sudo when started as another user.
 #
 # Environment:
 #   RINGFS_TEST_THREADS     test threads per test binary (default 3: two shared cores,
@@ -13,18 +14,15 @@
 #                           "--passthrough off;--transport dev"
 #   CARGO_TEST_ARGS         extra args before `--` (e.g. "--test cases")
 set -euo pipefail
+# The layout rules of docs/ARCHITECTURE.md (file sizes, import cycles, layers):
+# no root needed, so first.
+python3 "$(dirname "$0")/check-layout.py"
+# shellcheck source=as-root.sh
+. "$(dirname "$0")/as-root.sh"
+as_root test.sh "the mount tests need FUSE mounts, setpriv and unshare" "$@"
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 threads=${RINGFS_TEST_THREADS:-3}
-
-# The layout rules of docs/ARCHITECTURE.md (file sizes, import cycles, layers):
-# no root needed, so first.
-python3 scripts/check-layout.py
-
-if [ "$(id -u)" -ne 0 ]; then
-    echo "test.sh: the mount tests need root (FUSE mounts, setpriv, unshare)" >&2
-    exit 1
-fi
 
 start=$(date +%s)
 # shellcheck disable=SC2086

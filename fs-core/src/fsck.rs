@@ -82,11 +82,12 @@ impl fmt::Display for FsckReport {
 /// the meta counters. Takes the store's lock for the duration:
 /// [`StoreError::Locked`] while a daemon holds it.
 pub fn fsck(store_dir: &Path) -> Result<FsckReport, StoreError> {
-    let _lock = take_lock(store_dir)?;
+    // Checked before the lock: nothing is created in a directory that is no store.
     let dbpath = store_dir.join("store.redb");
     if !dbpath.exists() {
         return Err(StoreError::Corrupt { path: dbpath, reason: "no store database".into() });
     }
+    let _lock = take_lock(store_dir)?;
     let db = open_db(store_dir)?;
     let c = |e: redb::Error| StoreError::Corrupt { path: dbpath.clone(), reason: e.to_string() };
     let rtx = db.begin_read().map_err(|e| c(e.into()))?;

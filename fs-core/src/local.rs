@@ -37,6 +37,14 @@ impl IgnorePolicy {
             if p.trim().is_empty() {
                 continue;
             }
+            // Lines gitignore reads as nothing: a pattern that matches
+            // nothing is a mistake, not a no-op.
+            if p.trim() == "!" {
+                return Err((p.to_string(), "`!` alone re-includes nothing: write `!PATTERN` to re-include what PATTERN matches".into()));
+            }
+            if p.starts_with('#') {
+                return Err((p.to_string(), "a pattern starting with `#` is a comment and matches nothing: write `\\#` for a name that starts with #".into()));
+            }
             b.add_line(None, p).map_err(|e| (p.to_string(), e.to_string()))?;
             kept.push(p.to_string());
         }

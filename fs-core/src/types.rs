@@ -159,6 +159,38 @@ pub struct Config {
     pub hash_threads: usize,
     /// Local-only paths (default: none).
     pub local: LocalConfig,
+    /// When reads served by the daemon update atime (default relatime);
+    /// changed later with [`crate::Fs::set_atime`].
+    pub atime: Atime,
+}
+
+/// When a read moves a file's atime (the mount's atime option).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Atime {
+    /// `relatime`: when atime is not after mtime or ctime, or is a day old.
+    #[default]
+    Relatime,
+    /// `noatime` (also what a read-only mount does): never.
+    Noatime,
+    /// `strictatime`: on every read.
+    Strictatime,
+}
+
+impl Atime {
+    pub(crate) fn from_u8(v: u8) -> Atime {
+        match v {
+            1 => Atime::Noatime,
+            2 => Atime::Strictatime,
+            _ => Atime::Relatime,
+        }
+    }
+    pub(crate) fn as_u8(self) -> u8 {
+        match self {
+            Atime::Relatime => 0,
+            Atime::Noatime => 1,
+            Atime::Strictatime => 2,
+        }
+    }
 }
 
 /// Local-only paths: which (gitignore patterns) and where their files live.
@@ -178,7 +210,13 @@ pub struct LocalConfig {
 impl Config {
     /// Defaults for a store location.
     pub fn new(store: StoreLocation) -> Config {
-        Config { store, commit_interval: Duration::from_secs(1), hash_threads: 2, local: LocalConfig::default() }
+        Config {
+            store,
+            commit_interval: Duration::from_secs(1),
+            hash_threads: 2,
+            local: LocalConfig::default(),
+            atime: Atime::Relatime,
+        }
     }
 }
 

@@ -48,6 +48,15 @@ pub struct MountOptions {
     pub nosuid: bool,
     /// `MS_NODEV`. Default true.
     pub nodev: bool,
+    /// `MS_RDONLY`: the kernel refuses every change with EROFS. Default false.
+    pub read_only: bool,
+    /// `MS_NOEXEC`. Default false.
+    pub noexec: bool,
+    /// The mount's atime flag (`MS_RELATIME`, `MS_NOATIME` or
+    /// `MS_STRICTATIME`). FUSE inodes are `S_NOATIME` in the kernel, so for
+    /// FUSE this only shows in mountinfo: the filesystem server keeps atime
+    /// itself and should follow it. Default [`MountAtime::Relatime`].
+    pub atime: MountAtime,
     /// Ask for FUSE_PASSTHROUGH (kernel ≥ 6.9) with `max_stack_depth` 1.
     /// [`ConnInfo::passthrough`] says whether the kernel agreed. Default false.
     pub passthrough: bool,
@@ -88,6 +97,9 @@ impl Default for MountOptions {
             default_permissions: true,
             nosuid: true,
             nodev: true,
+            read_only: false,
+            noexec: false,
+            atime: MountAtime::Relatime,
             passthrough: false,
             readdirplus: true,
             posix_acl: false,
@@ -98,6 +110,40 @@ impl Default for MountOptions {
             ring_start_timeout: Duration::from_secs(5),
             ring_fault: RingFault::None,
         }
+    }
+}
+
+/// A mount's atime flag ([`MountOptions::atime`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MountAtime {
+    /// `relatime` (the kernel's default).
+    #[default]
+    Relatime,
+    /// `noatime`.
+    Noatime,
+    /// `strictatime`.
+    Strictatime,
+}
+
+impl MountOptions {
+    /// The `mount(2)` flags of these options (without `MS_REMOUNT`).
+    pub fn ms_flags(&self) -> libc::c_ulong {
+        let mut flags: libc::c_ulong = match self.atime {
+            MountAtime::Relatime => libc::MS_RELATIME,
+            MountAtime::Noatime => libc::MS_NOATIME,
+            MountAtime::Strictatime => libc::MS_STRICTATIME,
+        };
+        for (on, flag) in [
+            (self.nosuid, libc::MS_NOSUID),
+            (self.nodev, libc::MS_NODEV),
+            (self.read_only, libc::MS_RDONLY),
+            (self.noexec, libc::MS_NOEXEC),
+        ] {
+            if on {
+                flags |= flag;
+            }
+        }
+        flags
     }
 }
 
@@ -141,6 +187,18 @@ pub fn unmount(mountpoint: &Path) -> io::Result<()> {
         }
         Err(e) => Err(e),
     }
+}
+
+/// Changes the flags of the mount at `mountpoint` (`mount -o remount`):
+/// `mount(2)` with `MS_REMOUNT` and the flags of `opts` (nosuid, nodev,
+/// read_only, noexec, atime; the other fields are ignored). The FUSE
+/// connection is unchanged. Going read-only fails with EBUSY while a file is
+/// open for writing (the kernel's rule). Needs CAP_SYS_ADMIN.
+pub fn remount(mountpoint: &Path, opts: &MountOptions) -> io::Result<()> {
+    let c = cpath(mountpoint)?;
+    let flags = libc::MS_REMOUNT | opts.ms_flags();
+    // SAFETY: mount(2) with a valid NUL-terminated target; no source, type or data.
+    cvt(unsafe { libc::mount(std::ptr::null(), c.as_ptr(), std::ptr::null(), flags, std::ptr::null()) }).map(drop)
 }
 
 /// A clonable handle that unmounts the session's mount point (see [`unmount`]).
@@ -314,13 +372,7 @@ fn mount_once(mountpoint: &Path, opts: &MountOptions, uring: bool) -> io::Result
     if opts.allow_other {
         data.push_str(",allow_other");
     }
-    let mut flags: libc::c_ulong = 0;
-    if opts.nosuid {
-        flags |= libc::MS_NOSUID;
-    }
-    if opts.nodev {
-        flags |= libc::MS_NODEV;
-    }
+    let flags = opts.ms_flags();
     let src = CString::new(opts.fsname.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let target = cpath(mountpoint)?;
     let fstype = CString::new(FSTYPE).expect("no NUL");

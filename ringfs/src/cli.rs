@@ -38,21 +38,49 @@ pub enum Command {
     /// Detach the native root at PATH: the directory stays, served by the
     /// daemon, until the next mount.
     Unroot(UnrootArgs),
+    /// Install ringfs: the binary, the mount(8) helper mount.fuse.ringfs, the
+    /// systemd unit ringfs@.service, shell completions and man pages.
+    Install(InstallArgs),
+    /// Print the shell completion script for SHELL on stdout.
+    Completions(CompletionsArgs),
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = MOUNT_AFTER_HELP)]
 pub struct MountArgs {
-    /// Existing directory to mount the workspace on (its own contents are
-    /// hidden while mounted, as with any mount).
+    /// Existing empty directory to mount the workspace on (see --nonempty).
     pub mountpoint: PathBuf,
 
-    /// Durable store directory (created if missing). Default: none, see --memory.
-    #[arg(long, value_name = "DIR", conflicts_with = "memory", required_unless_present = "memory")]
+    /// Durable store directory (created if missing). Give --store DIR or
+    /// --memory (also as -o store=DIR, -o memory).
+    #[arg(long, value_name = "DIR", conflicts_with = "memory")]
     pub store: Option<PathBuf>,
 
     /// Keep the store in memory (redb's in-memory backend); contents vanish at unmount.
     #[arg(long)]
     pub memory: bool,
+
+    /// Mount options, comma-separated, repeatable: ro, rw, nosuid, suid,
+    /// nodev, dev, noexec, exec, relatime (default), noatime, strictatime,
+    /// remount (change the options of a mounted MOUNTPOINT), nonempty, and
+    /// every long option below as NAME=VALUE or NAME (-o store=DIR,
+    /// -o memory, -o ignore=node_modules). The fstab/mount(8) options
+    /// defaults, auto, noauto, nofail, _netdev, comment=… and x-… are ignored.
+    #[arg(short = 'o', value_name = "OPTS", action = clap::ArgAction::Append)]
+    pub options: Vec<String>,
+
+    /// Honour set-user-ID and set-group-ID bits (the mount is nosuid unless
+    /// this or -o suid). Root only.
+    #[arg(long)]
+    pub suid: bool,
+
+    /// Honour device files (the mount is nodev unless this or -o dev). Root only.
+    #[arg(long)]
+    pub dev: bool,
+
+    /// Mount even though MOUNTPOINT is not empty (its files are hidden while mounted).
+    #[arg(long)]
+    pub nonempty: bool,
 
     /// Detach once the mount is ready (the command returns 0 when it is visible).
     #[arg(long)]
@@ -65,25 +93,25 @@ pub struct MountArgs {
 
     /// Number of /dev/fuse worker threads (each on its own cloned fd); with
     /// io_uring, the size of the pool that serves slow requests (fsync, ...).
-    #[arg(long, value_name = "N", default_value_t = 4)]
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = at_least_one)]
     pub workers: usize,
 
     /// Kernel transport: `auto` uses FUSE-over-io_uring (kernel ≥ 6.14) when
     /// /sys/module/fuse/parameters/enable_uring is Y, else /dev/fuse with one
     /// log line; `uring` refuses to mount without it; `dev` always uses /dev/fuse.
-    #[arg(long, value_enum, value_name = "KIND", default_value_t = TransportArg::Auto)]
+    #[arg(long, value_enum, value_name = "KIND", default_value_t = TransportArg::Auto, overrides_with = "transport")]
     pub transport: TransportArg,
 
     /// io_uring: registered ring entries per queue (one queue per possible CPU).
-    #[arg(long, value_name = "N", default_value_t = 4)]
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub queue_depth: u16,
 
     /// Number of threads that cut and hash released files.
-    #[arg(long, value_name = "N", default_value_t = 2)]
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = at_least_one)]
     pub hash_threads: usize,
 
     /// Write the daemon's log here (with --daemon; default: next to the
-    /// control socket, /run/ringfs/<id>.log for root).
+    /// control socket, /run/ringfs/<id>.log). Its directory must exist.
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
 
@@ -91,7 +119,7 @@ pub struct MountArgs {
     /// backing file): `auto` uses it where the kernel (≥ 6.9) and
     /// CAP_SYS_ADMIN allow, `on` refuses to mount without it, `off` sends
     /// all data through the daemon.
-    #[arg(long, value_enum, value_name = "MODE", default_value_t = Passthrough::Auto)]
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = Passthrough::Auto, overrides_with = "passthrough")]
     pub passthrough: Passthrough,
 
     /// Keep paths matching GLOB local-only: on the host disk (--local-dir),
@@ -165,6 +193,11 @@ pub struct UmountArgs {
     /// Seconds to wait for the daemon to finish its final commit.
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
+    /// Detach the mount even while processes use it (as umount -l); the
+    /// daemon commits and exits once the last of them lets go. Without it a
+    /// busy mount is refused (EBUSY) and the processes holding it are listed.
+    #[arg(long, short = 'l')]
+    pub lazy: bool,
 }
 
 #[derive(Debug, Args)]
@@ -186,6 +219,45 @@ pub struct StatsArgs {
     /// Print the Prometheus text exposition format.
     #[arg(long)]
     pub prometheus: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// Installation prefix: the binary goes to PREFIX/bin, completions and
+    /// man pages under PREFIX/share, the systemd unit to PREFIX/lib/systemd/system.
+    #[arg(long, value_name = "DIR", default_value = "/usr/local")]
+    pub prefix: PathBuf,
+    /// Where the mount(8) helper mount.fuse.ringfs goes. Default: /sbin
+    /// (where mount(8) looks) for the prefixes /usr and /usr/local, else PREFIX/sbin.
+    #[arg(long, value_name = "DIR")]
+    pub sbin_dir: Option<PathBuf>,
+    /// Where ringfs@.service goes. Default: PREFIX/lib/systemd/system.
+    #[arg(long, value_name = "DIR")]
+    pub unit_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// `ringfs mount --help`'s closing section.
+const MOUNT_AFTER_HELP: &str = "\
+mount(8) and fstab: `ringfs install` puts the helper mount.fuse.ringfs in /sbin, so that
+  mount -t fuse.ringfs /var/lib/ringfs/ws /work/ws -o noatime,ignore=node_modules
+and the fstab line
+  /var/lib/ringfs/ws  /work/ws  fuse.ringfs  noatime,ignore=node_modules  0 0
+mount a workspace (the source is the store directory, or `memory`); umount(8) stops it.";
+
+/// A count that must be at least 1.
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 #[derive(Debug, Args)]

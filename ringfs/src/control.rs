@@ -49,6 +49,11 @@ pub fn socket_path(mountpoint: &Path) -> PathBuf {
     runtime_dir().join(format!("{}.sock", &hash.to_hex()[..16]))
 }
 
+/// The claim `ringfs mount` takes on a mountpoint ([`crate::mountpoint::Claim`]).
+pub fn claim_path(mountpoint: &Path) -> PathBuf {
+    socket_path(mountpoint).with_extension("claim")
+}
+
 /// Where a daemon leaves the outcome of its final commit for `ringfs umount`
 /// ("ok", or the error), next to its socket.
 pub fn result_path(mountpoint: &Path) -> PathBuf {

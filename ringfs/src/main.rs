@@ -6,19 +6,48 @@
 mod adapter;
 mod cli;
 mod control;
+mod helper;
+mod install;
 mod mount;
 mod mountpoint;
+mod notify;
+mod options;
+mod plan;
 mod roots;
+mod umount;
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
 use clap::Parser;
 
-use cli::{Cli, Command, FsckArgs, StatsArgs, StatusArgs, UmountArgs, UnrootArgs};
+use cli::{Cli, Command, FsckArgs, StatsArgs, StatusArgs, UnrootArgs};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let raw: Vec<OsString> = std::env::args_os().collect();
+    // Under the name mount.fuse.ringfs, mount(8) runs us as its helper.
+    let as_helper = raw.first().is_some_and(|a0| helper::is_helper(a0));
+    let argv = if as_helper {
+        match helper::to_ringfs_argv(raw[1..].to_vec()) {
+            Ok(Some(argv)) => argv,
+            Ok(None) => return ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("mount.fuse.ringfs: {e:#}");
+                return ExitCode::from(1);
+            }
+        }
+    } else {
+        raw
+    };
+    let argv = match options::expand(argv) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("ringfs: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = Cli::parse_from(&argv);
     if !matches!(cli.command, Command::Mount(_)) {
         // Short-lived commands die quietly when their output pipe closes
         // (`ringfs stats MP | head`), as other Unix tools do.
@@ -33,95 +62,23 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let result = match cli.command {
-        Command::Mount(args) => mount::cmd_mount(args),
-        Command::Umount(args) => cmd_umount(args),
+        Command::Mount(args) => mount::cmd_mount(args, &argv[1..]),
+        Command::Umount(args) => umount::cmd_umount(args),
         Command::Status(args) => cmd_status(args),
         Command::Stats(args) => cmd_stats(args),
         Command::Fsck(args) => return cmd_fsck(args),
         Command::Unroot(args) => cmd_unroot(args),
+        Command::Install(args) => install::cmd_install(args),
+        Command::Completions(args) => install::cmd_completions(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ringfs: {e:#}");
-            ExitCode::FAILURE
+            eprintln!("{}: {e:#}", if as_helper { "mount.fuse.ringfs" } else { "ringfs" });
+            // mount(8)'s code for a failed mount.
+            ExitCode::from(if as_helper { 32 } else { 1 })
         }
     }
-}
-
-/// `ringfs umount`: ask the daemon to stop; if it is gone, remove the stale mount.
-fn cmd_umount(args: UmountArgs) -> Result<()> {
-    let mp = mountpoint::absolute(&args.mountpoint)?;
-    let had_socket = control::socket_path(&mp).exists();
-    match call_daemon(&mp, &control::Request::Shutdown) {
-        Ok(reply) => {
-            let pid = reply.get("pid").and_then(|p| p.as_u64()).unwrap_or(0) as i32;
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(args.timeout);
-            // The daemon unmounts, commits and exits; wait for the process to go.
-            while pid > 0 && process_alive(pid) {
-                if std::time::Instant::now() > deadline {
-                    bail!(
-                        "the daemon (pid {pid}) serving {} did not finish within {} s; files may still be open under it",
-                        mp.display(),
-                        args.timeout
-                    );
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            // The daemon's final commit: a failure (say a full disk) is ours to report.
-            let result = control::result_path(&mp);
-            let outcome = std::fs::read_to_string(&result).unwrap_or_else(|_| "ok".into());
-            let _ = std::fs::remove_file(&result);
-            if outcome.trim() != "ok" {
-                bail!("{} is unmounted, but the daemon's final commit failed: {}", mp.display(), outcome.trim());
-            }
-            Ok(())
-        }
-        Err(_) => {
-            if mountpoint::is_ringfs_mount(&mp)? {
-                // No daemon answers: a stale mount left by a killed daemon.
-                fuse_uring::session::unmount(&mp)
-                    .map_err(|err| anyhow::anyhow!("unmounting stale ringfs mount {}: {err}", mp.display()))?;
-                let _ = std::fs::remove_file(control::socket_path(&mp));
-                eprintln!("ringfs: removed stale mount {} (no daemon was serving it)", mp.display());
-                Ok(())
-            } else if let Some(other) = mountpoint::mount_at(&mp)? {
-                bail!(
-                    "{} is a {} mount, not a ringfs mount: use umount(8) for it",
-                    mp.display(),
-                    other.fstype
-                )
-            } else if had_socket {
-                // Nothing is mounted there any more, but a daemon served it a
-                // moment ago: it was already stopping (SIGTERM, an external
-                // umount) and went away while we asked.
-                Ok(())
-            } else {
-                bail!("{} is not mounted (no ringfs daemon serves it)", mp.display())
-            }
-        }
-    }
-}
-
-/// Whether `pid` still runs: kill(pid, 0) succeeds (kill(2)) and it is not
-/// a zombie waiting for its parent to reap it (proc(5), `/proc/PID/stat`
-/// state `Z`), which happens when the daemon's parent is the caller's.
-fn process_alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks for existence and permission.
-    if unsafe { libc::kill(pid, 0) } != 0 {
-        return false;
-    }
-    // A zombie leader whose other threads still run (exit_group in
-    // progress: the store's file locks are not released yet) is alive.
-    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
-        .unwrap_or(true);
-    if !zombie {
-        return true;
-    }
-    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.count()).unwrap_or(0);
-    threads > 1
 }
 
 /// How long a client waits for a daemon whose mount is visible but whose
@@ -131,7 +88,7 @@ const STARTING_DAEMON_WAIT: std::time::Duration = std::time::Duration::from_secs
 /// Send `req` to the daemon serving the absolute path `mp`. A ringfs mount
 /// without a socket may belong to a daemon still starting: retry for up to
 /// [`STARTING_DAEMON_WAIT`] before giving up.
-fn call_daemon(mp: &std::path::Path, req: &control::Request) -> Result<serde_json::Value> {
+pub(crate) fn call_daemon(mp: &std::path::Path, req: &control::Request) -> Result<serde_json::Value> {
     let deadline = std::time::Instant::now() + STARTING_DAEMON_WAIT;
     loop {
         match control::call(mp, req) {
@@ -147,16 +104,22 @@ fn call_daemon(mp: &std::path::Path, req: &control::Request) -> Result<serde_jso
     }
 }
 
-/// Ask the daemon serving `mountpoint` a question, explaining a dead mount.
+/// Ask the daemon serving `mountpoint` a question, explaining a dead mount
+/// or a path that is no ringfs mount.
 fn ask(mountpoint: &std::path::Path, req: control::Request) -> Result<serde_json::Value> {
-    let mp = mountpoint::absolute(mountpoint)?;
+    let mp = mountpoint::resolve(mountpoint)?;
+    if !mountpoint::is_ringfs_mount(&mp)? && !control::socket_path(&mp).exists() {
+        return Err(umount::not_a_mount(&mp));
+    }
     match call_daemon(&mp, &req) {
         Ok(v) => Ok(v),
         Err(e) => {
             if mountpoint::is_ringfs_mount(&mp)? {
                 bail!("{} is a ringfs mount but no daemon answers (killed?): run `ringfs umount {}`", mp.display(), mp.display());
             }
-            Err(e)
+            // A control socket left behind by a daemon that is gone.
+            tracing::debug!("{e:#}");
+            Err(umount::not_a_mount(&mp))
         }
     }
 }
@@ -176,7 +139,7 @@ fn cmd_stats(args: StatsArgs) -> Result<()> {
 
 /// `ringfs unroot PATH`: asks the daemon of the ringfs mount that holds PATH.
 fn cmd_unroot(args: UnrootArgs) -> Result<()> {
-    let path = mountpoint::absolute(&args.path)?;
+    let path = mountpoint::resolve(&args.path)?;
     let Some(mp) = mountpoint::mounts()?
         .into_iter()
         .filter(|m| m.fstype == "fuse.ringfs" && path.starts_with(&m.mount_point) && path != m.mount_point)
@@ -209,7 +172,22 @@ fn cmd_status(args: StatusArgs) -> Result<()> {
 
 /// `ringfs fsck`: 0 clean, 1 damaged, 2 could not check.
 fn cmd_fsck(args: FsckArgs) -> ExitCode {
-    match fs_core::fsck(&args.store) {
+    // Nothing is created in a directory that holds no store.
+    let d = &args.store;
+    let refuse = if !d.exists() {
+        Some(format!("{} does not exist: give the --store DIR of a ringfs workspace", d.display()))
+    } else if !d.is_dir() {
+        Some(format!("{} is not a directory: give the --store DIR of a ringfs workspace", d.display()))
+    } else if !d.join("store.redb").exists() {
+        Some(format!("{} is not a ringfs store (it has no store.redb): give the --store DIR of a ringfs workspace", d.display()))
+    } else {
+        None
+    };
+    if let Some(msg) = refuse {
+        eprintln!("ringfs: fsck: {msg}");
+        return ExitCode::from(2);
+    }
+    match fs_core::fsck(&args.store).map_err(|e| plan::explain_store_error(e, "--store")) {
         Ok(report) => {
             print!("{report}");
             if report.is_clean() {
@@ -219,7 +197,7 @@ fn cmd_fsck(args: FsckArgs) -> ExitCode {
             }
         }
         Err(e) => {
-            eprintln!("ringfs: fsck {}: {:#}", args.store.display(), anyhow::Error::from(e));
+            eprintln!("ringfs: fsck {}: {e:#}", args.store.display());
             ExitCode::from(2)
         }
     }

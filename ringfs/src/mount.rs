@@ -6,10 +6,11 @@
 //! then `Fs::shutdown` hashes what is dirty, commits durably and marks the
 //! store clean, then the process exits 0.
 
+use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,17 +19,23 @@ use serde_json::{json, Value};
 
 use crate::adapter::{Adapter, CachePolicy};
 use crate::cli::{MountArgs, NativeRootsArg, Passthrough};
+use crate::options::Vfs;
 use crate::roots;
-use crate::{control, mountpoint};
+use crate::{control, mountpoint, notify, plan};
 
 /// Environment variable through which a `--daemon` parent hands its child
 /// the write end of a pipe; the child writes `ok\n` once the mount is ready,
 /// or `error: <message>\n`.
 const READY_FD_ENV: &str = "RINGFS_READY_FD";
 
-pub fn cmd_mount(args: MountArgs) -> Result<()> {
+/// `ringfs mount`. `argv` is the command line after the program name (as
+/// expanded by [`crate::options::expand`]), for the `--daemon` child.
+pub fn cmd_mount(args: MountArgs, argv: &[OsString]) -> Result<()> {
+    if Vfs::parse(&args, Vfs::default())?.remount {
+        return remount(&args);
+    }
     if args.daemon {
-        return daemonize(&args);
+        return daemonize(&args, argv);
     }
     let ready = std::env::var(READY_FD_ENV).ok().and_then(|v| v.parse::<i32>().ok()).map(|fd| {
         std::env::remove_var(READY_FD_ENV);
@@ -43,30 +50,53 @@ pub fn cmd_mount(args: MountArgs) -> Result<()> {
     result
 }
 
-/// Re-run ourselves without `--daemon` in a new session and wait until the
-/// child reports the mount ready (or fails).
-fn daemonize(args: &MountArgs) -> Result<()> {
-    let mp = mountpoint::check_mountable(&args.mountpoint)?;
-    let (read_end, write_end) = rustix::pipe::pipe().context("creating the readiness pipe")?;
-    let log = match &args.log_file {
-        Some(p) => p.clone(),
-        None => control::socket_path(&mp).with_extension("log"),
+/// `ringfs mount -o remount,…`: changes the flags of a mounted workspace
+/// (mount(2) with MS_REMOUNT); the daemon follows the new atime and
+/// read-only flags itself (it watches its mount, see [`watch_mount`]).
+fn remount(args: &MountArgs) -> Result<()> {
+    let mp = mountpoint::resolve(&args.mountpoint)?;
+    let Some(m) = mountpoint::mount_at(&mp)?.filter(|m| m.fstype == fuse_uring::session::FSTYPE) else {
+        bail!("{} is not a ringfs mount: -o remount changes the options of a mounted workspace (mount it first)", mp.display());
     };
-    if let Some(dir) = log.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating log directory {}", dir.display()))?;
+    let vfs = Vfs::parse(args, Vfs::from_mountinfo(&m.options, &m.super_options))?;
+    plan::require_root(&vfs)?;
+    let mut opts = fuse_uring::session::MountOptions::default();
+    vfs.apply_to(&mut opts);
+    fuse_uring::session::remount(&mp, &opts).map_err(|e| match e.raw_os_error() {
+        Some(libc::EBUSY) if vfs.read_only => {
+            anyhow::anyhow!("cannot remount {} read-only: files are open for writing in it (EBUSY): close them first", mp.display())
+        }
+        _ => anyhow::anyhow!("remounting {} with {}: {e}", mp.display(), vfs.describe()),
+    })
+}
+
+/// Re-run ourselves without `--daemon` in a new session and wait until the
+/// child reports the mount ready (or fails). Everything is checked, and the
+/// mountpoint claimed, before the log is created; the child takes the claim over.
+fn daemonize(args: &MountArgs, argv: &[OsString]) -> Result<()> {
+    let plan = plan::check(args)?;
+    let mp = plan.mp.clone();
+    let log = plan::log_path(args, &mp)?;
+    let mut claim = mountpoint::Claim::take(&mp)?;
+    if args.log_file.is_none() {
+        if let Some(dir) = log.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating log directory {}", dir.display()))?;
+        }
     }
+    let (read_end, write_end) = rustix::pipe::pipe().context("creating the readiness pipe")?;
     let log_file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&log)
         .with_context(|| format!("opening log file {}", log.display()))?;
-    let child_args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).filter(|a| a != "--daemon").collect();
+    let child_args: Vec<&OsString> = argv.iter().filter(|a| *a != "--daemon").collect();
     let mut cmd = std::process::Command::new(std::env::current_exe()?);
-    cmd.args(&child_args)
+    cmd.args(child_args)
         .env(READY_FD_ENV, write_end.as_raw_fd().to_string())
         .stdin(std::process::Stdio::null())
         .stdout(log_file.try_clone()?)
         .stderr(log_file);
+    claim.hand_to(&mut cmd);
     let read_raw = read_end.as_raw_fd();
     // SAFETY: setsid and close are async-signal-safe.
     unsafe {
@@ -77,6 +107,7 @@ fn daemonize(args: &MountArgs) -> Result<()> {
         });
     }
     let child = cmd.spawn().context("starting the daemon")?;
+    claim.handed_over();
     drop(write_end);
     let mut msg = String::new();
     std::fs::File::from(read_end).read_to_string(&mut msg)?;
@@ -91,6 +122,63 @@ fn daemonize(args: &MountArgs) -> Result<()> {
     bail!("the daemon exited before the mount was ready; see {}", log.display())
 }
 
+/// Raises the soft limit on open files to the hard limit: the daemon holds
+/// a descriptor per open working copy, so its clients' open files count
+/// against its own table (EMFILE at the soft limit, often 1024, otherwise).
+fn raise_nofile_limit() -> u64 {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a valid struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                tracing::debug!("open files limit raised from {} to {}", lim.rlim_cur, lim.rlim_max);
+                return lim.rlim_max;
+            }
+            tracing::warn!("cannot raise the open files limit from {}: {}", lim.rlim_cur, std::io::Error::last_os_error());
+        }
+    }
+    lim.rlim_cur
+}
+
+/// The current soft limit on open files.
+fn nofile_limit() -> u64 {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit with a valid struct.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    lim.rlim_cur
+}
+
+/// Follows the flags of our mount (mount id `id`) in mountinfo, which the
+/// kernel marks changed (POLLPRI) at every mount, unmount and remount, so
+/// that reads move atime as the mount's current flags say (relatime,
+/// noatime, strictatime; none while read-only), whoever remounted it.
+fn watch_mount(fs: Arc<fs_core::Fs>, id: u64) -> std::io::Result<()> {
+    use std::io::Seek;
+    let mut f = std::fs::File::open("/proc/self/mountinfo")?;
+    std::thread::Builder::new().name("ringfs-mountinfo".into()).spawn(move || loop {
+        let mut text = String::new();
+        if f.rewind().and_then(|_| f.read_to_string(&mut text)).is_err() {
+            return;
+        }
+        let Some(m) = mountpoint::parse_mountinfo(&text).into_iter().find(|m| m.id == id) else { return };
+        let atime = Vfs::from_mountinfo(&m.options, &m.super_options).fs_atime();
+        if atime != fs.atime() {
+            tracing::info!("mount options now {}: atime {:?}", m.options, atime);
+            fs.set_atime(atime);
+        }
+        let mut pfd = libc::pollfd { fd: f.as_raw_fd(), events: libc::POLLPRI, revents: 0 };
+        // SAFETY: poll on one valid descriptor.
+        if unsafe { libc::poll(&mut pfd, 1, -1) } < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
+    })?;
+    Ok(())
+}
+
 /// What `ringfs status` reports about features, decided at mount time.
 #[derive(Clone)]
 struct Features {
@@ -100,12 +188,22 @@ struct Features {
 }
 
 fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
-    let mp = mountpoint::check_mountable(&args.mountpoint)?;
-    let store = match (&args.store, args.memory) {
-        (Some(dir), false) => fs_core::StoreLocation::Dir(absolute_store(dir)?),
-        (None, true) => fs_core::StoreLocation::Memory,
-        _ => bail!("give exactly one of --store DIR or --memory"),
+    let plan = plan::check(args)?;
+    let mp = plan.mp.clone();
+    let _claim = mountpoint::Claim::take(&mp)?;
+    let nofile = raise_nofile_limit();
+    let native_mode = match args.native_roots {
+        NativeRootsArg::Off => roots::Mode { requested: "off", off_reason: Some("--native-roots off".into()) },
+        NativeRootsArg::Auto if plan.vfs.read_only => roots::Mode { requested: "auto", off_reason: Some("-o ro".into()) },
+        NativeRootsArg::Auto => match native_roots::available() {
+            Ok(()) => roots::Mode { requested: "auto", off_reason: None },
+            Err(why) => {
+                tracing::warn!("native roots off: {why}; local-only directories are served by the daemon");
+                roots::Mode { requested: "auto", off_reason: Some(why) }
+            }
+        },
     };
+    let (store, local_dir) = plan.create()?;
     let store_desc = match &store {
         fs_core::StoreLocation::Dir(d) => d.display().to_string(),
         fs_core::StoreLocation::Memory => "memory".to_string(),
@@ -115,34 +213,13 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         commit_interval: Duration::from_millis(args.commit_interval_ms.max(1)),
         hash_threads: args.hash_threads.max(1),
         local: fs_core::LocalConfig {
-            ignore: ignore_patterns(args)?,
-            dir: args.local_dir.as_deref().map(absolute_dir).transpose()?,
-            native_roots: false,
+            ignore: plan.ignore.clone(),
+            dir: local_dir,
+            native_roots: native_mode.off_reason.is_none(),
         },
+        atime: plan.vfs.fs_atime(),
     };
-    let native_mode = match args.native_roots {
-        NativeRootsArg::Off => roots::Mode { requested: "off", off_reason: Some("--native-roots off".into()) },
-        NativeRootsArg::Auto => match native_roots::available() {
-            Ok(()) => roots::Mode { requested: "auto", off_reason: None },
-            Err(why) => {
-                tracing::warn!("native roots off: {why}; local-only directories are served by the daemon");
-                roots::Mode { requested: "auto", off_reason: Some(why) }
-            }
-        },
-    };
-    let mut cfg = cfg;
-    cfg.local.native_roots = native_mode.off_reason.is_none();
-    if let fs_core::StoreLocation::Dir(d) = &cfg.store {
-        if d.starts_with(&mp) {
-            bail!("--store {} is inside the mountpoint {}: put the store outside the workspace", d.display(), mp.display());
-        }
-    }
-    if let Some(l) = &cfg.local.dir {
-        if l.starts_with(&mp) {
-            bail!("--local-dir {} is inside the mountpoint {}", l.display(), mp.display());
-        }
-    }
-    let fs = Arc::new(fs_core::Fs::open_store(cfg)?);
+    let fs = Arc::new(fs_core::Fs::open_store(cfg).map_err(|e| plan::explain_store_error(e, "--store"))?);
     // Bind mounts of native roots left by a killed daemon of this store.
     let roots_dir = fs.local_info().1.join("roots");
     match native_roots::detach_stale(&roots_dir) {
@@ -150,7 +227,8 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         Ok(_) => {}
         Err(e) => tracing::warn!("looking for stale native roots of {}: {e}", roots_dir.display()),
     }
-    let opts = fuse_uring::session::MountOptions {
+    let mut opts = fuse_uring::session::MountOptions {
+        fsname: store_desc.clone(),
         passthrough: args.passthrough != Passthrough::Off,
         // ACLs are stored as xattrs and enforced by the kernel (fs-core keeps modes in step).
         posix_acl: true,
@@ -158,6 +236,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         queue_depth: args.queue_depth.max(1),
         ..Default::default()
     };
+    plan.vfs.apply_to(&mut opts);
     let session = match fuse_uring::session::mount(&mp, &opts) {
         Ok(s) => s,
         Err(e) => {
@@ -191,6 +270,12 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     };
     let adapter = Arc::new(adapter);
     let op_stats = session.stats();
+    // Ours is the topmost ringfs mount there (the claim keeps other ringfs
+    // mounts of this mountpoint away); remounts keep its id.
+    let mount_id = mountpoint::mount_at(&mp)?.filter(|m| m.fstype == fuse_uring::session::FSTYPE).map(|m| m.id);
+    if let Some(id) = mount_id {
+        watch_mount(fs.clone(), id).context("watching the mount's flags")?;
+    }
     let roots = roots::Roots::start(fs.clone(), mp.clone(), native_mode)?;
 
     // Signals and `ringfs umount` both end the session by unmounting,
@@ -198,6 +283,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     let unmount_mp = mp.clone();
     let stop_roots = roots.clone();
     let stop: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+        notify::notify("STOPPING=1");
         stop_roots.stop();
         if let Err(e) = fuse_uring::session::unmount(&unmount_mp) {
             tracing::warn!("unmount of {} failed: {e}", unmount_mp.display());
@@ -222,6 +308,8 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         workers: args.workers,
         op_stats,
         roots: roots.clone(),
+        mount_id,
+        nofile,
     });
     let answer = Arc::new(move |req: &control::Request| match req {
         control::Request::Stats => info.stats_doc(),
@@ -235,13 +323,18 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     let _control = control::Server::start(&mp, answer, stop)?;
     let _ = std::fs::remove_file(control::result_path(&mp));
     tracing::info!("mounted {} on store {}", mp.display(), store_desc);
-    if let Some(mut pipe) = ready.take() {
+    {
         // Ready once the native roots found in the store are mounted (their
-        // placement needs the session below to answer its lookups).
+        // placement needs the session below to answer its lookups): tell the
+        // `--daemon` parent and systemd (Type=notify).
+        let mut pipe = ready.take();
         let roots = roots.clone();
         std::thread::Builder::new().name("ringfs-ready".into()).spawn(move || {
             roots.wait_initial(Duration::from_secs(30));
-            let _ = writeln!(pipe, "ok");
+            if let Some(pipe) = pipe.as_mut() {
+                let _ = writeln!(pipe, "ok");
+            }
+            notify::notify("READY=1");
         })?;
     }
     let run = session.run(adapter.clone(), args.workers.max(1));
@@ -293,29 +386,6 @@ fn passthrough_check(mode: Passthrough, session: &fuse_uring::session::Session) 
     }
 }
 
-/// `--ignore` patterns, then those of RINGFS_IGNORE (newline- or
-/// comma-separated). An invalid pattern is an error naming it.
-fn ignore_patterns(args: &MountArgs) -> Result<Vec<String>> {
-    let mut v: Vec<String> = args.ignore.clone();
-    if let Ok(env) = std::env::var("RINGFS_IGNORE") {
-        v.extend(env.split(['\n', ',']).map(str::trim).filter(|p| !p.is_empty()).map(str::to_string));
-    }
-    if let Err((pattern, reason)) = fs_core::IgnorePolicy::new(&v) {
-        bail!("invalid ignore pattern `{pattern}`: {reason}");
-    }
-    Ok(v)
-}
-
-fn absolute_dir(dir: &Path) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating local-only directory {}", dir.display()))?;
-    dir.canonicalize().with_context(|| format!("local-only directory {}", dir.display()))
-}
-
-fn absolute_store(dir: &Path) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating store directory {}", dir.display()))?;
-    dir.canonicalize().with_context(|| format!("store directory {}", dir.display()))
-}
-
 /// What the control socket reports about a running mount.
 struct DaemonInfo {
     mountpoint: PathBuf,
@@ -326,6 +396,10 @@ struct DaemonInfo {
     workers: usize,
     op_stats: fuse_uring::session::OpStatsHandle,
     roots: Arc<roots::Roots>,
+    /// Our mount's id in mountinfo (for its current options).
+    mount_id: Option<u64>,
+    /// The open files limit after [`raise_nofile_limit`].
+    nofile: u64,
 }
 
 impl DaemonInfo {
@@ -366,6 +440,12 @@ impl DaemonInfo {
                 "locks": "kernel-local (flock and POSIX locks)",
             },
             "local_only": { "patterns": patterns, "dir": local_dir, "inodes": local_inodes },
+            "mount": {
+                "options": self.mount_id.and_then(|id| mountpoint::mounts().ok()?.into_iter().find(|m| m.id == id)).map(|m| m.options),
+                "atime": format!("{:?}", self.fs.atime()).to_lowercase(),
+                "open_files_limit": self.nofile,
+                "open_files_limit_now": nofile_limit(),
+            },
             "native_roots": self.roots.status(),
             "store_stats": {
                 "inodes": s.inodes,
@@ -465,7 +545,8 @@ pub fn format_prometheus(v: &Value) -> String {
         ("ringfs_store_inodes", &v["store"]["inodes"], "Live inodes."),
         ("ringfs_journal_position", &v["journal_position"], "Last committed journal sequence number (sync position)."),
     ] {
-        out += &format!("# HELP {metric} {help}\n{metric}{{mountpoint=\"{mp}\"}} {key}\n");
+        let kind = if metric.ends_with("_total") { "counter" } else { "gauge" };
+        out += &format!("# HELP {metric} {help}\n# TYPE {metric} {kind}\n{metric}{{mountpoint=\"{mp}\"}} {key}\n");
     }
     out
 }
@@ -502,6 +583,8 @@ pub fn format_status(v: &Value) -> String {
     };
     out += &format!("passthrough:      {pt}\n");
     out += &format!("readdirplus:      {}\n", g(&["features", "readdirplus"]));
+    out += &format!("mount options:    {} (atime: {})\n", g(&["mount", "options"]), g(&["mount", "atime"]));
+    out += &format!("open files limit: {}\n", g(&["mount", "open_files_limit"]));
     let pats: Vec<String> = v["local_only"]["patterns"].as_array().map(|a| a.iter().filter_map(|p| p.as_str().map(str::to_string)).collect()).unwrap_or_default();
     if pats.is_empty() {
         out += "local-only:       none\n";

@@ -1,23 +1,55 @@
-//! Mountpoint checks and `/proc/self/mountinfo` lookups (proc(5)).
+//! Mountpoint checks, path resolution, the claim on a mountpoint, and
+//! `/proc/self/mountinfo` lookups (proc(5)).
 
-use std::path::{Path, PathBuf};
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Component, Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
 /// One line of `/proc/self/mountinfo` that we care about.
 #[derive(Debug, Clone)]
 pub struct MountEntry {
+    /// Mount ID (field 1); a remount keeps it.
+    pub id: u64,
     /// Mount point, unescaped (field 5).
     pub mount_point: PathBuf,
+    /// Per-mount options (field 6), e.g. `rw,nosuid,nodev,relatime`.
+    pub options: String,
     /// Filesystem type after the separator, e.g. `fuse.ringfs`.
     pub fstype: String,
+    /// Superblock options (the last field), e.g. `rw,user_id=0,…`.
+    pub super_options: String,
 }
 
-/// All mounts visible in this mount namespace, in mount order
-/// (parsed by [`native_roots::mounts`]).
+/// Parses mountinfo text; malformed lines are skipped.
+pub fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split(' ').collect();
+            let sep = f.iter().position(|x| *x == "-")?;
+            if sep < 6 || f.len() < sep + 4 {
+                return None;
+            }
+            Some(MountEntry {
+                id: f[0].parse().ok()?,
+                mount_point: PathBuf::from(native_roots::unescape(f[4])),
+                options: f[5].to_string(),
+                fstype: f[sep + 1].to_string(),
+                super_options: f[sep + 3].to_string(),
+            })
+        })
+        .collect()
+}
+
+/// All mounts visible in this mount namespace, in mount order.
 pub fn mounts() -> Result<Vec<MountEntry>> {
-    let all = native_roots::mounts().context("reading /proc/self/mountinfo")?;
-    Ok(all.into_iter().map(|m| MountEntry { mount_point: m.mount_point, fstype: m.fstype }).collect())
+    let text = std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    Ok(parse_mountinfo(&text))
 }
 
 /// The topmost mount whose mount point is exactly `path`, if any.
@@ -27,32 +59,74 @@ pub fn mount_at(path: &Path) -> Result<Option<MountEntry>> {
 
 /// Whether the topmost mount at `path` is a ringfs FUSE mount.
 pub fn is_ringfs_mount(path: &Path) -> Result<bool> {
-    Ok(mount_at(path)?.is_some_and(|m| m.fstype == "fuse.ringfs"))
+    Ok(mount_at(path)?.is_some_and(|m| m.fstype == fuse_uring::session::FSTYPE))
 }
 
-/// Resolve a mountpoint given on the command line to an absolute path
-/// without following the last component into a (possibly dead) FUSE mount:
-/// the parent is canonicalized, the name appended.
-pub fn absolute(path: &Path) -> Result<PathBuf> {
+/// Resolves a path given on the command line to an absolute one without
+/// `.`, `..` or symbolic links, as realpath(1) would, but without
+/// following anything into a mount that may be dead: each component is
+/// looked at with lstat, a symbolic link replaced by its target, and a
+/// component that cannot be looked at (missing, or a FUSE mount whose
+/// daemon is gone: ENOTCONN) taken as it is.
+pub fn resolve(path: &Path) -> Result<PathBuf> {
     let abs = if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir()?.join(path) };
-    let name = abs.file_name().map(|n| n.to_owned());
-    let parent = abs.parent().map(|p| p.to_path_buf());
-    match (parent, name) {
-        (Some(parent), Some(name)) => {
-            let parent = parent
-                .canonicalize()
-                .with_context(|| format!("mountpoint {}: its parent directory {} does not exist", abs.display(), parent.display()))?;
-            Ok(parent.join(name))
+    let mut todo: VecDeque<OsString> = VecDeque::new();
+    push_components(&mut todo, &abs, false);
+    let mut out = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(c) = todo.pop_front() {
+        if c == "." {
+            continue;
         }
-        _ => Ok(abs),
+        if c == ".." {
+            // `out` has no symbolic link in it: lexical is right here.
+            out.pop();
+            continue;
+        }
+        let candidate = out.join(&c);
+        match std::fs::symlink_metadata(&candidate) {
+            Ok(m) if m.file_type().is_symlink() => {
+                links += 1;
+                if links > 40 {
+                    bail!("{}: too many levels of symbolic links", path.display());
+                }
+                let target = std::fs::read_link(&candidate).with_context(|| format!("reading the link {}", candidate.display()))?;
+                if target.is_absolute() {
+                    out = PathBuf::from("/");
+                }
+                push_components(&mut todo, &target, true);
+            }
+            _ => out = candidate,
+        }
+    }
+    Ok(out)
+}
+
+/// Queues the components of `p` (at the front when `front`, keeping order).
+fn push_components(todo: &mut VecDeque<OsString>, p: &Path, front: bool) {
+    let parts: Vec<OsString> = p
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some("..".into()),
+            Component::CurDir => Some(".".into()),
+            Component::RootDir | Component::Prefix(_) => None,
+        })
+        .collect();
+    if front {
+        for part in parts.into_iter().rev() {
+            todo.push_front(part);
+        }
+    } else {
+        todo.extend(parts);
     }
 }
 
-/// Check that `path` can be mounted on: it exists, is a directory, and is not
-/// already a mount point. Returns the absolute path. Errors are one line that
-/// names the problem and the fix.
-pub fn check_mountable(path: &Path) -> Result<PathBuf> {
-    let abs = absolute(path)?;
+/// Check that `path` can be mounted on: it exists, is a directory, is not
+/// already a mount point and (unless `nonempty`) is empty. Returns the
+/// resolved path. Errors are one line that names the problem and the fix.
+pub fn check_mountable(path: &Path, nonempty: bool) -> Result<PathBuf> {
+    let abs = resolve(path)?;
     let meta = match std::fs::metadata(&abs) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -71,12 +145,133 @@ pub fn check_mountable(path: &Path) -> Result<PathBuf> {
         bail!("mountpoint {} is not a directory: mount on an empty directory", abs.display());
     }
     if let Some(m) = mount_at(&abs)? {
-        if m.fstype == "fuse.ringfs" {
+        if m.fstype == fuse_uring::session::FSTYPE {
             bail!("mountpoint {} is already a ringfs mount: unmount it first with `ringfs umount {}`", abs.display(), abs.display());
         }
         bail!("mountpoint {} is already a mount point ({}): choose another directory or unmount it first", abs.display(), m.fstype);
     }
+    if !nonempty {
+        let mut entries = std::fs::read_dir(&abs).with_context(|| format!("mountpoint {}", abs.display()))?;
+        if let Some(first) = entries.next() {
+            let first = first.map(|e| e.file_name().to_string_lossy().into_owned()).unwrap_or_default();
+            let more = entries.count();
+            bail!(
+                "mountpoint {} is not empty ({} entr{}, e.g. `{first}`), and the mount would hide them: empty it, choose an empty directory, or pass --nonempty (-o nonempty)",
+                abs.display(),
+                more + 1,
+                if more == 0 { "y" } else { "ies" }
+            );
+        }
+    }
     Ok(abs)
+}
+
+/// Environment variable through which a `--daemon` parent hands its child
+/// the claim it took on the mountpoint (an inherited descriptor).
+const CLAIM_FD_ENV: &str = "RINGFS_CLAIM_FD";
+
+/// The claim of one `ringfs mount` on a mountpoint, from before anything
+/// is created until the daemon exits: an exclusive flock on
+/// `<runtime dir>/<id>.claim` holding the claimer's pid. A second
+/// `ringfs mount` of the same mountpoint (say two started at the same
+/// moment) fails at once instead of stacking a second mount on the first.
+pub struct Claim {
+    file: File,
+    path: PathBuf,
+    /// Handed to a child: not ours to remove.
+    handed_over: bool,
+}
+
+impl Claim {
+    /// Takes the claim on the resolved mountpoint `mp`, or fails naming the
+    /// process that holds it.
+    pub fn take(mp: &Path) -> Result<Claim> {
+        if let Some(c) = Claim::inherited()? {
+            return Ok(c);
+        }
+        let path = crate::control::claim_path(mp);
+        let dir = path.parent().expect("claim path has a parent");
+        std::fs::create_dir_all(dir).with_context(|| format!("creating the runtime directory {}", dir.display()))?;
+        loop {
+            let mut file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o644)
+                .open(&path)
+                .with_context(|| format!("opening the mountpoint claim {}", path.display()))?;
+            // SAFETY: flock on a descriptor we own.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                    return Err(e).with_context(|| format!("locking the mountpoint claim {}", path.display()));
+                }
+                let mut pid = String::new();
+                let _ = file.read_to_string(&mut pid);
+                let pid = pid.trim();
+                bail!(
+                    "mountpoint {} is being mounted or served by another ringfs{}: wait for it to finish, or unmount it with `ringfs umount {}`",
+                    mp.display(),
+                    if pid.is_empty() { String::new() } else { format!(" (pid {pid})") },
+                    mp.display()
+                );
+            }
+            // Its last holder removes the file before letting go: make sure
+            // the file we locked is still the one at the path.
+            let same = std::fs::metadata(&path).ok().zip(file.metadata().ok()).is_some_and(|(a, b)| a.ino() == b.ino() && a.dev() == b.dev());
+            if !same {
+                continue;
+            }
+            let _ = file.set_len(0);
+            let _ = writeln!(file, "{}", std::process::id());
+            return Ok(Claim { file, path, handed_over: false });
+        }
+    }
+
+    /// The claim a `--daemon` parent handed down, if any.
+    fn inherited() -> Result<Option<Claim>> {
+        let Some(fd) = std::env::var(CLAIM_FD_ENV).ok().and_then(|v| v.parse::<RawFd>().ok()) else {
+            return Ok(None);
+        };
+        std::env::remove_var(CLAIM_FD_ENV);
+        // SAFETY: the parent left this descriptor open for us and nothing else owns it.
+        let mut file = unsafe { File::from_raw_fd(fd) };
+        // SAFETY: fcntl on a descriptor we own.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        let path = std::fs::read_link(format!("/proc/self/fd/{fd}")).context("the inherited mountpoint claim")?;
+        let _ = file.set_len(0);
+        let _ = writeln!(file, "{}", std::process::id());
+        Ok(Some(Claim { file, path, handed_over: false }))
+    }
+
+    /// Makes the claim's descriptor inheritable by a child about to be
+    /// started with `cmd`: the child takes it over ([`Claim::take`]).
+    pub fn hand_to(&mut self, cmd: &mut std::process::Command) {
+        let fd = self.file.as_raw_fd();
+        cmd.env(CLAIM_FD_ENV, fd.to_string());
+        // SAFETY: fcntl between fork and exec is async-signal-safe.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(cmd, move || {
+                libc::fcntl(fd, libc::F_SETFD, 0);
+                Ok(())
+            });
+        }
+    }
+
+    /// The child now holds the claim: do not remove it when this process exits.
+    pub fn handed_over(&mut self) {
+        self.handed_over = true;
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if !self.handed_over {
+            // Removed while still locked (see `take`).
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -86,5 +281,28 @@ mod tests {
     #[test]
     fn root_is_a_mount() {
         assert!(mount_at(Path::new("/")).unwrap().is_some());
+    }
+
+    #[test]
+    fn resolve_follows_links_and_dots() {
+        let t = tempfile::tempdir().unwrap();
+        let real = t.path().canonicalize().unwrap();
+        std::fs::create_dir(real.join("d")).unwrap();
+        std::os::unix::fs::symlink(real.join("d"), real.join("abs")).unwrap();
+        std::os::unix::fs::symlink("d/../d", real.join("rel")).unwrap();
+        assert_eq!(resolve(&real.join("abs")).unwrap(), real.join("d"));
+        assert_eq!(resolve(&real.join("rel")).unwrap(), real.join("d"));
+        assert_eq!(resolve(&real.join("d/../d/./")).unwrap(), real.join("d"));
+        assert_eq!(resolve(&real.join("abs/../missing/x/..")).unwrap(), real.join("missing"));
+        std::os::unix::fs::symlink("loop", real.join("loop")).unwrap();
+        assert!(resolve(&real.join("loop")).is_err());
+    }
+
+    #[test]
+    fn mountinfo_fields() {
+        let m = parse_mountinfo("36 35 0:52 / /work/w\\040s rw,nosuid,nodev,noatime shared:1 - fuse.ringfs /s ro,user_id=0\n");
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].mount_point, Path::new("/work/w s"));
+        assert_eq!((m[0].id, m[0].options.as_str(), m[0].fstype.as_str(), m[0].super_options.as_str()), (36, "rw,nosuid,nodev,noatime", "fuse.ringfs", "ro,user_id=0"));
     }
 }

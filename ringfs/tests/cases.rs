@@ -1381,7 +1381,15 @@ fn c33(m: &mut TestMount) {
     t.join().unwrap();
     // Datagram socket too, and connect to a stale socket file: ECONNREFUSED.
     drop(c);
-    let r = UnixStream::connect(&sock);
+    // Another test thread forking at the moment the listener was created
+    // holds a copy of it until its exec closes it (CLOEXEC): retry briefly.
+    let t0 = std::time::Instant::now();
+    let r = loop {
+        match UnixStream::connect(&sock) {
+            Ok(_) if t0.elapsed() < Duration::from_secs(2) => std::thread::sleep(Duration::from_millis(20)),
+            r => break r,
+        }
+    };
     assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::ECONNREFUSED));
     fs::remove_file(&sock).unwrap();
     // Fifo.

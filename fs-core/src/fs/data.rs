@@ -249,9 +249,26 @@ impl Fs {
         Ok(buf)
     }
 
-    /// relatime, as ext4 mounts by default: atime moves on access when it is
-    /// not newer than mtime/ctime or is a day old.
+    /// The atime policy ([`Atime`], from [`Config::atime`] or the last
+    /// [`Fs::set_atime`]).
+    pub fn atime(&self) -> Atime {
+        Atime::from_u8(self.inner.atime.load(Ordering::Relaxed))
+    }
+
+    /// Changes the atime policy (a remount with noatime, strictatime,
+    /// relatime, or read-only, which reads as noatime).
+    pub fn set_atime(&self, atime: Atime) {
+        self.inner.atime.store(atime.as_u8(), Ordering::Relaxed);
+    }
+
+    /// After a read: relatime (as ext4 mounts by default) moves atime when it
+    /// is not newer than mtime/ctime or is a day old, strictatime always,
+    /// noatime never.
     pub(super) fn touch_atime(&self, ino: u64) {
+        let mode = self.atime();
+        if mode == Atime::Noatime {
+            return;
+        }
         let t = now();
         let mut st = self.inner.lock();
         if let Some(n) = st.nodes.get_mut(&ino) {
@@ -259,7 +276,11 @@ impl Fs {
             if r.flags & crate::schema::FS_NOATIME_FL != 0 {
                 return; // chattr +A
             }
-            if r.atime <= r.mtime || r.atime <= r.ctime || r.atime.0 + 86400 <= t.0 {
+            let due = match mode {
+                Atime::Strictatime => r.atime != t,
+                _ => r.atime <= r.mtime || r.atime <= r.ctime || r.atime.0 + 86400 <= t.0,
+            };
+            if due {
                 r.atime = t;
                 st.dirty_inodes.insert(ino);
             }

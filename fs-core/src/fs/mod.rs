@@ -74,6 +74,8 @@ pub(crate) struct Inner {
     abandon: AtomicBool,
     shut: AtomicBool,
     commit_interval: std::time::Duration,
+    /// [`crate::Atime`] as a number, for [`Fs::set_atime`].
+    atime: std::sync::atomic::AtomicU8,
     _tmp: Option<tempfile::TempDir>,
     _tmp_local: Option<tempfile::TempDir>,
 }
@@ -205,6 +207,7 @@ impl Fs {
             abandon: AtomicBool::new(false),
             shut: AtomicBool::new(false),
             commit_interval: cfg.commit_interval,
+            atime: std::sync::atomic::AtomicU8::new(cfg.atime.as_u8()),
             _tmp: tmp,
             _tmp_local: tmp_local,
         });

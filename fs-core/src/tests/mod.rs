@@ -436,6 +436,7 @@ fn readdir_cookies_stable() {
     fs.shutdown().unwrap();
 }
 
+mod atime;
 mod local_only;
 mod model;
 mod persistence;

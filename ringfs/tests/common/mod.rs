@@ -30,6 +30,10 @@ use std::time::{Duration, Instant};
 
 pub const RINGFS: &str = env!("CARGO_BIN_EXE_ringfs");
 
+mod daemon;
+#[allow(unused_imports)]
+pub use daemon::{sbin_helper, DaemonMount, SbinHelper, SBIN_HELPER};
+
 /// Unprivileged identity used by the non-root cases (`nobody:nogroup` on Debian).
 pub const NOBODY_UID: u32 = 65534;
 pub const NOBODY_GID: u32 = 65534;
@@ -484,11 +488,23 @@ impl TestMount {
         }
         // Not mounted any more (a signal stop, an external umount): nothing to
         // ask `ringfs umount`; the daemon is only waited for below.
-        if is_mounted(&self.mp) {
+        // A tool's background process (say git's auto-maintenance) may
+        // still be leaving the mount: `ringfs umount` answers EBUSY; retry
+        // for 10 s, then detach it with --lazy (what umount did before it
+        // refused busy mounts).
+        let busy_since = Instant::now();
+        let mut lazy = false;
+        while is_mounted(&self.mp) {
             let mut cmd = Command::new(RINGFS);
             cmd.arg("umount").arg(&self.mp).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+            if lazy {
+                cmd.arg("--lazy");
+            }
             match cmd.spawn() {
-                Err(e) => problems.push(format!("spawn ringfs umount: {e}")),
+                Err(e) => {
+                    problems.push(format!("spawn ringfs umount: {e}"));
+                    break;
+                }
                 Ok(mut um) => {
                     let deadline = Instant::now() + Duration::from_secs(30);
                     let um_status = loop {
@@ -518,9 +534,23 @@ impl TestMount {
                         let _ = e.read_to_string(&mut se);
                     }
                     match um_status {
-                        Some(st) if st.success() => {}
-                        Some(st) => problems.push(format!("ringfs umount exited {st}: {so}{se}")),
-                        None => problems.push(format!("ringfs umount hung for 30 s: {so}{se}")),
+                        Some(st) if st.success() => break,
+                        Some(_) if se.contains("(EBUSY)") && !lazy => {
+                            if busy_since.elapsed() > Duration::from_secs(10) {
+                                eprintln!("[{}] still busy after 10 s, detaching lazily: {se}", self.name);
+                                lazy = true;
+                            } else {
+                                thread::sleep(Duration::from_millis(200));
+                            }
+                        }
+                        Some(st) => {
+                            problems.push(format!("ringfs umount exited {st}: {so}{se}"));
+                            break;
+                        }
+                        None => {
+                            problems.push(format!("ringfs umount hung for 30 s: {so}{se}"));
+                            break;
+                        }
                     }
                 }
             }

@@ -1,0 +1,264 @@
+//! `ringfs umount`: refuse a busy mount naming the processes that hold it
+//! (as fuser(1) -m would, from /proc), else ask the daemon to stop and
+//! wait, showing progress, until it has committed and exited; remove a
+//! stale mount whose daemon is gone.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+
+use crate::cli::UmountArgs;
+use crate::{call_daemon, control, mountpoint};
+
+/// One process using a mount, as fuser(1) reports it.
+#[derive(Debug, Clone)]
+pub struct Holder {
+    pub pid: i32,
+    pub comm: String,
+    /// `cwd`, `root`, `exe`, `open file PATH` or `mapped PATH`.
+    pub what: String,
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pid {} ({}: {})", self.pid, self.comm, self.what)
+    }
+}
+
+/// Whether `p` (a path as /proc shows it) is in the mount at `mp` and not
+/// below one of the mounts in `below` (native roots: the daemon detaches them).
+fn within(p: &Path, mp: &Path, below: &[PathBuf]) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let b = p.as_os_str().as_bytes();
+    let p = Path::new(std::ffi::OsStr::from_bytes(b.strip_suffix(b" (deleted)").unwrap_or(b)));
+    p.starts_with(mp) && !below.iter().any(|b| p.starts_with(b))
+}
+
+/// The processes (other than those in `except`) whose working directory,
+/// root, executable, open files or mapped files are in the mount at `mp`
+/// (not below `below`). Read from /proc/PID/{cwd,root,exe,fd,maps}
+/// without touching the files themselves.
+pub fn holders(mp: &Path, except: &[i32], below: &[PathBuf]) -> Vec<Holder> {
+    let mut out = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else { return out };
+    for e in procs.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        if except.contains(&pid) {
+            continue;
+        }
+        let base = e.path();
+        let comm = std::fs::read_to_string(base.join("comm")).map(|c| c.trim().to_string()).unwrap_or_else(|_| "?".into());
+        let mut found: Option<String> = None;
+        for link in ["cwd", "root", "exe"] {
+            if let Ok(t) = std::fs::read_link(base.join(link)) {
+                if within(&t, mp, below) {
+                    found = Some(link.to_string());
+                    break;
+                }
+            }
+        }
+        if found.is_none() {
+            if let Ok(fds) = std::fs::read_dir(base.join("fd")) {
+                for fd in fds.flatten() {
+                    if let Ok(t) = std::fs::read_link(fd.path()) {
+                        if within(&t, mp, below) {
+                            found = Some(format!("open file {}", t.display()));
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        if found.is_none() {
+            if let Ok(maps) = std::fs::read_to_string(base.join("maps")) {
+                found = maps
+                    .lines()
+                    .filter_map(|l| l.split_whitespace().nth(5))
+                    .find(|p| p.starts_with('/') && within(Path::new(p), mp, below))
+                    .map(|p| format!("mapped {p}"));
+            }
+        }
+        if let Some(what) = found {
+            out.push(Holder { pid, comm, what });
+        }
+    }
+    out
+}
+
+/// "pid 1 (a: cwd), pid 2 (b: open file …)", the first ten.
+fn list<T: std::fmt::Display>(items: &[T]) -> String {
+    let mut s: Vec<String> = items.iter().take(10).map(|h| h.to_string()).collect();
+    if items.len() > 10 {
+        s.push(format!("and {} more", items.len() - 10));
+    }
+    s.join(", ")
+}
+
+/// The one-line answer for a path that is no ringfs mount.
+pub fn not_a_mount(mp: &Path) -> anyhow::Error {
+    if !mp.exists() {
+        return anyhow::anyhow!("{} is not a ringfs mount (no such file or directory): give the mountpoint of a running `ringfs mount` (findmnt -t fuse.ringfs lists them)", mp.display());
+    }
+    anyhow::anyhow!("{} is not a ringfs mount: give the mountpoint of a running `ringfs mount` (findmnt -t fuse.ringfs lists them)", mp.display())
+}
+
+/// `ringfs umount`: ask the daemon to stop; if it is gone, remove the stale mount.
+pub fn cmd_umount(args: UmountArgs) -> Result<()> {
+    let mp = mountpoint::resolve(&args.mountpoint)?;
+    let top = mountpoint::mount_at(&mp)?;
+    let is_ringfs = top.as_ref().is_some_and(|m| m.fstype == fuse_uring::session::FSTYPE);
+    let had_socket = control::socket_path(&mp).exists();
+    if !is_ringfs && !had_socket {
+        if let Some(other) = top {
+            bail!("{} is a {} mount, not a ringfs mount: use umount(8) for it", mp.display(), other.fstype);
+        }
+        return Err(not_a_mount(&mp));
+    }
+    let Ok(status) = call_daemon(&mp, &control::Request::Status) else {
+        return remove_stale(&mp, is_ringfs, had_socket);
+    };
+    let daemon = status["pid"].as_i64().unwrap_or(0) as i32;
+    let roots: Vec<PathBuf> = status["native_roots"]["roots"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|r| r["path"].as_str().map(PathBuf::from)).collect())
+        .unwrap_or_default();
+    let mut holding = if is_ringfs { holders(&mp, &[std::process::id() as i32, daemon], &roots) } else { Vec::new() };
+    holding.sort_by_key(|h| h.pid);
+    if !holding.is_empty() && !args.lazy {
+        bail!(
+            "{} is busy (EBUSY), used by {}: end those processes or move them out (cd elsewhere, close the files), or detach it now with `ringfs umount --lazy {}` (the daemon then commits and exits when the last one lets go)",
+            mp.display(),
+            list(&holding),
+            mp.display()
+        );
+    }
+    if is_ringfs && !args.lazy {
+        let others: Vec<String> = mountpoint::mounts()?
+            .into_iter()
+            .filter(|m| m.mount_point != mp && m.mount_point.starts_with(&mp) && !roots.iter().any(|r| m.mount_point.starts_with(r)))
+            .map(|m| format!("{} ({})", m.mount_point.display(), m.fstype))
+            .collect();
+        if !others.is_empty() {
+            bail!(
+                "{} is busy (EBUSY): other mounts sit inside it: {}; unmount them first, or detach everything now with `ringfs umount --lazy {}`",
+                mp.display(),
+                list(&others),
+                mp.display()
+            );
+        }
+    }
+    let reply = match call_daemon(&mp, &control::Request::Shutdown) {
+        Ok(r) => r,
+        Err(_) => return remove_stale(&mp, mountpoint::is_ringfs_mount(&mp)?, had_socket),
+    };
+    let pid = reply.get("pid").and_then(|p| p.as_u64()).unwrap_or(0) as i32;
+    wait_for_daemon(&mp, pid, args.timeout, &holding)?;
+    // The daemon's final commit: a failure (say a full disk) is ours to report.
+    let result = control::result_path(&mp);
+    let outcome = std::fs::read_to_string(&result).unwrap_or_else(|_| "ok".into());
+    let _ = std::fs::remove_file(&result);
+    if outcome.trim() != "ok" {
+        bail!("{} is unmounted, but the daemon's final commit failed: {}", mp.display(), outcome.trim());
+    }
+    Ok(())
+}
+
+/// Waits until `pid` has exited, saying every few seconds what it waits
+/// for (after a lazy detach: the processes that still hold the mount).
+fn wait_for_daemon(mp: &Path, pid: i32, timeout: u64, holding: &[Holder]) -> Result<()> {
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(timeout);
+    let mut next_note = start + Duration::from_secs(2);
+    while pid > 0 && process_alive(pid) {
+        let now = Instant::now();
+        if now > deadline {
+            bail!(
+                "the daemon (pid {pid}) serving {} did not finish within {timeout} s{}: see its log, or wait longer with --timeout",
+                mp.display(),
+                still_holding(holding).map(|l| format!("; still used by {l}")).unwrap_or_default()
+            );
+        }
+        if now >= next_note {
+            let why = match still_holding(holding) {
+                Some(l) => format!("detached; it stops when these let go: {l}"),
+                None => "committing".to_string(),
+            };
+            eprintln!(
+                "ringfs: waiting for the daemon (pid {pid}) of {}: {why} ({} s of {timeout} s)",
+                mp.display(),
+                start.elapsed().as_secs()
+            );
+            next_note = now + Duration::from_secs(5);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// Those of `holding` that still run.
+fn still_holding(holding: &[Holder]) -> Option<String> {
+    let alive: Vec<&Holder> = holding.iter().filter(|h| process_alive(h.pid)).collect();
+    (!alive.is_empty()).then(|| list(&alive))
+}
+
+/// No daemon answers for `mp`.
+fn remove_stale(mp: &Path, is_ringfs: bool, had_socket: bool) -> Result<()> {
+    if is_ringfs {
+        // A stale mount left by a killed daemon.
+        fuse_uring::session::unmount(mp).map_err(|err| anyhow::anyhow!("unmounting stale ringfs mount {}: {err}", mp.display()))?;
+        let _ = std::fs::remove_file(control::socket_path(mp));
+        eprintln!("ringfs: removed stale mount {} (no daemon was serving it)", mp.display());
+        Ok(())
+    } else if had_socket && !mountpoint::is_ringfs_mount(mp)? {
+        // Nothing is mounted there any more, but a daemon served it a
+        // moment ago: it was already stopping (SIGTERM, an external
+        // umount) and went away while we asked.
+        Ok(())
+    } else {
+        Err(not_a_mount(mp))
+    }
+}
+
+/// Whether `pid` still runs: kill(pid, 0) succeeds (kill(2)) and it is not
+/// a zombie waiting for its parent to reap it (proc(5), `/proc/PID/stat`
+/// state `Z`), which happens when the daemon's parent is the caller's.
+pub fn process_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence and permission.
+    if unsafe { libc::kill(pid, 0) } != 0 {
+        return false;
+    }
+    // A zombie leader whose other threads still run (exit_group in
+    // progress: the store's file locks are not released yet) is alive.
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .unwrap_or(true);
+    if !zombie {
+        return true;
+    }
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.count()).unwrap_or(0);
+    threads > 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn within_the_mount_not_its_roots() {
+        let mp = Path::new("/w");
+        let roots = [PathBuf::from("/w/node_modules")];
+        assert!(within(Path::new("/w"), mp, &roots));
+        assert!(within(Path::new("/w/a (deleted)"), mp, &roots));
+        assert!(!within(Path::new("/w/node_modules/x"), mp, &roots));
+        assert!(!within(Path::new("/wx"), mp, &roots));
+    }
+
+    #[test]
+    fn our_own_cwd_holds_its_directory() {
+        let cwd = std::env::current_dir().unwrap();
+        let h = holders(&cwd, &[], &[]);
+        assert!(h.iter().any(|h| h.pid == std::process::id() as i32 && h.what == "cwd"), "{h:?}");
+    }
+}
