@@ -131,7 +131,8 @@ fn refused_mounts_leave_nothing_behind() {
     let before = tree(d.dir());
     let inner = format!("{mp}/inner");
     let log = format!("{}/no/such/dir/x.log", d.dir().display());
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, Vec<&str>)> = vec![
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, Vec<&'a str>);
+    let cases: Vec<Case> = vec![
         (vec!["mount", &mp, "--store", &store, "--ignore", "a[b"], vec![], vec!["--ignore", "a[b", "fix the pattern"]),
         (vec!["mount", &mp, "--store", &store], vec![("RINGFS_IGNORE", "ok,a[b")], vec!["RINGFS_IGNORE", "a[b", "unset RINGFS_IGNORE"]),
         (vec!["mount", &mp, "--store", &store, "--ignore", "!"], vec![], vec!["`!` alone"]),

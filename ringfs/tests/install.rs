@@ -113,7 +113,7 @@ fn umount_8(mp: &Path, pid: i32) {
 
 fn mount_fields(mp: &Path) -> (String, String) {
     let text = fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let line = text.lines().filter(|l| l.split(' ').nth(4) == Some(&s(mp))).last().unwrap_or_else(|| panic!("{} not mounted", mp.display())).to_string();
+    let line = text.lines().rfind(|l| l.split(' ').nth(4) == Some(&s(mp))).unwrap_or_else(|| panic!("{} not mounted", mp.display())).to_string();
     let (pre, post) = line.split_once(" - ").unwrap();
     (pre.split(' ').nth(5).unwrap().to_string(), post.split(' ').nth(1).unwrap().to_string())
 }

@@ -28,8 +28,7 @@ fn mount_options(mp: &Path) -> String {
     let text = fs::read_to_string("/proc/self/mountinfo").unwrap();
     let mpb = mp.to_str().unwrap();
     text.lines()
-        .filter(|l| l.split(' ').nth(4) == Some(mpb))
-        .last()
+        .rfind(|l| l.split(' ').nth(4) == Some(mpb))
         .map(|l| l.split(' ').nth(5).unwrap().to_string())
         .unwrap_or_default()
 }
