@@ -14,13 +14,12 @@
 #                           "--passthrough off;--transport dev"
 #   CARGO_TEST_ARGS         extra args before `--` (e.g. "--test cases")
 set -euo pipefail
-# The layout rules of docs/ARCHITECTURE.md (file sizes, import cycles, layers):
-# no root needed, so first.
-python3 "$(dirname "$0")/check-layout.py"
 # shellcheck source=as-root.sh
 . "$(dirname "$0")/as-root.sh"
 as_root test.sh "the mount tests need FUSE mounts, setpriv and unshare" "$@"
 cd "$(dirname "$0")/.."
+# The layout rules of docs/ARCHITECTURE.md (file sizes, import cycles, layers), first.
+python3 scripts/check-layout.py
 export PATH="$HOME/.cargo/bin:$PATH"
 threads=${RINGFS_TEST_THREADS:-3}
 
