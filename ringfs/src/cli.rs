@@ -111,7 +111,8 @@ pub struct MountArgs {
     pub hash_threads: usize,
 
     /// Write the daemon's log here (with --daemon; default: next to the
-    /// control socket, /run/ringfs/<id>.log). Its directory must exist.
+    /// control socket, /run/ringfs/<id>.log; a foreground mount logs to
+    /// stderr). Its directory must exist.
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
 
@@ -249,7 +250,9 @@ mount(8) and fstab: `ringfs install` puts the helper mount.fuse.ringfs in /sbin,
   mount -t fuse.ringfs /var/lib/ringfs/ws /work/ws -o noatime,ignore=node_modules
 and the fstab line
   /var/lib/ringfs/ws  /work/ws  fuse.ringfs  noatime,ignore=node_modules  0 0
-mount a workspace (the source is the store directory, or `memory`); umount(8) stops it.";
+mount a workspace (the source is the store directory, or `memory`); umount(8) stops it
+(it returns once the kernel detached the mount, the daemon's final commit follows; with native
+roots mounted it answers EBUSY, they being submounts: use `ringfs umount`, which waits).";
 
 /// A count that must be at least 1.
 fn at_least_one(s: &str) -> Result<usize, String> {

@@ -209,7 +209,8 @@ impl Claim {
                 }
                 let mut pid = String::new();
                 let _ = file.read_to_string(&mut pid);
-                let pid = pid.trim();
+                // The file may be NUL-padded (rewritten shorter in place).
+                let pid = pid.trim_matches(|c: char| c == '\0' || c.is_whitespace());
                 bail!(
                     "mountpoint {} is being mounted or served by another ringfs{}: wait for it to finish, or unmount it with `ringfs umount {}`",
                     mp.display(),

@@ -107,6 +107,16 @@ pub fn check(args: &MountArgs) -> Result<Plan> {
             if l.exists() && !l.is_dir() {
                 bail!("--local-dir {} exists and is not a directory: give a directory (created if missing)", l.display());
             }
+            if let StorePlan::Dir(d) = &store {
+                let wc = d.join("wc");
+                if &l == d || l.starts_with(&wc) || wc.starts_with(&l) {
+                    bail!(
+                        "--local-dir {} is the store directory {} or holds its working copies: give a directory of its own (default: STORE/local)",
+                        l.display(),
+                        d.display()
+                    );
+                }
+            }
             writable("--local-dir", &l, &[])?;
             Some(l)
         }

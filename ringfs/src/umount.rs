@@ -123,7 +123,9 @@ pub fn cmd_umount(args: UmountArgs) -> Result<()> {
         .as_array()
         .map(|a| a.iter().filter_map(|r| r["path"].as_str().map(PathBuf::from)).collect())
         .unwrap_or_default();
-    let mut holding = if is_ringfs { holders(&mp, &[std::process::id() as i32, daemon], &roots) } else { Vec::new() };
+    // Processes inside native roots count too: detaching a root under them
+    // would silently move their cwd and files out of the workspace.
+    let mut holding = if is_ringfs { holders(&mp, &[std::process::id() as i32, daemon], &[]) } else { Vec::new() };
     holding.sort_by_key(|h| h.pid);
     if !holding.is_empty() && !args.lazy {
         bail!(
