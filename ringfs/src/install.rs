@@ -72,7 +72,9 @@ mount.fuse.ringfs \- mount(8) helper for ringfs workspaces
 Runs \fBringfs mount\fR \fIMOUNTPOINT\fR \fB\-\-store\fR \fISTORE\fR \fB\-o\fR \fIOPTIONS\fR \fB\-\-daemon\fR
 and returns once the workspace is mounted. \fISTORE\fR is the store directory
 (created if missing), or \fBmemory\fR for an in\-memory store.
-\fBumount\fR(8) of the mountpoint stops the daemon after its final commit.
+\fBumount\fR(8) of the mountpoint stops the daemon, which makes its final
+commit after umount returned; while native roots are mounted umount(8)
+answers EBUSY (they are submounts): use \fBringfs umount\fR, which waits.
 .PP
 An \fB/etc/fstab\fR line:
 .PP
