@@ -88,8 +88,9 @@ struct BackingTable {
 impl Backing {
     /// The open flags and backing id for a new handle `fh` of `ino` whose
     /// working copy is `fd` (None: not a regular file), opened with open(2)
-    /// `flags`.
-    fn open(&self, ino: u64, fh: u64, fd: Option<std::os::fd::RawFd>, flags: u32) -> Opened {
+    /// `flags`; `through_daemon`: unless the inode is already open with a
+    /// backing id (all its opens must agree), serve it without passthrough.
+    fn open(&self, ino: u64, fh: u64, fd: Option<std::os::fd::RawFd>, flags: u32, through_daemon: bool) -> Opened {
         let Some(fd) = fd else {
             return Opened { fh, open_flags: FOPEN_NOFLUSH, backing_id: 0 };
         };
@@ -100,6 +101,10 @@ impl Backing {
                 e.handles += 1;
                 e.writers += writable as u32;
                 e.id
+            }
+            None if through_daemon => {
+                t.by_ino.insert(ino, BackingInode { id: None, handles: 1, writers: writable as u32 });
+                None
             }
             None => {
                 // SAFETY: `fd` is the working copy fs-core keeps open while the
@@ -245,7 +250,14 @@ impl Adapter {
 
     fn file_opened(&self, ino: u64, fh: u64, flags: u32) -> Opened {
         match &self.backing {
-            Some(b) => b.open(ino, fh, self.fs.backing_fd(fh), flags),
+            // An append-only file is served through the daemon, which puts
+            // every write at its end: the kernel checks neither fcntl's
+            // clearing of O_APPEND nor a shared writable mapping against the
+            // flag (FUSE inodes do not carry it).
+            Some(b) => {
+                let append_only = self.fs.get_flags(ino).is_ok_and(|f| f & fs_core::store::FS_APPEND_FL != 0);
+                b.open(ino, fh, self.fs.backing_fd(fh), flags, append_only)
+            }
             // A native root's file may change through the bind mount: no page cache kept.
             None if self.fs.is_host(ino) => Opened { fh, open_flags: FOPEN_NOFLUSH, backing_id: 0 },
             None => Opened { fh, open_flags: FOPEN_KEEP_CACHE | FOPEN_NOFLUSH, backing_id: 0 },

@@ -279,6 +279,31 @@ fn inode_flags(m: &mut TestMount) {
     deny(m, "rm of append-only", "rm -f a");
     deny(m, "mv of append-only", "mv a b");
     deny(m, "chmod of append-only", "chmod 600 a");
+    // Dropping O_APPEND with fcntl or writing through a shared mapping (the
+    // kernel checks neither against a FUSE inode's flags) still changes no
+    // existing byte: the daemon puts every write at the end.
+    let out = python(
+        m,
+        r#"
+import os, fcntl, mmap
+fd = os.open("a", os.O_RDWR | os.O_APPEND)
+try:
+    fcntl.fcntl(fd, fcntl.F_SETFL, 0)
+    os.pwrite(fd, b"M", 0)
+except OSError as e:
+    print("refused", e.errno)
+try:
+    mm = mmap.mmap(fd, 4, mmap.MAP_SHARED)
+    mm[0:1] = b"N"
+    mm.flush()
+    mm.close()
+except (OSError, ValueError) as e:
+    print("refused", getattr(e, "errno", e))
+os.close(fd)
+print(open("a", "rb").read()[:4])
+"#,
+    );
+    assert!(out.trim_end().ends_with("b'x\\ny\\n'"), "append-only bytes changed: {out}");
     m.sh_ok("chattr -a a && rm a");
     // An immutable directory takes no new entries and loses none.
     m.sh_ok("mkdir d && touch d/in && chattr +i d");
@@ -292,6 +317,39 @@ fn inode_flags(m: &mut TestMount) {
     if !m.is_raw() {
         assert!(!o.status.success(), "chattr +c (compression) reported success");
     }
+}
+
+/// Files deleted while open, and O_TMPFILE files never named, are freed by
+/// the recovery after a crash, as ext4 frees its orphans: their bytes do not
+/// come back in lost+found.
+fn unlinked_files_stay_gone_after_crash(m: &mut TestMount) {
+    if m.backend() != Backend::Store || m.is_raw() {
+        return;
+    }
+    python(
+        m,
+        r#"
+import os, signal, time
+fd = os.open(".", os.O_TMPFILE | os.O_RDWR, 0o600)
+os.write(fd, b"t" * 600000)
+os.fsync(fd)
+g = os.open("doomed", os.O_CREAT | os.O_RDWR, 0o600)
+os.write(g, b"d" * 600000)
+os.fsync(g)
+os.unlink("doomed")
+os.fsync(os.open(".", os.O_RDONLY))
+time.sleep(1.5)
+os.kill(int(os.environ["DAEMON"]), signal.SIGKILL)
+"#
+        .replace("os.environ[\"DAEMON\"]", &m.daemon_pid().unwrap().to_string())
+        .as_str(),
+    );
+    m.kill_daemon();
+    m.mount_again();
+    let lost = m.store_dir().join("lost+found");
+    let kept: Vec<_> = fs::read_dir(&lost).map(|d| d.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
+    assert!(kept.is_empty(), "deleted files came back in lost+found: {kept:?}");
+    assert!(!m.p("doomed").exists());
 }
 
 /// statx(2) birth time (xfstests 528): set at creation, unchanged by later
@@ -323,4 +381,5 @@ both_backends! {
     rename_whiteout => rename_whiteout_memory, rename_whiteout_store;
     inode_flags => inode_flags_memory, inode_flags_store;
     birth_time => birth_time_memory, birth_time_store;
+    unlinked_files_stay_gone_after_crash => unlinked_files_stay_gone_after_crash_memory, unlinked_files_stay_gone_after_crash_store;
 }

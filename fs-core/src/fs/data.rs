@@ -298,7 +298,11 @@ impl Fs {
         if !can_write(flags) {
             return err(libc::EBADF);
         }
-        let append = flags as i32 & libc::O_APPEND != 0;
+        // An append-only inode takes every write at its end, whatever the
+        // handle says now (fcntl(F_SETFL) can drop O_APPEND without asking
+        // us, and page writeback of a shared mapping carries offsets).
+        let append_only = self.inner.lock().node(ino).map(|n| n.rec.flags & crate::schema::FS_APPEND_FL != 0).unwrap_or(false);
+        let append = flags as i32 & libc::O_APPEND != 0 || append_only;
         let guard = if append { Some(f.append.lock().unwrap_or_else(|p| p.into_inner())) } else { None };
         let offset = if append { f.file.metadata()?.len() } else { offset };
         f.file.write_all_at(data, offset)?;

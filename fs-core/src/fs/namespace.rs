@@ -315,11 +315,12 @@ impl Fs {
             if !is_dir(n.rec.mode) {
                 return err(libc::ENOTDIR);
             }
+            // As ext4: a flagged directory (or parent) is EPERM before ENOTEMPTY.
+            may_unlink(n.rec.flags)?;
+            may_unlink(st.node(parent)?.rec.flags)?;
             if !n.dir.as_ref().map(|d| d.by_name.is_empty()).unwrap_or(true) {
                 return err(libc::ENOTEMPTY);
             }
-            may_unlink(n.rec.flags)?;
-            may_unlink(st.node(parent)?.rec.flags)?;
             if self.inner.host.is_root(child) {
                 // ENOTEMPTY unless its tree is empty (EBUSY comes from the
                 // kernel while it is bind-mounted).

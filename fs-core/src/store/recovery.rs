@@ -270,9 +270,14 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir) 
             }
             tracing::error!("a file without a name after the crash is left as {}/{name}", dir.path().display());
         };
+        // The bytes of inodes the store knew as unlinked (deleted while
+        // open, or O_TMPFILE never named) go, as ext4 frees its orphans.
+        let unlinked: HashSet<String> = orphans.iter().map(|i| i.to_string()).collect();
         for name in wc.names() {
             let keep = name.parse::<u64>().ok().map(|i| st.nodes.get(&i).map(|n| is_reg(n.rec.mode) && !n.data_local).unwrap_or(false)).unwrap_or(false);
-            if !keep {
+            if unlinked.contains(&name) {
+                let _ = wc.unlink(&name);
+            } else if !keep {
                 orphan(wc, &name, "wc-");
             }
         }
@@ -280,7 +285,7 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir) 
         for name in local.names() {
             let ours = name.parse::<u64>().ok();
             let keep = ours.map(|i| st.nodes.get(&i).map(|n| is_reg(n.rec.mode) && n.data_local).unwrap_or(false)).unwrap_or(true);
-            if name.starts_with(".restore-") {
+            if name.starts_with(".restore-") || unlinked.contains(&name) {
                 let _ = local.unlink(&name);
             } else if !keep {
                 orphan(local, &name, "local-");
@@ -288,7 +293,7 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir) 
         }
         if saved > 0 {
             tracing::warn!(
-                "{saved} files made after the last commit lost their names in the crash; their bytes are in {}",
+                "{saved} files made (or deleted while open) after the last commit have no name after the crash; their bytes are kept in {}",
                 dbpath.parent().unwrap_or(Path::new(".")).join("lost+found").display()
             );
         }
