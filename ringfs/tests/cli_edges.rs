@@ -145,6 +145,7 @@ fn refused_mounts_leave_nothing_behind() {
         (vec!["mount", &mp, "--store", &store, "--hash-threads", "0"], vec![], vec!["at least 1"]),
         (vec!["mount", &mp, "--store", &store, "--queue-depth", "0"], vec![], vec!["--queue-depth"]),
         (vec!["fsck", "--store", &store], vec![], vec!["does not exist"]),
+        (vec!["mount", &mp, "--store", &store, "--local-dir", &store], vec![], vec!["--local-dir", "store directory", "of its own"]),
     ];
     for (args, env, want) in &cases {
         refused(args, env, want);
@@ -270,6 +271,27 @@ fn busy_umount_names_holders_and_lazy_waits_with_progress() {
     std::io::Read::read_to_string(&mut um.stderr.take().unwrap(), &mut err).unwrap();
     assert!(st.success(), "{err}");
     assert!(err.contains("waiting for the daemon") && err.contains(&format!("pid {pid} (sleep")), "progress names the holder: {err}");
+}
+
+/// A process inside a native root holds the mount too: umount does not
+/// detach the root from under it.
+#[test]
+fn busy_umount_counts_processes_inside_native_roots() {
+    skip_if_raw!();
+    if !native_roots_possible() {
+        return;
+    }
+    let m = TestMount::builder(Backend::Memory).args(["--ignore", "node_modules"]).mount();
+    let root = make_native_root(&m, "node_modules");
+    let mp = s(m.path());
+    let sleeper = Child(Command::new("sleep").arg("120").current_dir(&root).spawn().unwrap());
+    let pid = sleeper.0.id();
+    let o = ringfs(&["umount", &mp]);
+    let l = error_line(&o);
+    assert!(!o.status.success(), "umount with a process inside a native root: {l}");
+    assert!(l.contains(&format!("pid {pid} (sleep: cwd)")), "names the holder: {l}");
+    assert!(is_mounted(&root), "the native root stays mounted");
+    drop(sleeper);
 }
 
 #[test]
