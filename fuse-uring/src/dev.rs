@@ -102,10 +102,18 @@ pub(crate) fn read_request(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usi
 
 /// Writes one reply. ENOENT (request interrupted and gone) is not an error.
 pub(crate) fn write_reply(fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<()> {
+    write_parts(fd, &[bytes])
+}
+
+/// Writes one message made of `parts` to /dev/fuse with writev(2), retrying
+/// on EINTR/EAGAIN. ENOENT is not an error: the request was interrupted and
+/// is gone, or (notifications) nothing is cached for that inode or entry.
+fn write_parts(fd: BorrowedFd<'_>, parts: &[&[u8]]) -> io::Result<()> {
+    let iov: Vec<libc::iovec> = parts.iter().map(|p| libc::iovec { iov_base: p.as_ptr() as *mut _, iov_len: p.len() }).collect();
     loop {
-        // SAFETY: writes from a live buffer of bytes.len() bytes.
-        let n = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr() as *const _, bytes.len()) };
-        if n >= 0 {
+        // SAFETY: every iovec points into a live slice borrowed for this call.
+        let r = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), iov.len() as i32) };
+        if r >= 0 {
             return Ok(());
         }
         let e = io::Error::last_os_error();
@@ -139,24 +147,8 @@ impl Notifier {
     fn send(&self, code: i32, parts: &[&[u8]]) -> io::Result<()> {
         let len: usize = std::mem::size_of::<fuse_out_header>() + parts.iter().map(|p| p.len()).sum::<usize>();
         let h = fuse_out_header { len: len as u32, error: code, unique: 0 };
-        let mut iov: Vec<libc::iovec> = Vec::with_capacity(parts.len() + 1);
-        for p in std::iter::once(h.as_bytes()).chain(parts.iter().copied()) {
-            iov.push(libc::iovec { iov_base: p.as_ptr() as *mut _, iov_len: p.len() });
-        }
-        loop {
-            // SAFETY: every iovec points into a live slice borrowed for this call.
-            let r = unsafe { libc::writev(self.dev.as_fd().as_raw_fd(), iov.as_ptr(), iov.len() as i32) };
-            if r >= 0 {
-                return Ok(());
-            }
-            let e = io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
-                // Nothing cached for that inode/entry: nothing to invalidate.
-                Some(libc::ENOENT) => return Ok(()),
-                _ => return Err(e),
-            }
-        }
+        let all: Vec<&[u8]> = std::iter::once(h.as_bytes()).chain(parts.iter().copied()).collect();
+        write_parts(self.dev.as_fd(), &all)
     }
 
     fn check_name(name: &OsStr) -> io::Result<&[u8]> {

@@ -294,14 +294,19 @@ impl Fs {
         if is_host_id(fh) {
             return self.inner.host.write(fh, offset, data);
         }
-        let (ino, flags, f) = self.handle(fh)?;
-        if !can_write(flags) {
-            return err(libc::EBADF);
-        }
         // An append-only inode takes every write at its end, whatever the
         // handle says now (fcntl(F_SETFL) can drop O_APPEND without asking
         // us, and page writeback of a shared mapping carries offsets).
-        let append_only = self.inner.lock().node(ino).map(|n| n.rec.flags & crate::schema::FS_APPEND_FL != 0).unwrap_or(false);
+        let (ino, flags, f, append_only) = {
+            let st = self.inner.lock();
+            let h = st.handles.get(&fh).ok_or(Errno(libc::EBADF))?;
+            let f = h.file.clone().ok_or(Errno(libc::EINVAL))?;
+            let ao = st.nodes.get(&h.ino).is_some_and(|n| n.rec.flags & crate::schema::FS_APPEND_FL != 0);
+            (h.ino, h.flags, f, ao)
+        };
+        if !can_write(flags) {
+            return err(libc::EBADF);
+        }
         let append = flags as i32 & libc::O_APPEND != 0 || append_only;
         let guard = if append { Some(f.append.lock().unwrap_or_else(|p| p.into_inner())) } else { None };
         let offset = if append { f.file.metadata()?.len() } else { offset };
