@@ -183,6 +183,11 @@ pub fn summary(r: &Results, sums: &[Summary], v: &Verdict) -> String {
         lines.push(l.trim_end().to_string());
     }
 
+    if let Some(st) = &r.store {
+        lines.push(String::new());
+        lines.extend(crate::store::show::summary_lines(st));
+    }
+
     // Peers: one line each.
     let peers: Vec<_> = PEERS.iter().filter_map(|p| r.targets.iter().find(|t| t.spec.id == *p && t.status == "ran")).collect();
     if !peers.is_empty() {
