@@ -105,11 +105,15 @@ pub fn summary(r: &Results, sums: &[Summary], v: &Verdict) -> String {
     }
     lines.push(String::new());
 
+    // A run of the store section alone has no rows: no table head, no peers.
+    let any_samples = !r.samples.is_empty();
     let mut h = format!("{:<TITLE_W$} {:>MS_W$} {:>SPREAD_W$}", "row", "raw ms", "spread");
     for (name, _) in &modes {
         let _ = write!(h, "{name:>NUM_W$}  ");
     }
-    lines.push(h.trim_end().to_string());
+    if any_samples {
+        lines.push(h.trim_end().to_string());
+    }
 
     let find = |sec: &str, row: &str, phase: &str, t: &str| sums.iter().find(|s| s.section == sec && s.row == row && s.phase == phase && s.target == t);
     let mut keys: Vec<(&str, &str, &str)> = vec![];
@@ -190,7 +194,7 @@ pub fn summary(r: &Results, sums: &[Summary], v: &Verdict) -> String {
 
     // Peers: one line each.
     let peers: Vec<_> = PEERS.iter().filter_map(|p| r.targets.iter().find(|t| t.spec.id == *p && t.status == "ran")).collect();
-    if !peers.is_empty() {
+    if !peers.is_empty() && any_samples {
         lines.push(String::new());
         lines.push("peers: geometric mean of the ratios over the rows above; fastest and slowest row".into());
         for t in peers {

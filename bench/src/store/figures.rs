@@ -94,12 +94,12 @@ impl SectionLoad {
         let max = self.during.iter().map(|p| p.avg[0]).max_by(f64::total_cmp);
         let busy = self.before.into_iter().chain(self.after).map(|x| x[0]).chain(max).any(|x| self.cores > 0 && x > self.cores as f64);
         format!(
-            "load (1-min average, {} cores) in the store section: {} before · {} max during · {} after{}",
+            "load (1-min, {} cores) in the store section: {} before · {} max during · {} after{}",
             self.cores,
             f(self.before),
             max.map_or("?".into(), |m| format!("{m:.2}")),
             f(self.after),
-            if busy { " — busier than the cores: its timings are noisy" } else { "" }
+            if busy { " — over the cores: noisy timings" } else { "" }
         )
     }
 }
@@ -175,7 +175,8 @@ mod tests {
         let f = Figure::new("k", "t", "count", Some(0.0), None).equals(0.0, "= 0");
         assert_eq!(pass_mark(&f), "?");
         assert_eq!(fmt_value("ok", Some(1.0)), "ok");
-        assert_eq!(fmt_value("ms", Some(0.8432)), "0.84 ms");
+        assert_eq!(fmt_value("ms", Some(0.8432)), "0.843 ms");
+        assert_eq!(fmt_value("ms", Some(2.5)), "2.50 ms");
         assert_eq!(fmt_value("GiB", Some(9.71)), "9.71 GiB");
     }
 }

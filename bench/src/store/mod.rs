@@ -93,7 +93,7 @@ impl Sizes {
                 mixed_npm_pkgs: 20,
                 big_mib: 1024,
                 tree_files: 20_000,
-                settle: Duration::from_secs(3),
+                settle: Duration::from_secs(2),
             },
             "tiny" => Sizes {
                 profile: "tiny",
@@ -438,7 +438,7 @@ fn small_files(cx: &mut Ctx) -> Result<()> {
     let after = measure::settled_rss(rf.pid, cx.sizes.settle);
     let peak2 = sampler.stop();
     let both = RssPeak { hwm: peak.hwm.max(peak2.hwm), max_rss: peak.max_rss.max(peak2.max_rss), ..peak2 };
-    cx.rss_figures("tree", &format!("{what} (and its final commit)"), r.is_ok().then_some(both), rf.idle, after);
+    cx.rss_figures("tree", &format!("{what} + final commit"), r.is_ok().then_some(both), rf.idle, after);
     rf.inst.unmount()?;
     Ok(())
 }
