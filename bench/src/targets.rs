@@ -279,6 +279,11 @@ impl Instance {
         self.dir.path.join("store")
     }
 
+    /// Whether this instance is mounted (as far as its own mount and unmount know).
+    pub fn is_mounted(&self) -> bool {
+        self.mounted
+    }
+
     /// The PID of the ringfs daemon serving this mount (`ringfs status --json`), while mounted.
     pub fn daemon_pid(&self) -> Option<i32> {
         if !self.spec.is_ringfs() || !self.mounted {

@@ -23,6 +23,14 @@ pub fn rss_hwm(pid: i32) -> Option<(u64, u64)> {
     Some((kib("VmRSS:")?, kib("VmHWM:")?))
 }
 
+/// Is `pid` a zombie (exited, not yet reaped)? proc(5) `/proc/PID/stat` state `Z`.
+pub fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
 /// Bytes to MiB.
 pub fn mib(b: u64) -> f64 {
     b as f64 / 1048576.0
