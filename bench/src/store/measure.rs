@@ -61,16 +61,11 @@ impl RssSampler {
         let s2 = stop.clone();
         let thread = std::thread::spawn(move || {
             let mut p = RssPeak::default();
-            loop {
-                match rss_hwm(pid) {
-                    Some((rss, hwm)) => {
-                        p.max_rss = p.max_rss.max(rss);
-                        p.hwm = p.hwm.max(hwm);
-                        p.last_rss = rss;
-                        p.samples += 1;
-                    }
-                    None => break,
-                }
+            while let Some((rss, hwm)) = rss_hwm(pid) {
+                p.max_rss = p.max_rss.max(rss);
+                p.hwm = p.hwm.max(hwm);
+                p.last_rss = rss;
+                p.samples += 1;
                 if s2.load(Ordering::Relaxed) {
                     break;
                 }

@@ -207,6 +207,9 @@ impl Ctx<'_> {
     }
 }
 
+/// One workload of the section: it pushes its figures into the context.
+type Step = fn(&mut Ctx) -> Result<()>;
+
 /// Run the store section with `sizes`; `log` prints a progress line.
 pub fn run(sizes: &Sizes, features: &Features, base: &Path, timeout: Duration, log: &dyn Fn(&str)) -> Result<StoreSection> {
     let started = Instant::now();
@@ -229,9 +232,9 @@ pub fn run(sizes: &Sizes, features: &Features, base: &Path, timeout: Duration, l
         errors: vec![],
         effective: serde_json::Value::Null,
     };
-    let mut steps: Vec<(&str, fn(&mut Ctx) -> Result<()>)> =
-        vec![("fsync latency and SQLite", fsync_and_sqlite), ("mixed load", mixed_load), ("big file", big_file), ("small files", small_files)];
-    for (what, step) in steps.drain(..) {
+    let steps: [(&str, Step); 4] =
+        [("fsync latency and SQLite", fsync_and_sqlite), ("mixed load", mixed_load), ("big file", big_file), ("small files", small_files)];
+    for (what, step) in steps {
         sys::check_interrupted()?;
         log(&format!("ringfs-bench: store ({}): {what}", sizes.profile));
         if let Err(e) = step(&mut cx) {
