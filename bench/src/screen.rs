@@ -216,13 +216,18 @@ pub fn summary(r: &Results, sums: &[Summary], v: &Verdict) -> String {
     }
 
     lines.push(String::new());
-    lines.push(format!(
-        "ratio: median ÷ raw disk's median, lower is faster; ~ min–max range over ×{} wide, ! over ×{}; F: a sample failed",
-        noise::WIDE,
-        noise::VERY_WIDE
-    ));
-    lines.push(format!("* row flagged: raw-disk spread (max/min) over ×{}, or modes straddling 1.0 — its ratios are untrustworthy", noise::RAW_SPREAD_MAX));
-    if !modes.is_empty() {
+    if any_samples {
+        lines.push(format!(
+            "ratio: median ÷ raw disk's median, lower is faster; ~ min–max range over ×{} wide, ! over ×{}; F: a sample failed",
+            noise::WIDE,
+            noise::VERY_WIDE
+        ));
+        lines.push(format!("* row flagged: raw-disk spread (max/min) over ×{}, or modes straddling 1.0 — its ratios are untrustworthy", noise::RAW_SPREAD_MAX));
+    }
+    if r.store.is_some() {
+        lines.push("store: ratio = ringfs ÷ ext4; PASS/FAIL against issue 12's target; memory is the ringfs daemon's (no ext4 side)".into());
+    }
+    if !modes.is_empty() && any_samples {
         let cols: Vec<String> = modes.iter().map(|(n, t)| format!("{n} = {}", t.spec.id)).collect();
         lines.extend(wrap(&format!("columns: {}", cols.join(", ")), WIDTH));
     }
