@@ -7,15 +7,20 @@
 # says (load average, flagged rows, "rerun on a quiet machine").
 #
 #   scripts/bench.sh           quick: 14 rows, REPS=3 (+1 warm-up), all available modes,
-#                              one `npm install express` per target
+#                              one `npm install express` per target, the store section
+#                              at small sizes (fsync by file size, SQLite, daemon RSS,
+#                              disk, final commit; ringfs defaults beside ext4)
 #   scripts/bench.sh --full    full: REPS=5 (+1 warm-up), 14 rows, cells C01–C12,
 #                              npm express + front-end toolchain installs, restore after
-#                              restart (500/3000 files), fs-core store benchmark (store.md)
+#                              restart (500/3000 files), the store section at issue 12's
+#                              sizes (4 GiB file, 200 000 files, 10 min mixed load),
+#                              fs-core store benchmark (store.md)
 #   scripts/bench.sh --smoke   CI smoke: REPS=1, rows 1 and 6, raw disk + ringfs synced (< 1 min)
 #
 # Any other argument goes to ringfs-bench (see `ringfs-bench --help`), e.g.
 #   scripts/bench.sh --reps 2 --rows 1,6,12 --targets raw,tmpfs,rf-dev-synced-ptoff
 #   scripts/bench.sh --list-targets
+#   scripts/bench.sh --rows 0 --npm none --store-section quick   (only the store section)
 # Results in $FSBENCH_RESULTS (default target/fsbench/<profile>): summary.txt (the summary),
 # results.md (the full table), results.json (every sample, load averages, noise judgement),
 # ratios.svg/.png (main modes) and ratios-all.svg/.png (every mode). The report of an
@@ -45,9 +50,11 @@ done
 if [ -w /sys/module/fuse/parameters/enable_uring ]; then
     echo Y > /sys/module/fuse/parameters/enable_uring 2>/dev/null || true
 fi
-for tool in git npm node; do
+for tool in git npm node python3 tar du; do
     command -v "$tool" >/dev/null || { echo "bench: $tool is not installed (run scripts/setup.sh)" >&2; exit 1; }
 done
+# The store section's SQLite writers are python3 processes.
+python3 -c 'import sqlite3' 2>/dev/null || { echo "bench: python3 has no sqlite3 module (run scripts/setup.sh)" >&2; exit 1; }
 # Peers from Debian when installable; the harness lists them as skipped otherwise.
 if [ "$profile" != smoke ] && command -v apt-get >/dev/null; then
     peers=()

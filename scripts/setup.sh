@@ -47,6 +47,11 @@ if command -v python3 >/dev/null 2>&1; then
     fi
     rm -rf "$tmpv"
 fi
+# ringfs-bench's store section runs SQLite writers in python3: its sqlite3 module
+# lives in libpython3-stdlib (python3-minimal alone lacks it).
+if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import sqlite3' >/dev/null 2>&1; then
+    missing+=(python3 libpython3-stdlib)
+fi
 # pjdfstest links libacl.
 if ! dpkg -s libacl1-dev >/dev/null 2>&1; then
     missing+=(libacl1-dev)

@@ -13,7 +13,8 @@
 //! Modules: `run` (the run), `targets`/`rows` (what runs where), `sys`
 //! (processes, mounts), `progress`, `report` (per-row summaries), `noise` (the
 //! judgement), `screen` (the one-screen summary), `markdown` (results.md),
-//! `plot` (the figures), `output` (writing all of it).
+//! `plot` (the figures), `output` (writing all of it), `store` (the store
+//! section of issue 12: fsync latency, SQLite writers, daemon memory, disk, final commit).
 
 pub mod markdown;
 pub mod noise;
@@ -24,5 +25,6 @@ pub mod report;
 pub mod rows;
 pub mod run;
 pub mod screen;
+pub mod store;
 pub mod sys;
 pub mod targets;

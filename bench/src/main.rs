@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
-use bench::{output, run, sys, targets};
+use bench::{output, run, store, sys, targets};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Profile {
@@ -34,6 +34,13 @@ over ×1.5, or when 2 or more modes' ratio ranges (mode min ÷ raw max to mode m
 raw min) reach below ×0.67 and above ×1.5. The summary says
 \"rerun on a quiet machine\" when more than 3 rows are flagged or the 1-minute
 load average before or (median) during the run exceeded the number of cores.
+
+Store section (issue 12; --store-section, quick and full profiles): ringfs's
+default mode beside a plain directory on the host disk: 4 KiB write + fsync by
+file size, 4 concurrent SQLite writers (WAL), the daemon's VmHWM and VmRSS
+(sampled every 100 ms) for a mixed 8-client load, a big file and a small-file
+tree, disk use of the store, and `ringfs umount` after the tree; each figure
+with its target and PASS/FAIL.
 
 `ringfs-bench report --from results.json --out DIR` writes the report of an
 earlier run without running anything.";
@@ -69,6 +76,9 @@ struct Cli {
     /// Restore after restart at these file counts, e.g. 500,3000 (default: full profile only; "0" for none).
     #[arg(long, value_delimiter = ',')]
     restore: Option<Vec<usize>>,
+    /// The store section (issue 12): none, tiny, quick or full (default: the profile's; none for smoke).
+    #[arg(long, value_parser = ["none", "tiny", "quick", "full"])]
+    store_section: Option<String>,
     /// Samples per npm workload and target (default: 1 quick, REPS full).
     #[arg(long)]
     npm_reps: Option<usize>,
@@ -206,6 +216,7 @@ fn real_main() -> Result<()> {
         seed: cli.seed.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64),
         timeout: Duration::from_secs(cli.timeout),
         date: cli.date.clone().unwrap_or_else(today),
+        store: store::Sizes::of(cli.store_section.as_deref().unwrap_or(prof)),
     };
     if !cli.no_setup {
         let needs_setup = cfg.rows.contains(&13) || cfg.rows.contains(&14) || !npm.is_empty();
@@ -233,8 +244,13 @@ fn real_main() -> Result<()> {
         cfg.targets = Some(vec!["raw".into(), pick.into()]);
     }
     eprintln!(
-        "ringfs-bench: {} run, REPS={} WARMUP={}, rows {:?}, seed {}",
-        cfg.profile, cfg.reps, cfg.warmup, cfg.rows, cfg.seed
+        "ringfs-bench: {} run, REPS={} WARMUP={}, rows {:?}, seed {}, store section {}",
+        cfg.profile,
+        cfg.reps,
+        cfg.warmup,
+        cfg.rows,
+        cfg.seed,
+        cfg.store.as_ref().map_or("none", |s| s.profile)
     );
     // Fail before the run, not after it, if the output directory cannot be made.
     std::fs::create_dir_all(&cli.out).with_context(|| format!("creating the output directory {}", cli.out.display()))?;

@@ -125,6 +125,10 @@ pub fn markdown(r: &Results, sums: &[Summary], noise: &Verdict) -> String {
         o.push('\n');
     }
 
+    if let Some(st) = &r.store {
+        crate::store::show::markdown(&mut o, st);
+    }
+
     // Daemon requests per row.
     let rf: Vec<_> = ran.iter().filter(|t| t.spec.is_ringfs()).collect();
     if !rf.is_empty() {

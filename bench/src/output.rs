@@ -26,6 +26,7 @@ pub fn json_doc(r: &Results, sums: &[Summary], noise: &Verdict) -> Value {
         "summary": sums,
         "noise": noise,
         "samples": r.samples,
+        "store": r.store,
     })
 }
 

@@ -37,6 +37,8 @@ pub struct Config {
     pub seed: u64,
     pub timeout: Duration,
     pub date: String,
+    /// The store section's sizes (None: no store section).
+    pub store: Option<crate::store::Sizes>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -89,6 +91,9 @@ pub struct Results {
     pub targets: Vec<TargetResult>,
     pub rows: Vec<Row>,
     pub samples: Vec<Sample>,
+    /// The store section (issue 12), when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<crate::store::figures::StoreSection>,
 }
 
 struct Ctx<'a> {
@@ -377,6 +382,17 @@ pub fn run(cfg: &Config) -> Result<Results> {
         keep(r, "restore", &mut interrupted)?;
     }
 
+    // The store section: its own mounts, ext4 beside ringfs's default mode.
+    let mut store = None;
+    if let (Some(sizes), None) = (&cfg.store, interrupted) {
+        let r = (|| -> Result<()> {
+            let log = |m: &str| prog.println(m);
+            store = Some(crate::store::run(sizes, &features, &base.path, cfg.timeout, &log)?);
+            Ok(())
+        })();
+        keep(r, "store", &mut interrupted)?;
+    }
+
     prog.finish();
     machine["loadavg_end"] = json!(sys::loadavg());
     let load = noise::Load {
@@ -405,7 +421,7 @@ pub fn run(cfg: &Config) -> Result<Results> {
     let mut all_rows: Vec<Row> = rows.iter().map(|r| (*r).clone()).collect();
     all_rows.extend(npm_rows.iter().map(|r| (*r).clone()));
     all_rows.extend(restore_rows);
-    Ok(Results { meta, targets: results, rows: all_rows, samples })
+    Ok(Results { meta, targets: results, rows: all_rows, samples, store })
 }
 
 fn cell(ctx: &Ctx, spec: &TargetSpec, features: &Features, base: &Path, row: &Row, rep: usize, warmup: usize) -> Result<Sample> {

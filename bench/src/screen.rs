@@ -105,11 +105,15 @@ pub fn summary(r: &Results, sums: &[Summary], v: &Verdict) -> String {
     }
     lines.push(String::new());
 
+    // A run of the store section alone has no rows: no table head, no peers.
+    let any_samples = !r.samples.is_empty();
     let mut h = format!("{:<TITLE_W$} {:>MS_W$} {:>SPREAD_W$}", "row", "raw ms", "spread");
     for (name, _) in &modes {
         let _ = write!(h, "{name:>NUM_W$}  ");
     }
-    lines.push(h.trim_end().to_string());
+    if any_samples {
+        lines.push(h.trim_end().to_string());
+    }
 
     let find = |sec: &str, row: &str, phase: &str, t: &str| sums.iter().find(|s| s.section == sec && s.row == row && s.phase == phase && s.target == t);
     let mut keys: Vec<(&str, &str, &str)> = vec![];
@@ -183,9 +187,14 @@ pub fn summary(r: &Results, sums: &[Summary], v: &Verdict) -> String {
         lines.push(l.trim_end().to_string());
     }
 
+    if let Some(st) = &r.store {
+        lines.push(String::new());
+        lines.extend(crate::store::show::summary_lines(st));
+    }
+
     // Peers: one line each.
     let peers: Vec<_> = PEERS.iter().filter_map(|p| r.targets.iter().find(|t| t.spec.id == *p && t.status == "ran")).collect();
-    if !peers.is_empty() {
+    if !peers.is_empty() && any_samples {
         lines.push(String::new());
         lines.push("peers: geometric mean of the ratios over the rows above; fastest and slowest row".into());
         for t in peers {
@@ -207,13 +216,18 @@ pub fn summary(r: &Results, sums: &[Summary], v: &Verdict) -> String {
     }
 
     lines.push(String::new());
-    lines.push(format!(
-        "ratio: median ÷ raw disk's median, lower is faster; ~ min–max range over ×{} wide, ! over ×{}; F: a sample failed",
-        noise::WIDE,
-        noise::VERY_WIDE
-    ));
-    lines.push(format!("* row flagged: raw-disk spread (max/min) over ×{}, or modes straddling 1.0 — its ratios are untrustworthy", noise::RAW_SPREAD_MAX));
-    if !modes.is_empty() {
+    if any_samples {
+        lines.push(format!(
+            "ratio: median ÷ raw disk's median, lower is faster; ~ min–max range over ×{} wide, ! over ×{}; F: a sample failed",
+            noise::WIDE,
+            noise::VERY_WIDE
+        ));
+        lines.push(format!("* row flagged: raw-disk spread (max/min) over ×{}, or modes straddling 1.0 — its ratios are untrustworthy", noise::RAW_SPREAD_MAX));
+    }
+    if r.store.is_some() {
+        lines.push("store: ratio = ringfs ÷ ext4; PASS/FAIL against issue 12's target; memory is the ringfs daemon's (no ext4 side)".into());
+    }
+    if !modes.is_empty() && any_samples {
         let cols: Vec<String> = modes.iter().map(|(n, t)| format!("{n} = {}", t.spec.id)).collect();
         lines.extend(wrap(&format!("columns: {}", cols.join(", ")), WIDTH));
     }

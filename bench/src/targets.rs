@@ -17,6 +17,15 @@ use crate::sys::{self, TempDir};
 
 const MOUNT_TIMEOUT: Duration = Duration::from_secs(120);
 const UMOUNT_TIMEOUT: Duration = Duration::from_secs(300);
+/// A busy mount: tries of `ringfs umount` and the wait between them.
+const UMOUNT_BUSY_TRIES: usize = 5;
+const UMOUNT_BUSY_WAIT: Duration = Duration::from_secs(2);
+
+/// The line of `ringfs umount`'s stderr that names the holders (the last busy one).
+fn busy_line(stderr: &str) -> String {
+    let l = stderr.lines().rev().find(|l| l.contains("busy")).or_else(|| stderr.lines().rev().find(|l| !l.trim().is_empty()));
+    l.map_or("(it said nothing)".into(), |l| l.trim().trim_start_matches("ringfs: ").to_string())
+}
 
 /// What the ringfs binary offers, read from its `--help` texts.
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
@@ -265,6 +274,24 @@ impl Instance {
         self.dir.path.join("mnt")
     }
 
+    /// The backing directory: ringfs's store (`--store`), raw disk's samples, bindfs's source.
+    pub fn store_dir(&self) -> PathBuf {
+        self.dir.path.join("store")
+    }
+
+    /// Whether this instance is mounted (as far as its own mount and unmount know).
+    pub fn is_mounted(&self) -> bool {
+        self.mounted
+    }
+
+    /// The PID of the ringfs daemon serving this mount (`ringfs status --json`), while mounted.
+    pub fn daemon_pid(&self) -> Option<i32> {
+        if !self.spec.is_ringfs() || !self.mounted {
+            return None;
+        }
+        self.status()?.get("pid")?.as_i64().map(|p| p as i32)
+    }
+
     /// Mount (a no-op for raw disk); returns the wall time of the mount command in ms.
     pub fn mount(&mut self) -> Result<f64> {
         if self.mounted {
@@ -359,23 +386,43 @@ impl Instance {
             self.mounted = false;
             return Ok(0.0);
         }
-        let cmd = if self.spec.is_ringfs() {
-            let mut c = Command::new(&self.features.binary);
-            c.arg("umount").arg(&mp);
-            c
-        } else {
-            let mut c = Command::new("umount");
-            c.arg(&mp);
-            c
+        let cmd = || {
+            if self.spec.is_ringfs() {
+                let mut c = Command::new(&self.features.binary);
+                c.arg("umount").arg(&mp);
+                c
+            } else {
+                let mut c = Command::new("umount");
+                c.arg(&mp);
+                c
+            }
         };
-        let r = sys::run(cmd, &self.scratch(), UMOUNT_TIMEOUT)?;
-        if !sys::is_mounted(&mp) {
-            self.mounted = false;
+        // A busy mount (a sample's process not yet gone, a kernel reference
+        // still dropping) is refused with EBUSY naming its holders: wait and retry.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let r = sys::run(cmd(), &self.scratch(), UMOUNT_TIMEOUT)?;
+            if !sys::is_mounted(&mp) {
+                self.mounted = false;
+            }
+            if r.ok() && !self.mounted {
+                return Ok(r.ms);
+            }
+            let busy = r.stderr.contains("EBUSY") || r.stderr.contains("is busy") || r.stderr.contains("busy (");
+            if !self.mounted || !busy || sys::interrupted() {
+                bail!("unmount of {} failed: {}", mp.display(), r.why());
+            }
+            if attempt >= UMOUNT_BUSY_TRIES {
+                bail!(
+                    "unmount of {} refused {attempt} times over {} s, the mount is busy: {}",
+                    mp.display(),
+                    (attempt - 1) as u64 * UMOUNT_BUSY_WAIT.as_secs(),
+                    busy_line(&r.stderr)
+                );
+            }
+            std::thread::sleep(UMOUNT_BUSY_WAIT);
         }
-        if !r.ok() || self.mounted {
-            bail!("unmount of {} failed: {}", mp.display(), r.why());
-        }
-        Ok(r.ms)
     }
 
     fn status(&self) -> Option<Value> {

@@ -1,0 +1,96 @@
+//! The store section in the one-screen summary and in results.md: one line
+//! (or table row) per figure with ext4, ringfs, their ratio, the target and
+//! PASS/FAIL, after a head line saying what ran and the section's load.
+
+use std::fmt::Write as _;
+
+use crate::store::figures::{fmt_value, pass_mark, Figure, StoreSection};
+
+const TITLE_W: usize = 58;
+const VAL_W: usize = 11;
+
+fn ratio_text(f: &Figure) -> String {
+    match (f.unit.as_str(), f.ratio()) {
+        ("ok" | "count", _) | (_, None) => "–".into(),
+        (_, Some(x)) if x < 10.0 => format!("×{x:.2}"),
+        (_, Some(x)) if x < 100.0 => format!("×{x:.1}"),
+        (_, Some(x)) => format!("×{x:.0}"),
+    }
+}
+
+fn truncate(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        s.to_string()
+    } else {
+        s.chars().take(w - 1).collect::<String>() + "…"
+    }
+}
+
+fn head(s: &StoreSection) -> Vec<String> {
+    let (met, missed, open) = s.tally();
+    let mut h = vec![
+        format!("store section ({}, {:.0} s): ringfs defaults (synced, embedded store) beside a directory on {}", s.profile, s.duration_s, s.ext4_fs),
+        format!("targets (issue 12): {met} met, {missed} missed{}", if open > 0 { format!(", {open} undecided") } else { String::new() }),
+    ];
+    h.push(s.load.line());
+    h
+}
+
+/// The store section's lines of the one-screen summary (≤ 120 columns each but the head).
+pub fn summary_lines(s: &StoreSection) -> Vec<String> {
+    let mut lines = head(s);
+    lines.push(format!("{:<TITLE_W$} {:>VAL_W$} {:>VAL_W$} {:>7}  target", "figure", "ext4", "ringfs", "ratio"));
+    for f in &s.figures {
+        let t = f.target.as_ref().map_or(String::new(), |t| format!("{} {}", t.text, pass_mark(f)));
+        let l = format!(
+            "{:<TITLE_W$} {:>VAL_W$} {:>VAL_W$} {:>7}  {t}",
+            truncate(&f.title, TITLE_W),
+            fmt_value(&f.unit, f.ext4),
+            fmt_value(&f.unit, f.ringfs),
+            ratio_text(f)
+        );
+        lines.push(l.trim_end().to_string());
+    }
+    for e in &s.errors {
+        lines.push(truncate(&format!("  failed: {e}"), 120));
+    }
+    lines
+}
+
+/// The store section of results.md.
+pub fn markdown(o: &mut String, s: &StoreSection) {
+    let _ = writeln!(o, "## Store (issue 12)\n");
+    for l in head(s) {
+        let _ = writeln!(o, "{l}.  ");
+    }
+    let sizes = serde_json::to_string(&s.sizes).unwrap_or_default();
+    let _ = writeln!(
+        o,
+        "\nringfs: `ringfs mount MP {}` (effective: {}). Sizes: `{sizes}`. Memory is the daemon's (from /proc/PID/status: \
+         VmHWM, and VmRSS read every 100 ms); \"idle after\" is the lowest VmRSS over the last second of a {} s wait after the work. \
+         Disk is `du` after a clean unmount. SQLite runs in WAL mode with busy_timeout 60 s.\n",
+        s.ringfs_args.join(" "),
+        s.ringfs_effective,
+        s.sizes.get("settle_s").map_or("?".into(), |v| v.to_string())
+    );
+    let _ = writeln!(o, "| figure | ext4 | ringfs | ratio | target | |\n|---|---:|---:|---:|---|---|");
+    for f in &s.figures {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} |",
+            f.title.replace('|', "\\|"),
+            fmt_value(&f.unit, f.ext4),
+            fmt_value(&f.unit, f.ringfs),
+            ratio_text(f),
+            f.target.as_ref().map_or("", |t| t.text.as_str()),
+            pass_mark(f)
+        );
+    }
+    if !s.errors.is_empty() {
+        let _ = writeln!(o, "\nFailed:\n");
+        for e in &s.errors {
+            let _ = writeln!(o, "- {}", e.replace('\n', " "));
+        }
+    }
+    o.push('\n');
+}
