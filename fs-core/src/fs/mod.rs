@@ -35,6 +35,7 @@ use crate::posix::*;
 use crate::store::commit::run_group_commits;
 use crate::store::db::{corrupt, io_err, open_db, take_lock, Store};
 use crate::store::migrate;
+use crate::store::pack::{known_packs, Packs};
 use crate::schema::SCHEMA_VERSION;
 use crate::store::recovery::load;
 use crate::types::*;
@@ -142,7 +143,7 @@ impl Fs {
     pub fn open_store(cfg: Config) -> std::result::Result<Fs, StoreError> {
         let policy = IgnorePolicy::new(&cfg.local.ignore).map_err(|(pattern, reason)| StoreError::Ignore { pattern, reason })?;
         let policy = if policy.is_empty() { None } else { Some(policy) };
-        let (db, wc_dir, desc, dir, lock, tmp, dbpath) = match &cfg.store {
+        let (mut db, wc_dir, desc, dir, lock, tmp, dbpath, packs) = match &cfg.store {
             StoreLocation::Dir(d) => {
                 std::fs::create_dir_all(d).map_err(|e| io_err(d, e))?;
                 let lock = take_lock(d)?;
@@ -154,14 +155,20 @@ impl Fs {
                 if let Some(v) = migrate::schema_of(&db).filter(|v| *v < SCHEMA_VERSION) {
                     migrate::backup(d, v).map_err(|e| io_err(&migrate::backup_path(d, v), e))?;
                 }
-                (db, wc, d.display().to_string(), Some(d.clone()), Some(lock), None, d.join("store.redb"))
+                let (known, next) = known_packs(&db).map_err(|e| corrupt(&d.join("store.redb"), e))?;
+                let pd = d.join("packs");
+                let packs = Packs::open(pd.clone(), None, &known, next).map_err(|e| io_err(&pd, e))?;
+                (db, wc, d.display().to_string(), Some(d.clone()), Some(lock), None, d.join("store.redb"), packs)
             }
             StoreLocation::Memory => {
                 let tmp = tempfile::Builder::new().prefix("ringfs-wc-").tempdir().map_err(|e| io_err(&std::env::temp_dir(), e))?;
                 let db = Database::builder()
                     .create_with_backend(redb::backends::InMemoryBackend::new())
                     .map_err(|e| corrupt(Path::new("memory"), e))?;
-                (db, tmp.path().to_path_buf(), "memory".to_string(), None, None, Some(tmp), PathBuf::from("memory"))
+                let ptmp = tempfile::Builder::new().prefix("ringfs-packs-").tempdir().map_err(|e| io_err(&std::env::temp_dir(), e))?;
+                let pd = ptmp.path().to_path_buf();
+                let packs = Packs::open(pd.clone(), Some(ptmp), &Default::default(), 0).map_err(|e| io_err(&pd, e))?;
+                (db, tmp.path().to_path_buf(), "memory".to_string(), None, None, Some(tmp), PathBuf::from("memory"), packs)
             }
         };
         let (local_dir, tmp_local) = match (&cfg.local.dir, &dir) {
@@ -183,12 +190,15 @@ impl Fs {
         }
         let roots_dir = local_dir.join("roots");
         let host = HostTrees::open_dir(&roots_dir).map_err(|e| io_err(&roots_dir, e))?;
-        let loaded = load(&db, &dbpath, &wc, &local)?;
+        let loaded = load(&db, &dbpath, &wc, &local, &packs)?;
+        if loaded.migrated.is_some_and(|v| v < 3) {
+            migrate::compact_db(&mut db, &dbpath);
+        }
         if !loaded.clean {
             tracing::warn!("store {desc} was not shut down cleanly; recovered");
         }
         let local_tables = policy.is_some() || loaded.state.nodes.values().any(|n| n.local);
-        let store = Store::new(db, dir, desc, lock, loaded.sync_pos, (loaded.chunk_count, loaded.chunk_bytes));
+        let store = Store::new(db, dir, desc, lock, loaded.sync_pos, (loaded.chunk_count, loaded.chunk_bytes), packs);
         let inner = Arc::new(Inner {
             store,
             dirs: Dirs { wc_dir, wc, local },

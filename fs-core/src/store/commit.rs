@@ -47,6 +47,8 @@ impl Store {
             return Ok(());
         }
         let r = self.write_batch(&txn, &batch, local_tables, clean);
+        // A durable index entry must point at durable pack bytes.
+        let r = r.and_then(|v| if matches!(durability, Durability::Immediate) { self.packs.sync().map(|_| v).map_err(redb::Error::Io) } else { Ok(v) });
         let r = match r {
             Ok(v) => txn.commit().map_err(redb::Error::from).map(|_| v),
             Err(e) => Err(e),

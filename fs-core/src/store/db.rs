@@ -21,6 +21,7 @@ use std::sync::{Mutex, OnceLock, RwLock};
 use redb::{Database, ReadableDatabase};
 
 use crate::schema::META;
+use crate::store::pack::Packs;
 use crate::throttle::LogThrottle;
 use crate::types::{Errno, StoreError};
 
@@ -54,13 +55,15 @@ pub(crate) struct Store {
     /// Held for the life of the store: the flock on DIR/ringfs.lock.
     lock_file: Mutex<Option<File>>,
     on_reopen: OnceLock<ReopenHook>,
+    /// The pack files holding chunk bytes.
+    pub(crate) packs: Packs,
 }
 
 impl Store {
     /// A handle on `db`, opened from `dir` (`None` for a memory store) under
     /// `lock`, at sync position `sync_pos` with the chunk counters
     /// `chunks` (count, bytes).
-    pub(crate) fn new(db: Database, dir: Option<PathBuf>, desc: String, lock: Option<File>, sync_pos: u64, chunks: (u64, u64)) -> Store {
+    pub(crate) fn new(db: Database, dir: Option<PathBuf>, desc: String, lock: Option<File>, sync_pos: u64, chunks: (u64, u64), packs: Packs) -> Store {
         Store {
             db: RwLock::new(Some(db)),
             db_broken: AtomicBool::new(false),
@@ -74,6 +77,7 @@ impl Store {
             trouble: LogThrottle::default(),
             lock_file: Mutex::new(lock),
             on_reopen: OnceLock::new(),
+            packs,
         }
     }
 
@@ -227,9 +231,16 @@ pub(crate) fn take_lock(dir: &Path) -> std::result::Result<File, StoreError> {
     Ok(f)
 }
 
+/// redb's page cache for a store: 32 MiB, set explicitly so the daemon's
+/// memory does not grow with the database (redb's default is 1 GiB).
+pub const DB_CACHE_BYTES: usize = 32 << 20;
+
+/// Opens (creating if missing) `DIR/store.redb` with a [`DB_CACHE_BYTES`]
+/// cache. Errors: [`StoreError::Locked`] if another handle has it open,
+/// [`StoreError::Io`], [`StoreError::Corrupt`] (what redb says).
 pub(crate) fn open_db(dir: &Path) -> std::result::Result<Database, StoreError> {
     let p = dir.join("store.redb");
-    Database::create(&p).map_err(|e| match e {
+    redb::Builder::new().set_cache_size(DB_CACHE_BYTES).create(&p).map_err(|e| match e {
         redb::DatabaseError::DatabaseAlreadyOpen => {
             StoreError::Locked { pid: None, path: dir.to_path_buf() }
         }
