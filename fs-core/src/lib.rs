@@ -98,6 +98,7 @@ pub fn is_host_nodeid(nodeid: u64) -> bool {
     host::is_host_id(nodeid)
 }
 pub use fsck::{fsck, fsck_opts, FsckReport, Problem};
+pub use store::compact::{gc_store, GcReport};
 pub use local::IgnorePolicy;
 pub use types::*;
 

@@ -265,7 +265,12 @@ impl Fs {
         threads.push(spawn_named("ringfs-wcpool".into(), move || pool.pools.run(&pool.state, &pool.dirs, &pool.stopping))?);
         let c = inner.clone();
         threads.push(spawn_named("ringfs-commit".into(), move || {
-            run_group_commits(&c.store, c.commit_interval, &c.stop, &c.stop_cv, || c.commit(Durability::Immediate, false, None))
+            run_group_commits(&c.store, c.commit_interval, &c.stop, &c.stop_cv, || {
+                c.commit(Durability::Immediate, false, None)?;
+                // Past the dead-bytes thresholds, sealed packs are compacted here.
+                c.store.auto_compact();
+                Ok(())
+            })
         })?);
         {
             let mut st = inner.lock();
@@ -297,6 +302,23 @@ impl Fs {
             inner.migrate_flat_roots();
         }
         Ok(Fs { inner, threads: Mutex::new(threads) })
+    }
+
+    /// The store (tests: pack hooks, restore).
+    #[cfg(test)]
+    pub(crate) fn test_store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// `ringfs gc` on a mounted store: a durable group commit (so chunks
+    /// freed by recent deletions count as dead), then every sealed pack with
+    /// dead bytes compacted. Errors: [`StoreError::Io`] naming the pack
+    /// directory (what was compacted before the error stays compacted).
+    pub fn gc(&self) -> std::result::Result<crate::GcReport, StoreError> {
+        let dir = self.inner.store.packs.dir().to_path_buf();
+        let err = |e: redb::Error| StoreError::Io { path: dir.clone(), source: std::io::Error::other(e.to_string()) };
+        self.inner.commit(Durability::Immediate, true, None).map_err(err)?;
+        self.inner.store.compact_packs(true).map_err(err)
     }
 
     /// A description of the store (`ringfs stats`).
@@ -460,6 +482,9 @@ impl Fs {
         }
         // A memory store's temporary directories go now: the daemon may
         // exit without dropping the Fs (threads still hold it).
+        if self.inner.store.dir().is_none() {
+            let _ = std::fs::remove_dir_all(self.inner.store.packs.dir());
+        }
         for t in [&self.inner._tmp, &self.inner._tmp_local].into_iter().flatten() {
             let _ = std::fs::remove_dir_all(t.path());
         }

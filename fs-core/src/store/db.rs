@@ -57,6 +57,10 @@ pub(crate) struct Store {
     on_reopen: OnceLock<ReopenHook>,
     /// The pack files holding chunk bytes.
     pub(crate) packs: Packs,
+    /// One compaction at a time (automatic or `ringfs gc`).
+    pub(crate) compacting: Mutex<()>,
+    /// The chunk counters at the last automatic compaction check.
+    pub(crate) compact_seen: AtomicU64,
 }
 
 impl Store {
@@ -78,6 +82,8 @@ impl Store {
             lock_file: Mutex::new(lock),
             on_reopen: OnceLock::new(),
             packs,
+            compacting: Mutex::new(()),
+            compact_seen: AtomicU64::new(u64::MAX),
         }
     }
 

@@ -8,6 +8,7 @@
 //! - [`batch`]: what one group commit writes ([`Batch`](batch::Batch)) and
 //!   how it is written (main or `local_*` tables, journal records);
 //! - [`commit`]: the group commit and its background thread;
+//! - [`compact`]: compaction of mostly dead pack files;
 //! - [`content`]: a file's content (chunks, manifest, journal record) stored
 //!   or read back;
 //! - [`recovery`]: loading the inode table at open and repairing what a crash
@@ -20,6 +21,7 @@
 
 pub(crate) mod batch;
 pub(crate) mod commit;
+pub mod compact;
 pub(crate) mod content;
 pub(crate) mod db;
 pub(crate) mod migrate;

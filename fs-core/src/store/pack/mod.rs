@@ -17,13 +17,11 @@
 //!   are deleted and the open pack's torn tail is truncated (never a
 //!   sealed pack's);
 //! - [`scan_pack`]: record by record, for salvage, fsck and compaction;
-//! - [`compact`]: moving live chunks out of mostly dead sealed packs;
 //! - [`check`]: fsck's checks of the index against the pack files.
 //!
 //! Must not touch: manifests, the inode table, working copies.
 
 pub(crate) mod check;
-pub(crate) mod compact;
 mod scan;
 #[cfg(test)]
 mod tests;
