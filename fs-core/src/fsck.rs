@@ -37,6 +37,9 @@ pub struct FsckReport {
     pub chunk_bytes: u64,
     /// Pack files the index lists.
     pub packs: u64,
+    /// Pack files the index does not list (a crash left them; the next
+    /// mount removes them; a problem only after a clean shutdown).
+    pub unreferenced_packs: u64,
     /// The store was shut down cleanly (a daemon that crashed leaves it
     /// false; the next open recovers).
     pub clean_shutdown: bool,
@@ -66,6 +69,9 @@ impl fmt::Display for FsckReport {
             self.chunk_bytes,
             if self.clean_shutdown { "" } else { ", not shut down cleanly" }
         )?;
+        if self.unreferenced_packs > 0 && !self.clean_shutdown {
+            writeln!(f, "{} pack file(s) no index entry uses, left by the crash: the next mount removes them", self.unreferenced_packs)?;
+        }
         if self.problems.is_empty() {
             writeln!(f, "clean: no problems found")
         } else {
@@ -235,7 +241,7 @@ pub fn fsck_opts(store_dir: &Path, full: bool) -> Result<FsckReport, StoreError>
         }
     }
     let counts = if schema >= 3 {
-        check_chunks(&rtx, &store_dir.join("packs"), &want_refs, full, &mut |p, w| rep.bad(p, w))
+        check_chunks(&rtx, &store_dir.join("packs"), &want_refs, full, rep.clean_shutdown, &mut |p, w| rep.bad(p, w))
     } else {
         check_chunks_v2(&rtx, &want_refs, &mut |p, w| rep.bad(p, w))
     }
@@ -243,6 +249,7 @@ pub fn fsck_opts(store_dir: &Path, full: bool) -> Result<FsckReport, StoreError>
     rep.chunks = counts.chunks;
     rep.chunk_bytes = counts.bytes;
     rep.packs = counts.packs;
+    rep.unreferenced_packs = counts.unreferenced_packs;
     if mget("chunk_count") != Some(rep.chunks) || mget("chunk_bytes") != Some(rep.chunk_bytes) {
         rep.bad("meta", format!("chunk counters {:?}/{:?} but store holds {}/{}", mget("chunk_count"), mget("chunk_bytes"), rep.chunks, rep.chunk_bytes));
     }

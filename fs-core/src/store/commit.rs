@@ -91,6 +91,10 @@ pub(crate) fn run_group_commits(
 ) {
     let mut stopped = stop.lock().unwrap_or_else(|p| p.into_inner());
     loop {
+        // Set while we committed (its notify missed): stop now.
+        if *stopped {
+            return;
+        }
         let (g, _) = stop_cv.wait_timeout(stopped, interval).unwrap_or_else(|p| p.into_inner());
         stopped = g;
         if *stopped {

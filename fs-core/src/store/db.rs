@@ -11,7 +11,6 @@
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
-use std::io::Read;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -214,7 +213,7 @@ pub(crate) fn corrupt(path: &Path, e: impl std::fmt::Display) -> StoreError {
 /// Takes the exclusive flock on `dir/ringfs.lock` and writes our pid into it.
 pub(crate) fn take_lock(dir: &Path) -> std::result::Result<File, StoreError> {
     let p = dir.join("ringfs.lock");
-    let mut f = OpenOptions::new()
+    let f = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
@@ -222,13 +221,24 @@ pub(crate) fn take_lock(dir: &Path) -> std::result::Result<File, StoreError> {
         .mode(0o644)
         .open(&p)
         .map_err(|e| io_err(&p, e))?;
-    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if r != 0 {
+    // A lock naming our own pid is a descriptor a child of ours, forked and
+    // not yet exec'd, still shares: it goes within moments.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r == 0 {
+            break;
+        }
         let e = std::io::Error::last_os_error();
         if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            let mut s = String::new();
-            let _ = f.read_to_string(&mut s);
-            return Err(StoreError::Locked { pid: s.trim().parse().ok(), path: dir.to_path_buf() });
+            let mut b = [0u8; 32];
+            let n = f.read_at(&mut b, 0).unwrap_or(0);
+            let pid: Option<u32> = String::from_utf8_lossy(&b[..n]).trim().parse().ok();
+            if pid == Some(std::process::id()) && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                continue;
+            }
+            return Err(StoreError::Locked { pid, path: dir.to_path_buf() });
         }
         return Err(io_err(&p, e));
     }

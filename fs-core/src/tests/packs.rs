@@ -112,9 +112,11 @@ fn freed_chunks_lower_live_bytes_and_empty_packs_go() {
         fs.forget(*ino, 1);
     }
     let r = fs.gc().unwrap();
-    // Every sealed pack was all dead: removed without copying anything.
+    // Every sealed pack was all dead: removed without copying anything
+    // (by this gc, or already by the automatic compaction after a commit).
     assert_eq!(r.chunks_moved, 0, "{r:?}");
-    assert!(r.packs_after <= 1 && r.packs_compacted >= 4, "{r:?}");
+    assert!(r.packs_after <= 1, "{r:?}");
+    assert!(crate::store::pack::pack_files(&t.path().join("packs")).unwrap().len() <= 1);
     fs.shutdown().unwrap();
     drop(fs);
     fsck_clean(t.path());

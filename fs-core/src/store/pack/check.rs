@@ -27,12 +27,15 @@ pub(crate) struct ChunkCounts {
 /// Checks the index in `rtx` against the pack files in `packs_dir`, given
 /// how many times the manifests use each hash (`want_refs`). Each problem
 /// goes to `bad(place, what)`. `full`: also reads every chunk and checks
-/// its BLAKE3 hash. Errors: redb errors reading the tables.
+/// its BLAKE3 hash. Pack files the index does not list are counted, and
+/// are a problem only if `clean` (after a crash they are expected: the next
+/// open removes them). Errors: redb errors reading the tables.
 pub(crate) fn check_chunks(
     rtx: &ReadTransaction,
     packs_dir: &Path,
     want_refs: &HashMap<[u8; 32], u64>,
     full: bool,
+    clean: bool,
     bad: &mut dyn FnMut(String, String),
 ) -> Result<ChunkCounts, redb::Error> {
     let mut n = ChunkCounts::default();
@@ -54,7 +57,9 @@ pub(crate) fn check_chunks(
     }
     for id in files.iter().filter(|id| !rows.contains_key(id)) {
         n.unreferenced_packs += 1;
-        bad(format!("packs/{}", pack_name(*id)), "pack file no index entry uses (left by a crash; removed at the next mount)".into());
+        if clean {
+            bad(format!("packs/{}", pack_name(*id)), "pack file no index entry uses (removed at the next mount)".into());
+        }
     }
     let reader = super::Packs::read_only(packs_dir.to_path_buf());
     let mut live: HashMap<u32, u64> = HashMap::new();
