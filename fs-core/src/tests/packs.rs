@@ -214,7 +214,7 @@ fn kill_9_during_append_and_compaction() {
         }
         child.wait().unwrap();
         // Names must not collide with files of an earlier round.
-        next += 1;
+        next = next.saturating_add(1);
         let fs = dir_fs(t.path());
         for (i, ino) in &synced {
             if gone.contains(i) {
