@@ -96,7 +96,7 @@ pub(crate) fn migrate(txn: &WriteTransaction, from: u64, packs: &Packs) -> std::
 /// counts is dropped); the old tables deleted. Returns the chunks moved.
 fn chunks_to_packs(txn: &WriteTransaction, packs: &Packs) -> std::result::Result<usize, redb::Error> {
     let mut touched: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
-    let mut n = 0;
+    let (mut n, mut bytes) = (0u64, 0u64);
     {
         let old = txn.open_table(CHUNKS_V2)?;
         let refs = txn.open_table(CHUNK_REFS_V2)?;
@@ -114,12 +114,18 @@ fn chunks_to_packs(txn: &WriteTransaction, packs: &Packs) -> std::result::Result
             t.0 += PACK_RECORD_HEADER + loc.len as u64;
             t.1 = loc.offset + loc.len as u64;
             n += 1;
+            bytes += loc.len as u64;
         }
     }
     packs.note(txn, &touched)?;
+    // The counters count what moved (a chunk no manifest counted is gone).
+    let mut m = txn.open_table(META)?;
+    m.insert("chunk_count", n)?;
+    m.insert("chunk_bytes", bytes)?;
+    drop(m);
     txn.delete_table(CHUNKS_V2)?;
     txn.delete_table(CHUNK_REFS_V2)?;
-    Ok(n)
+    Ok(n as usize)
 }
 
 /// After a migration to schema 3 committed: compacts the database file so
