@@ -285,18 +285,37 @@ impl Packs {
         Ok(loc)
     }
 
-    /// Seals the open pack (if any) and creates the next one.
+    /// Seals the open pack (if any) and creates the next one. On failure
+    /// (ENOSPC…) the open pack stays as it was and the half-made file goes.
     fn roll(&self, w: &mut Writer) -> std::io::Result<()> {
+        let id = w.next_id;
+        let next = id.checked_add(1).ok_or_else(|| std::io::Error::other("pack ids exhausted"))?;
+        let path = self.path(id);
+        let made = (|| {
+            let f = match OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).open(&path) {
+                // Left by an earlier failed attempt of ours: never in the index.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    std::fs::remove_file(&path)?;
+                    OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).open(&path)?
+                }
+                r => r?,
+            };
+            f.write_all_at(&scan::header(), 0)?;
+            File::open(&self.dir)?.sync_all()?;
+            Ok(f)
+        })();
+        let f = match made {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                return Err(e);
+            }
+        };
         if let Some(o) = w.open.take() {
             w.unsynced.push(o.file);
             w.rolled.insert(o.id);
         }
-        let id = w.next_id;
-        let path = self.path(id);
-        let f = OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).open(&path)?;
-        f.write_all_at(&scan::header(), 0)?;
-        File::open(&self.dir)?.sync_all()?;
-        w.next_id = id.checked_add(1).ok_or_else(|| std::io::Error::other("pack ids exhausted"))?;
+        w.next_id = next;
         w.open = Some(OpenPack { id, file: Arc::new(f), len: HEADER_LEN });
         w.dirty = true;
         Ok(())
