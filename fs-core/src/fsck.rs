@@ -13,6 +13,7 @@ use redb::{ReadableDatabase, ReadableTable};
 
 use crate::inode::ROOT;
 use crate::store::db::{open_db, take_lock};
+use crate::store::pack::check::{check_chunks, check_chunks_v2, chunk_lens};
 use crate::schema::*;
 use crate::types::StoreError;
 
@@ -34,6 +35,11 @@ pub struct FsckReport {
     pub manifests: u64,
     pub chunks: u64,
     pub chunk_bytes: u64,
+    /// Pack files the index lists.
+    pub packs: u64,
+    /// Pack files the index does not list (a crash left them; the next
+    /// mount removes them; a problem only after a clean shutdown).
+    pub unreferenced_packs: u64,
     /// The store was shut down cleanly (a daemon that crashed leaves it
     /// false; the next open recovers).
     pub clean_shutdown: bool,
@@ -63,6 +69,9 @@ impl fmt::Display for FsckReport {
             self.chunk_bytes,
             if self.clean_shutdown { "" } else { ", not shut down cleanly" }
         )?;
+        if self.unreferenced_packs > 0 && !self.clean_shutdown {
+            writeln!(f, "{} pack file(s) no index entry uses, left by the crash: the next mount removes them", self.unreferenced_packs)?;
+        }
         if self.problems.is_empty() {
             writeln!(f, "clean: no problems found")
         } else {
@@ -75,13 +84,20 @@ impl fmt::Display for FsckReport {
     }
 }
 
-/// Checks a store directory: every chunk's BLAKE3 hash, that every
+/// Checks a store directory: every chunk's BLAKE3 hash and location in its
+/// pack file (see `store::pack::check`), pack files no index entry uses, that every
 /// manifest's chunks exist and are contiguous, chunk reference counts,
 /// that directory entries join live directories to live inodes, link
 /// counts (files: number of names; directories: 2 + subdirectories), and
 /// the meta counters. Takes the store's lock for the duration:
 /// [`StoreError::Locked`] while a daemon holds it.
 pub fn fsck(store_dir: &Path) -> Result<FsckReport, StoreError> {
+    fsck_opts(store_dir, true)
+}
+
+/// [`fsck`], reading and hashing every chunk in its pack only if `full`
+/// (otherwise a chunk's location is checked against its pack's size).
+pub fn fsck_opts(store_dir: &Path, full: bool) -> Result<FsckReport, StoreError> {
     // Checked before the lock: nothing is created in a directory that is no store.
     let dbpath = store_dir.join("store.redb");
     if !dbpath.exists() {
@@ -183,7 +199,7 @@ pub fn fsck(store_dir: &Path) -> Result<FsckReport, StoreError> {
     }
 
     // Manifests and chunk references.
-    let chunks = rtx.open_table(CHUNKS).map_err(|e| c(e.into()))?;
+    let chunks = chunk_lens(&rtx, schema).map_err(c)?;
     let mut want_refs: HashMap<[u8; 32], u64> = HashMap::new();
     for r in rtx.open_table(MANIFESTS).map_err(|e| c(e.into()))?.iter().map_err(|e| c(e.into()))? {
         let (k, v) = r.map_err(|e| c(e.into()))?;
@@ -217,45 +233,23 @@ pub fn fsck(store_dir: &Path) -> Result<FsckReport, StoreError> {
             }
             off = cr.offset + cr.len as u64;
             *want_refs.entry(cr.hash).or_default() += 1;
-            match chunks.get(&cr.hash[..]).map_err(|e| c(e.into()))? {
-                Some(g) if g.value().len() == cr.len as usize => {}
-                Some(g) => rep.bad(&place, format!("chunk {} is {} bytes, manifest says {}", hex(&cr.hash), g.value().len(), cr.len)),
+            match chunks.get(&cr.hash) {
+                Some(&len) if len == cr.len => {}
+                Some(len) => rep.bad(&place, format!("chunk {} is {len} bytes, manifest says {}", hex(&cr.hash), cr.len)),
                 None => rep.bad(&place, format!("chunk {} at offset {} missing", hex(&cr.hash), cr.offset)),
             }
         }
     }
-    for r in chunks.iter().map_err(|e| c(e.into()))? {
-        let (k, v) = r.map_err(|e| c(e.into()))?;
-        rep.chunks += 1;
-        rep.chunk_bytes += v.value().len() as u64;
-        if blake3::hash(v.value()).as_bytes()[..] != *k.value() {
-            rep.bad(format!("chunks/{}", hex(k.value())), "content does not match its BLAKE3 hash");
-        }
-        if k.value().len() != 32 || !want_refs.contains_key(<&[u8; 32]>::try_from(k.value()).unwrap_or(&[0; 32])) {
-            rep.bad(format!("chunks/{}", hex(k.value())), "stored but no manifest uses it");
-        }
+    let counts = if schema >= 3 {
+        check_chunks(&rtx, &store_dir.join("packs"), &want_refs, full, rep.clean_shutdown, &mut |p, w| rep.bad(p, w))
+    } else {
+        check_chunks_v2(&rtx, &want_refs, &mut |p, w| rep.bad(p, w))
     }
-    let mut seen = HashSet::new();
-    for r in rtx.open_table(CHUNK_REFS).map_err(|e| c(e.into()))?.iter().map_err(|e| c(e.into()))? {
-        let (k, v) = r.map_err(|e| c(e.into()))?;
-        let h: [u8; 32] = match k.value().try_into() {
-            Ok(h) => h,
-            Err(_) => {
-                rep.bad(format!("chunk_refs/{}", hex(k.value())), "key is not a 32-byte hash");
-                continue;
-            }
-        };
-        seen.insert(h);
-        let want = want_refs.get(&h).copied().unwrap_or(0);
-        if v.value() != want {
-            rep.bad(format!("chunk_refs/{}", hex(&h)), format!("count {} but manifests use it {want} times", v.value()));
-        }
-    }
-    for (h, n) in &want_refs {
-        if !seen.contains(h) {
-            rep.bad(format!("chunk_refs/{}", hex(h)), format!("missing; manifests use it {n} times"));
-        }
-    }
+    .map_err(c)?;
+    rep.chunks = counts.chunks;
+    rep.chunk_bytes = counts.bytes;
+    rep.packs = counts.packs;
+    rep.unreferenced_packs = counts.unreferenced_packs;
     if mget("chunk_count") != Some(rep.chunks) || mget("chunk_bytes") != Some(rep.chunk_bytes) {
         rep.bad("meta", format!("chunk counters {:?}/{:?} but store holds {}/{}", mget("chunk_count"), mget("chunk_bytes"), rep.chunks, rep.chunk_bytes));
     }

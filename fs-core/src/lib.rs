@@ -97,7 +97,8 @@ pub use fs::Fs;
 pub fn is_host_nodeid(nodeid: u64) -> bool {
     host::is_host_id(nodeid)
 }
-pub use fsck::{fsck, FsckReport, Problem};
+pub use fsck::{fsck, fsck_opts, FsckReport, Problem};
+pub use store::compact::{gc_store, GcReport};
 pub use local::IgnorePolicy;
 pub use types::*;
 

@@ -11,12 +11,13 @@
 use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
-/// Schema version this build writes and reads. Version 1 (the first
-/// release) is migrated in place at mount (`store/migrate.rs`); the layout of
-/// each version is in docs/ARCHITECTURE.md.
-pub const SCHEMA_VERSION: u64 = 2;
+/// Schema version this build writes and reads. Versions 1 and 2 are
+/// migrated in place at mount (`store/migrate.rs`); the layout of each
+/// version is in docs/FORMATS.md.
+pub const SCHEMA_VERSION: u64 = 3;
 
-/// meta: "schema", "store_id", "next_ino", "clean", "chunk_count", "chunk_bytes".
+/// meta: "schema", "store_id", "next_ino", "clean", "chunk_count",
+/// "chunk_bytes", and since schema 3 "next_pack" (the next pack id).
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// inodes: ino → bincode [`InodeRec`].
 pub const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
@@ -24,10 +25,20 @@ pub const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
 pub const DIRENTS: TableDefinition<(u64, &[u8]), (u64, u64)> = TableDefinition::new("dirents");
 /// manifests: ino → bincode `Vec<ChunkRef>`.
 pub const MANIFESTS: TableDefinition<u64, &[u8]> = TableDefinition::new("manifests");
-/// chunks: BLAKE3 hash → bytes.
-pub const CHUNKS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("chunks");
-/// chunk_refs: BLAKE3 hash → number of manifest entries naming it.
-pub const CHUNK_REFS: TableDefinition<&[u8], u64> = TableDefinition::new("chunk_refs");
+/// chunk_index (since schema 3): BLAKE3 hash → (pack id, offset of the
+/// bytes in the pack file, length, number of manifest entries naming it).
+/// The bytes are in `STORE/packs/<pack:08x>.pack` (docs/FORMATS.md).
+pub const CHUNKS: TableDefinition<&[u8], (u32, u64, u32, u64)> = TableDefinition::new("chunk_index");
+/// packs (since schema 3): pack id → (end of its last committed record in
+/// bytes, live bytes = record header + bytes of every chunk the index points
+/// into it, sealed).
+pub const PACKS: TableDefinition<u32, (u64, u64, bool)> = TableDefinition::new("packs");
+/// Bytes of a pack record's header (hash, length), counted in live bytes.
+pub const PACK_RECORD_HEADER: u64 = 36;
+/// chunks of schemas 1 and 2: BLAKE3 hash → bytes (read by the migration).
+pub const CHUNKS_V2: TableDefinition<&[u8], &[u8]> = TableDefinition::new("chunks");
+/// chunk_refs of schemas 1 and 2: BLAKE3 hash → number of manifest entries.
+pub const CHUNK_REFS_V2: TableDefinition<&[u8], u64> = TableDefinition::new("chunk_refs");
 /// xattrs: (ino, name) → value.
 pub const XATTRS: TableDefinition<(u64, &[u8]), &[u8]> = TableDefinition::new("xattrs");
 /// symlinks: ino → target.
@@ -154,25 +165,27 @@ pub fn dec<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Result<T, String> {
 
 pub(crate) type StoreResult<T> = std::result::Result<T, redb::Error>;
 
-/// Adds `delta` references to chunks (positive: new manifest entries;
-/// negative: dropped ones). Chunks whose count reaches zero are removed.
+/// Drops one reference per manifest entry. A chunk whose count reaches
+/// zero leaves the index and its pack's live bytes fall by its record.
 /// Returns (chunks removed, bytes removed).
 pub(crate) fn drop_refs(
-    refs: &mut Table<&[u8], u64>,
-    chunks: &mut Table<&[u8], &[u8]>,
+    chunks: &mut Table<&[u8], (u32, u64, u32, u64)>,
+    packs: &mut Table<u32, (u64, u64, bool)>,
     manifest: &[ChunkRef],
 ) -> StoreResult<(u64, u64)> {
     let mut removed = (0u64, 0u64);
     for c in manifest {
-        let cur = refs.get(&c.hash[..])?.map(|g| g.value()).unwrap_or(0);
-        if cur <= 1 {
-            refs.remove(&c.hash[..])?;
-            if let Some(old) = chunks.remove(&c.hash[..])? {
-                removed.0 += 1;
-                removed.1 += old.value().len() as u64;
+        let Some((pack, off, len, refs)) = chunks.get(&c.hash[..])?.map(|g| g.value()) else { continue };
+        if refs <= 1 {
+            chunks.remove(&c.hash[..])?;
+            removed.0 += 1;
+            removed.1 += len as u64;
+            let row = packs.get(pack)?.map(|g| g.value());
+            if let Some((total, live, sealed)) = row {
+                packs.insert(pack, (total, live.saturating_sub(PACK_RECORD_HEADER + len as u64), sealed))?;
             }
         } else {
-            refs.insert(&c.hash[..], cur - 1)?;
+            chunks.insert(&c.hash[..], (pack, off, len, refs - 1))?;
         }
     }
     Ok(removed)
@@ -185,9 +198,9 @@ pub(crate) fn remove_manifest(txn: &WriteTransaction, ino: u64) -> StoreResult<(
     drop(mt);
     if let Some(old) = old {
         let m: Vec<ChunkRef> = dec(&old).unwrap_or_default();
-        let mut refs = txn.open_table(CHUNK_REFS)?;
         let mut chunks = txn.open_table(CHUNKS)?;
-        return drop_refs(&mut refs, &mut chunks, &m);
+        let mut packs = txn.open_table(PACKS)?;
+        return drop_refs(&mut chunks, &mut packs, &m);
     }
     Ok((0, 0))
 }
@@ -219,7 +232,7 @@ pub(crate) fn create_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(DIRENTS)?;
     txn.open_table(MANIFESTS)?;
     txn.open_table(CHUNKS)?;
-    txn.open_table(CHUNK_REFS)?;
+    txn.open_table(PACKS)?;
     txn.open_table(XATTRS)?;
     txn.open_table(SYMLINKS)?;
     txn.open_table(JOURNAL)?;

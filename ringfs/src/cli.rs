@@ -35,6 +35,13 @@ pub enum Command {
     /// Exits 0 when the store is clean, 1 with a report of what is damaged and
     /// where, 2 when the store cannot be opened (e.g. held by a running daemon).
     Fsck(FsckArgs),
+    /// Compact a workspace's pack files: chunks no file uses any more give
+    /// their disk space back.
+    ///
+    /// On a mount (MOUNTPOINT) the daemon does it while serving; --store DIR
+    /// works on a store no daemon holds. Prints the packs before and after
+    /// and the bytes reclaimed.
+    Gc(GcArgs),
     /// Detach the native root at PATH: the directory stays, served by the
     /// daemon, until the next mount.
     Unroot(UnrootArgs),
@@ -261,6 +268,16 @@ fn at_least_one(s: &str) -> Result<usize, String> {
         Ok(n) => Ok(n),
         Err(e) => Err(e.to_string()),
     }
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// The mountpoint a `ringfs mount` serves.
+    #[arg(required_unless_present = "store", conflicts_with = "store")]
+    pub mountpoint: Option<PathBuf>,
+    /// An unmounted store directory instead.
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

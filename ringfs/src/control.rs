@@ -30,6 +30,8 @@ pub enum Request {
     Shutdown,
     /// Detach the native root at `path` (absolute) and serve it from the daemon.
     Unroot { path: PathBuf },
+    /// Compact the pack files (`ringfs gc`); answered with the report.
+    Gc,
 }
 
 /// The directory holding control sockets.
@@ -104,7 +106,7 @@ fn serve_one(conn: UnixStream, answer: &dyn Fn(&Request) -> Value, shutdown: &dy
     reader.read_line(&mut line)?;
     let mut conn = conn;
     let reply = match serde_json::from_str::<Request>(line.trim()) {
-        Ok(req @ (Request::Status | Request::Stats | Request::Unroot { .. })) => answer(&req),
+        Ok(req @ (Request::Status | Request::Stats | Request::Unroot { .. } | Request::Gc)) => answer(&req),
         Ok(Request::Shutdown) => serde_json::json!({ "ok": true, "pid": std::process::id() }),
         Err(e) => serde_json::json!({ "error": format!("bad request: {e}") }),
     };
@@ -122,7 +124,8 @@ pub fn call(mountpoint: &Path, req: &Request) -> Result<Value> {
     let path = socket_path(mountpoint);
     let mut conn = UnixStream::connect(&path)
         .with_context(|| format!("no ringfs daemon answers for {} (control socket {})", mountpoint.display(), path.display()))?;
-    conn.set_read_timeout(Some(Duration::from_secs(30)))?;
+    // A gc copies up to a store's worth of packs.
+    conn.set_read_timeout(Some(Duration::from_secs(if matches!(req, Request::Gc) { 3600 } else { 30 })))?;
     writeln!(conn, "{}", serde_json::to_string(req)?)?;
     let mut line = String::new();
     BufReader::new(conn).read_line(&mut line)?;

@@ -6,6 +6,7 @@
 mod adapter;
 mod cli;
 mod control;
+mod gc;
 mod helper;
 mod install;
 mod mount;
@@ -67,6 +68,7 @@ fn main() -> ExitCode {
         Command::Status(args) => cmd_status(args),
         Command::Stats(args) => cmd_stats(args),
         Command::Fsck(args) => return cmd_fsck(args),
+        Command::Gc(args) => gc::cmd_gc(args),
         Command::Unroot(args) => cmd_unroot(args),
         Command::Install(args) => install::cmd_install(args),
         Command::Completions(args) => install::cmd_completions(args),

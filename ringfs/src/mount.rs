@@ -318,6 +318,10 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
             // Not "error": that means the request itself failed.
             Err(e) => json!({ "refused": e }),
         },
+        control::Request::Gc => match info.fs.gc() {
+            Ok(r) => crate::gc::report_doc(&r),
+            Err(e) => json!({ "refused": format!("{:#}", anyhow::Error::from(e)) }),
+        },
         _ => info.status_doc(),
     });
     let _control = control::Server::start(&mp, answer, stop)?;

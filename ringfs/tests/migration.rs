@@ -1,8 +1,11 @@
-//! A store written by the previous release (schema 1) mounts with this one:
-//! it is migrated in place at mount, its old database is kept as
-//! `store.redb.schema1` until the first clean unmount, and nothing in it is
-//! lost. The fixture (ringfs/tests/fixtures/store-schema1, made by
-//! `scripts/make-schema1-fixture.sh` with the release before schema 2) holds:
+//! Stores written by earlier releases (schema 1, schema 2) mount with this
+//! one: migrated in place at mount (schema 3: chunk bytes move into pack
+//! files and the database is compacted), the old database kept as
+//! `store.redb.schema<N>` until the first clean unmount, and nothing in them
+//! lost. The fixtures (ringfs/tests/fixtures/store-schema1 and
+//! store-schema2, made by `scripts/make-schema1-fixture.sh` and
+//! `scripts/make-schema2-fixture.sh` with the releases before schema 2 and
+//! before schema 3) hold:
 //! `a.txt` ("hello\n", user.k=v), `dir/` (0750) with `b` (0640, 1 MiB of a
 //! pattern, several chunks), `link` → a.txt, `hard` = a hard link of
 //! `dir/b`, and an empty file `empty`.
@@ -14,8 +17,8 @@ use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
-fn fixture() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/store-schema1"))
+fn fixture(schema: u32) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/store-schema{schema}"))
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -50,6 +53,15 @@ fn check_contents(m: &TestMount) {
 
 #[test]
 fn schema1_store_is_migrated_and_kept_until_clean_unmount() {
+    migrated_and_kept_until_clean_unmount(1);
+}
+
+#[test]
+fn schema2_store_is_migrated_and_kept_until_clean_unmount() {
+    migrated_and_kept_until_clean_unmount(2);
+}
+
+fn migrated_and_kept_until_clean_unmount(schema: u32) {
     if raw_mode() {
         return; // about ringfs's own store
     }
@@ -57,17 +69,28 @@ fn schema1_store_is_migrated_and_kept_until_clean_unmount() {
     m.unmount_checked();
     let store = m.store_dir().to_path_buf();
     fs::remove_dir_all(&store).unwrap();
-    copy_dir(fixture(), &store);
+    copy_dir(&fixture(schema), &store);
+    let old_size = fs::metadata(store.join("store.redb")).unwrap().len();
     // fsck reads the old schema as it is (read-only check, no migration).
     let o = ringfs(&["fsck", "--store", store.to_str().unwrap()]);
     let (out, err) = out_str(&o);
-    assert!(o.status.success(), "fsck of the schema-1 store: {out} {err}");
+    assert!(o.status.success(), "fsck of the schema-{schema} store: {out} {err}");
     m.mount_again();
-    let backup = store.join("store.redb.schema1");
-    assert!(backup.exists(), "the schema-1 database is kept while the migration is new");
+    let backup = store.join(format!("store.redb.schema{schema}"));
+    assert!(backup.exists(), "the schema-{schema} database is kept while the migration is new");
     check_contents(&m);
-    // Inodes from schema 1 have no birth time; new ones do.
-    assert_eq!(m.sh_ok("stat -c %W a.txt").trim(), "0");
+    // The chunk bytes are in pack files now, and the database gave their space back.
+    let packs = fs::read_dir(store.join("packs")).unwrap().count();
+    assert!(packs >= 1, "no pack files after the migration");
+    let new_size = fs::metadata(store.join("store.redb")).unwrap().len();
+    assert!(new_size < old_size, "store.redb compacted: {old_size} -> {new_size} bytes");
+    // Inodes from schema 1 have no birth time; schema 2 kept theirs; new ones have one.
+    let btime = m.sh_ok("stat -c %W a.txt");
+    if schema == 1 {
+        assert_eq!(btime.trim(), "0");
+    } else {
+        assert_ne!(btime.trim(), "0");
+    }
     m.sh_ok("echo new > new.txt");
     assert_ne!(m.sh_ok("stat -c %W new.txt").trim(), "0");
     m.unmount_checked();
@@ -75,6 +98,8 @@ fn schema1_store_is_migrated_and_kept_until_clean_unmount() {
     let o = ringfs(&["fsck", "--store", store.to_str().unwrap()]);
     let (out, err) = out_str(&o);
     assert!(o.status.success(), "fsck after the migration: {out} {err}");
+    // Every file's bytes come back from the packs alone.
+    fs::remove_dir_all(store.join("wc")).unwrap();
     m.mount_again();
     check_contents(&m);
     assert_eq!(fs::read_to_string(m.p("new.txt")).unwrap(), "new\n");
@@ -89,7 +114,7 @@ fn crash_before_first_clean_unmount_keeps_the_old_database() {
     m.unmount_checked();
     let store = m.store_dir().to_path_buf();
     fs::remove_dir_all(&store).unwrap();
-    copy_dir(fixture(), &store);
+    copy_dir(&fixture(1), &store);
     m.mount_again();
     m.kill_daemon();
     let backup = store.join("store.redb.schema1");

@@ -70,7 +70,9 @@ fn store_contents(store: &Path) -> BTreeMap<u64, Vec<u8>> {
         let mut bytes = Vec::new();
         for c in &m {
             assert_eq!(c.offset, bytes.len() as u64);
-            bytes.extend_from_slice(ct.get(&c.hash[..]).unwrap().expect("chunk present").value());
+            let (pack, offset, len, _) = ct.get(&c.hash[..]).unwrap().expect("chunk present").value();
+            let loc = fs_core::store::pack::Loc { pack, offset, len };
+            bytes.extend_from_slice(&fs_core::store::pack::read_chunk(&store.join("packs"), loc).expect("chunk in its pack"));
         }
         out.insert(k.value(), bytes);
     }

@@ -35,6 +35,7 @@ use crate::posix::*;
 use crate::store::commit::run_group_commits;
 use crate::store::db::{corrupt, io_err, open_db, take_lock, Store};
 use crate::store::migrate;
+use crate::store::pack::{known_packs, Packs};
 use crate::schema::SCHEMA_VERSION;
 use crate::store::recovery::load;
 use crate::types::*;
@@ -142,7 +143,7 @@ impl Fs {
     pub fn open_store(cfg: Config) -> std::result::Result<Fs, StoreError> {
         let policy = IgnorePolicy::new(&cfg.local.ignore).map_err(|(pattern, reason)| StoreError::Ignore { pattern, reason })?;
         let policy = if policy.is_empty() { None } else { Some(policy) };
-        let (db, wc_dir, desc, dir, lock, tmp, dbpath) = match &cfg.store {
+        let (mut db, wc_dir, desc, dir, lock, tmp, dbpath, packs) = match &cfg.store {
             StoreLocation::Dir(d) => {
                 std::fs::create_dir_all(d).map_err(|e| io_err(d, e))?;
                 let lock = take_lock(d)?;
@@ -154,14 +155,20 @@ impl Fs {
                 if let Some(v) = migrate::schema_of(&db).filter(|v| *v < SCHEMA_VERSION) {
                     migrate::backup(d, v).map_err(|e| io_err(&migrate::backup_path(d, v), e))?;
                 }
-                (db, wc, d.display().to_string(), Some(d.clone()), Some(lock), None, d.join("store.redb"))
+                let (known, next) = known_packs(&db).map_err(|e| corrupt(&d.join("store.redb"), e))?;
+                let pd = d.join("packs");
+                let packs = Packs::open(pd.clone(), None, &known, next).map_err(|e| io_err(&pd, e))?;
+                (db, wc, d.display().to_string(), Some(d.clone()), Some(lock), None, d.join("store.redb"), packs)
             }
             StoreLocation::Memory => {
                 let tmp = tempfile::Builder::new().prefix("ringfs-wc-").tempdir().map_err(|e| io_err(&std::env::temp_dir(), e))?;
                 let db = Database::builder()
                     .create_with_backend(redb::backends::InMemoryBackend::new())
                     .map_err(|e| corrupt(Path::new("memory"), e))?;
-                (db, tmp.path().to_path_buf(), "memory".to_string(), None, None, Some(tmp), PathBuf::from("memory"))
+                let ptmp = tempfile::Builder::new().prefix("ringfs-packs-").tempdir().map_err(|e| io_err(&std::env::temp_dir(), e))?;
+                let pd = ptmp.path().to_path_buf();
+                let packs = Packs::open(pd.clone(), Some(ptmp), &Default::default(), 0).map_err(|e| io_err(&pd, e))?;
+                (db, tmp.path().to_path_buf(), "memory".to_string(), None, None, Some(tmp), PathBuf::from("memory"), packs)
             }
         };
         let (local_dir, tmp_local) = match (&cfg.local.dir, &dir) {
@@ -183,12 +190,15 @@ impl Fs {
         }
         let roots_dir = local_dir.join("roots");
         let host = HostTrees::open_dir(&roots_dir).map_err(|e| io_err(&roots_dir, e))?;
-        let loaded = load(&db, &dbpath, &wc, &local)?;
+        let loaded = load(&db, &dbpath, &wc, &local, &packs)?;
+        if loaded.migrated.is_some_and(|v| v < 3) {
+            migrate::compact_db(&mut db, &dbpath);
+        }
         if !loaded.clean {
             tracing::warn!("store {desc} was not shut down cleanly; recovered");
         }
         let local_tables = policy.is_some() || loaded.state.nodes.values().any(|n| n.local);
-        let store = Store::new(db, dir, desc, lock, loaded.sync_pos, (loaded.chunk_count, loaded.chunk_bytes));
+        let store = Store::new(db, dir, desc, lock, loaded.sync_pos, (loaded.chunk_count, loaded.chunk_bytes), packs);
         let inner = Arc::new(Inner {
             store,
             dirs: Dirs { wc_dir, wc, local },
@@ -255,7 +265,12 @@ impl Fs {
         threads.push(spawn_named("ringfs-wcpool".into(), move || pool.pools.run(&pool.state, &pool.dirs, &pool.stopping))?);
         let c = inner.clone();
         threads.push(spawn_named("ringfs-commit".into(), move || {
-            run_group_commits(&c.store, c.commit_interval, &c.stop, &c.stop_cv, || c.commit(Durability::Immediate, false, None))
+            run_group_commits(&c.store, c.commit_interval, &c.stop, &c.stop_cv, || {
+                c.commit(Durability::Immediate, false, None)?;
+                // Past the dead-bytes thresholds, sealed packs are compacted here.
+                c.store.auto_compact();
+                Ok(())
+            })
         })?);
         {
             let mut st = inner.lock();
@@ -287,6 +302,23 @@ impl Fs {
             inner.migrate_flat_roots();
         }
         Ok(Fs { inner, threads: Mutex::new(threads) })
+    }
+
+    /// The store (tests: pack hooks, restore).
+    #[cfg(test)]
+    pub(crate) fn test_store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// `ringfs gc` on a mounted store: a durable group commit (so chunks
+    /// freed by recent deletions count as dead), then every sealed pack with
+    /// dead bytes compacted. Errors: [`StoreError::Io`] naming the pack
+    /// directory (what was compacted before the error stays compacted).
+    pub fn gc(&self) -> std::result::Result<crate::GcReport, StoreError> {
+        let dir = self.inner.store.packs.dir().to_path_buf();
+        let err = |e: redb::Error| StoreError::Io { path: dir.clone(), source: std::io::Error::other(e.to_string()) };
+        self.inner.commit(Durability::Immediate, true, None).map_err(err)?;
+        self.inner.store.compact_packs(true).map_err(err)
     }
 
     /// A description of the store (`ringfs stats`).
@@ -450,6 +482,9 @@ impl Fs {
         }
         // A memory store's temporary directories go now: the daemon may
         // exit without dropping the Fs (threads still hold it).
+        if self.inner.store.dir().is_none() {
+            let _ = std::fs::remove_dir_all(self.inner.store.packs.dir());
+        }
         for t in [&self.inner._tmp, &self.inner._tmp_local].into_iter().flatten() {
             let _ = std::fs::remove_dir_all(t.path());
         }

@@ -47,6 +47,8 @@ impl Store {
             return Ok(());
         }
         let r = self.write_batch(&txn, &batch, local_tables, clean);
+        // A durable index entry must point at durable pack bytes.
+        let r = r.and_then(|v| if matches!(durability, Durability::Immediate) { self.packs.sync().map(|_| v).map_err(redb::Error::Io) } else { Ok(v) });
         let r = match r {
             Ok(v) => txn.commit().map_err(redb::Error::from).map(|_| v),
             Err(e) => Err(e),
@@ -89,6 +91,10 @@ pub(crate) fn run_group_commits(
 ) {
     let mut stopped = stop.lock().unwrap_or_else(|p| p.into_inner());
     loop {
+        // Set while we committed (its notify missed): stop now.
+        if *stopped {
+            return;
+        }
         let (g, _) = stop_cv.wait_timeout(stopped, interval).unwrap_or_else(|p| p.into_inner());
         stopped = g;
         if *stopped {

@@ -6,6 +6,7 @@
 //! Must not touch: the inode table, working-copy files (the caller reads the
 //! bytes and passes them in, or passes the file to write into).
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
@@ -13,12 +14,14 @@ use std::sync::atomic::Ordering;
 use redb::ReadableTable;
 
 use crate::store::db::{db_errno, Store};
+use crate::store::pack::Loc;
 use crate::schema::*;
 use crate::types::{Errno, Result};
 
 impl Store {
     /// Stores `manifest` (the chunks of a file of `size` bytes) as the
-    /// content of `ino` in `txn`: chunks the store lacks are read with
+    /// content of `ino` in `txn`: chunks the store lacks are appended to the open pack
+    /// (durable at the next durable commit, [`Packs::sync`](crate::store::pack::Packs::sync)) after being read with
     /// `read(chunk, buf)`, which fills `buf` with the chunk's bytes and
     /// returns false if it cannot (or they no longer hash to it); the old
     /// manifest's references are dropped. Returns (journal sequence, chunk
@@ -34,29 +37,33 @@ impl Store {
         mut read: impl FnMut(&ChunkRef, &mut Vec<u8>) -> bool,
     ) -> std::result::Result<Option<(u64, i64, i64)>, redb::Error> {
         let (mut dc, mut db) = (0i64, 0i64);
+        let mut touched: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
         {
-            let mut refs = txn.open_table(CHUNK_REFS)?;
             let mut chunks = txn.open_table(CHUNKS)?;
             let mut buf = Vec::new();
             for c in manifest {
-                let cur = refs.get(&c.hash[..])?.map(|g| g.value());
+                let cur = chunks.get(&c.hash[..])?.map(|g| g.value());
                 match cur {
-                    Some(n) => {
-                        refs.insert(&c.hash[..], n + 1)?;
+                    Some((pack, off, len, refs)) => {
+                        chunks.insert(&c.hash[..], (pack, off, len, refs + 1))?;
                     }
                     None => {
                         buf.resize(c.len as usize, 0);
                         if !read(c, &mut buf) {
                             return Ok(None); // changed under us
                         }
-                        chunks.insert(&c.hash[..], &buf[..])?;
-                        refs.insert(&c.hash[..], 1)?;
+                        let loc = self.packs.append(&c.hash, &buf).map_err(redb::Error::Io)?;
+                        chunks.insert(&c.hash[..], (loc.pack, loc.offset, loc.len, 1))?;
+                        let t = touched.entry(loc.pack).or_default();
+                        t.0 += PACK_RECORD_HEADER + loc.len as u64;
+                        t.1 = loc.offset + loc.len as u64;
                         dc += 1;
                         db += c.len as i64;
                     }
                 }
             }
         }
+        self.packs.note(txn, &touched)?;
         let (c, b) = remove_manifest(txn, ino)?;
         dc -= c as i64;
         db -= b as i64;
@@ -79,8 +86,10 @@ impl Store {
     }
 
     /// Writes the stored content of `ino` into `f` at its offsets (holes
-    /// stay unwritten). No manifest: nothing written. EIO if the manifest
-    /// cannot be decoded or a chunk is missing (logged with its hash).
+    /// stay unwritten), reading each chunk from its pack (looked up again if
+    /// compaction moved it meanwhile) and checking its hash. No manifest:
+    /// nothing written. EIO if the manifest cannot be decoded or a chunk is
+    /// missing or damaged (logged with its hash).
     pub(crate) fn restore_content(&self, ino: u64, f: &File) -> Result<()> {
         let rtx = self.begin_read().map_err(db_errno)?;
         let mt = rtx.open_table(MANIFESTS).map_err(db_errno)?;
@@ -88,13 +97,35 @@ impl Store {
             Some(g) => dec(g.value()).map_err(|_| Errno::EIO)?,
             None => Vec::new(),
         };
-        let ct = rtx.open_table(CHUNKS).map_err(db_errno)?;
+        drop(mt);
+        let mut rtx = rtx;
+        let mut buf = Vec::new();
         for c in &manifest {
-            let g = ct.get(&c.hash[..]).map_err(db_errno)?.ok_or_else(|| {
-                tracing::error!("restore of inode {ino}: chunk {} missing", hex(&c.hash));
-                Errno::EIO
-            })?;
-            f.write_all_at(g.value(), c.offset)?;
+            let mut looked = 0;
+            loop {
+                let loc = rtx.open_table(CHUNKS).map_err(db_errno)?.get(&c.hash[..]).map_err(db_errno)?.map(|g| g.value());
+                let Some((pack, offset, len, _)) = loc else {
+                    tracing::error!("restore of inode {ino}: chunk {} missing from the index", hex(&c.hash));
+                    return Err(Errno::EIO);
+                };
+                match self.packs.read(Loc { pack, offset, len }, &mut buf) {
+                    Ok(()) => break,
+                    // Compacted away since we looked: look again.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound && looked < 3 => {
+                        looked += 1;
+                        rtx = self.begin_read().map_err(db_errno)?;
+                    }
+                    Err(e) => {
+                        tracing::error!("restore of inode {ino}: chunk {} in {}: {e}", hex(&c.hash), self.packs.path(pack).display());
+                        return Err(Errno::EIO);
+                    }
+                }
+            }
+            if blake3::hash(&buf).as_bytes() != &c.hash {
+                tracing::error!("restore of inode {ino}: chunk {} is damaged in its pack (its bytes no longer match its hash)", hex(&c.hash));
+                return Err(Errno::EIO);
+            }
+            f.write_all_at(&buf, c.offset)?;
         }
         Ok(())
     }

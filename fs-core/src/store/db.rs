@@ -11,7 +11,6 @@
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
-use std::io::Read;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -21,6 +20,7 @@ use std::sync::{Mutex, OnceLock, RwLock};
 use redb::{Database, ReadableDatabase};
 
 use crate::schema::META;
+use crate::store::pack::Packs;
 use crate::throttle::LogThrottle;
 use crate::types::{Errno, StoreError};
 
@@ -54,13 +54,19 @@ pub(crate) struct Store {
     /// Held for the life of the store: the flock on DIR/ringfs.lock.
     lock_file: Mutex<Option<File>>,
     on_reopen: OnceLock<ReopenHook>,
+    /// The pack files holding chunk bytes.
+    pub(crate) packs: Packs,
+    /// One compaction at a time (automatic or `ringfs gc`).
+    pub(crate) compacting: Mutex<()>,
+    /// The chunk counters at the last automatic compaction check.
+    pub(crate) compact_seen: AtomicU64,
 }
 
 impl Store {
     /// A handle on `db`, opened from `dir` (`None` for a memory store) under
     /// `lock`, at sync position `sync_pos` with the chunk counters
     /// `chunks` (count, bytes).
-    pub(crate) fn new(db: Database, dir: Option<PathBuf>, desc: String, lock: Option<File>, sync_pos: u64, chunks: (u64, u64)) -> Store {
+    pub(crate) fn new(db: Database, dir: Option<PathBuf>, desc: String, lock: Option<File>, sync_pos: u64, chunks: (u64, u64), packs: Packs) -> Store {
         Store {
             db: RwLock::new(Some(db)),
             db_broken: AtomicBool::new(false),
@@ -74,6 +80,9 @@ impl Store {
             trouble: LogThrottle::default(),
             lock_file: Mutex::new(lock),
             on_reopen: OnceLock::new(),
+            packs,
+            compacting: Mutex::new(()),
+            compact_seen: AtomicU64::new(u64::MAX),
         }
     }
 
@@ -204,7 +213,7 @@ pub(crate) fn corrupt(path: &Path, e: impl std::fmt::Display) -> StoreError {
 /// Takes the exclusive flock on `dir/ringfs.lock` and writes our pid into it.
 pub(crate) fn take_lock(dir: &Path) -> std::result::Result<File, StoreError> {
     let p = dir.join("ringfs.lock");
-    let mut f = OpenOptions::new()
+    let f = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
@@ -212,13 +221,24 @@ pub(crate) fn take_lock(dir: &Path) -> std::result::Result<File, StoreError> {
         .mode(0o644)
         .open(&p)
         .map_err(|e| io_err(&p, e))?;
-    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if r != 0 {
+    // A lock naming our own pid is a descriptor a child of ours, forked and
+    // not yet exec'd, still shares: it goes within moments.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r == 0 {
+            break;
+        }
         let e = std::io::Error::last_os_error();
         if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            let mut s = String::new();
-            let _ = f.read_to_string(&mut s);
-            return Err(StoreError::Locked { pid: s.trim().parse().ok(), path: dir.to_path_buf() });
+            let mut b = [0u8; 32];
+            let n = f.read_at(&mut b, 0).unwrap_or(0);
+            let pid: Option<u32> = String::from_utf8_lossy(&b[..n]).trim().parse().ok();
+            if pid == Some(std::process::id()) && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                continue;
+            }
+            return Err(StoreError::Locked { pid, path: dir.to_path_buf() });
         }
         return Err(io_err(&p, e));
     }
@@ -227,9 +247,16 @@ pub(crate) fn take_lock(dir: &Path) -> std::result::Result<File, StoreError> {
     Ok(f)
 }
 
+/// redb's page cache for a store: 32 MiB, set explicitly so the daemon's
+/// memory does not grow with the database (redb's default is 1 GiB).
+pub const DB_CACHE_BYTES: usize = 32 << 20;
+
+/// Opens (creating if missing) `DIR/store.redb` with a [`DB_CACHE_BYTES`]
+/// cache. Errors: [`StoreError::Locked`] if another handle has it open,
+/// [`StoreError::Io`], [`StoreError::Corrupt`] (what redb says).
 pub(crate) fn open_db(dir: &Path) -> std::result::Result<Database, StoreError> {
     let p = dir.join("store.redb");
-    Database::create(&p).map_err(|e| match e {
+    redb::Builder::new().set_cache_size(DB_CACHE_BYTES).create(&p).map_err(|e| match e {
         redb::DatabaseError::DatabaseAlreadyOpen => {
             StoreError::Locked { pid: None, path: dir.to_path_buf() }
         }

@@ -8,14 +8,21 @@
 //!
 //! Versions (docs/ARCHITECTURE.md):
 //! - 1 → 2: inode records gain `btime` ((0, 0): unknown) and `flags` (0).
+//! - 2 → 3: chunk bytes move from the `chunks` table into pack files
+//!   (appended, then synced before the loading transaction commits); the
+//!   index `chunk_index` takes their locations and the counts of
+//!   `chunk_refs`; both old tables are deleted, and after the commit the
+//!   database file is compacted ([`compact_db`]) so the space comes back.
 //!
 //! Must not touch: the inode table in memory, working copies.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
 
 use crate::schema::*;
+use crate::store::pack::Packs;
 
 /// The schema version a database holds (`None`: a new, empty database).
 pub(crate) fn schema_of(db: &redb::Database) -> Option<u64> {
@@ -60,7 +67,7 @@ pub(crate) fn discard_backup(dir: &Path) {
 
 /// Migrates the tables in `txn` from schema `from` to [`SCHEMA_VERSION`] and
 /// records the new version. Returns the number of records rewritten.
-pub(crate) fn migrate(txn: &WriteTransaction, from: u64) -> std::result::Result<usize, String> {
+pub(crate) fn migrate(txn: &WriteTransaction, from: u64, packs: &Packs) -> std::result::Result<usize, String> {
     let mut n = 0;
     if from < 2 {
         for table in [INODES, LOCAL_INODES] {
@@ -77,6 +84,60 @@ pub(crate) fn migrate(txn: &WriteTransaction, from: u64) -> std::result::Result<
             }
         }
     }
+    if from < 3 {
+        n += chunks_to_packs(txn, packs).map_err(|e| format!("moving chunks into {}: {e}", packs.dir().display()))?;
+    }
     txn.open_table(META).map_err(|e| e.to_string())?.insert("schema", SCHEMA_VERSION).map_err(|e| e.to_string())?;
     Ok(n)
+}
+
+/// 2 → 3: every chunk of `chunks` appended to the open pack, indexed in
+/// `chunk_index` with its count from `chunk_refs` (a chunk no manifest
+/// counts is dropped); the old tables deleted. Returns the chunks moved.
+fn chunks_to_packs(txn: &WriteTransaction, packs: &Packs) -> std::result::Result<usize, redb::Error> {
+    let mut touched: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    let (mut n, mut bytes) = (0u64, 0u64);
+    {
+        let old = txn.open_table(CHUNKS_V2)?;
+        let refs = txn.open_table(CHUNK_REFS_V2)?;
+        let mut index = txn.open_table(CHUNKS)?;
+        for r in old.iter()? {
+            let (k, v) = r?;
+            let Ok(hash) = <[u8; 32]>::try_from(k.value()) else { continue };
+            let count = refs.get(k.value())?.map(|g| g.value()).unwrap_or(0);
+            if count == 0 || index.get(&hash[..])?.is_some() {
+                continue;
+            }
+            let loc = packs.append(&hash, v.value()).map_err(redb::Error::Io)?;
+            index.insert(&hash[..], (loc.pack, loc.offset, loc.len, count))?;
+            let t = touched.entry(loc.pack).or_default();
+            t.0 += PACK_RECORD_HEADER + loc.len as u64;
+            t.1 = loc.offset + loc.len as u64;
+            n += 1;
+            bytes += loc.len as u64;
+        }
+    }
+    packs.note(txn, &touched)?;
+    // The counters count what moved (a chunk no manifest counted is gone).
+    let mut m = txn.open_table(META)?;
+    m.insert("chunk_count", n)?;
+    m.insert("chunk_bytes", bytes)?;
+    drop(m);
+    txn.delete_table(CHUNKS_V2)?;
+    txn.delete_table(CHUNK_REFS_V2)?;
+    Ok(n as usize)
+}
+
+/// After a migration to schema 3 committed: compacts the database file so
+/// the pages the chunk bytes held are given back to the filesystem. A
+/// failure is logged (the store works, only bigger).
+pub(crate) fn compact_db(db: &mut redb::Database, path: &Path) {
+    let before = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    match db.compact() {
+        Ok(_) => {
+            let after = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            tracing::info!("store migrated: {} compacted from {before} to {after} bytes", path.display());
+        }
+        Err(e) => tracing::warn!("store migrated, but compacting {} failed ({e}): it keeps its old size", path.display()),
+    }
 }

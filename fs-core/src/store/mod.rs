@@ -8,25 +8,30 @@
 //! - [`batch`]: what one group commit writes ([`Batch`](batch::Batch)) and
 //!   how it is written (main or `local_*` tables, journal records);
 //! - [`commit`]: the group commit and its background thread;
+//! - [`compact`]: compaction of mostly dead pack files;
 //! - [`content`]: a file's content (chunks, manifest, journal record) stored
 //!   or read back;
 //! - [`recovery`]: loading the inode table at open and repairing what a crash
 //!   left (orphans, dangling entries, lost+found);
-//! - [`migrate`]: bringing a store of an earlier schema to this one.
+//! - [`migrate`]: bringing a store of an earlier schema to this one;
+//! - [`pack`]: chunk bytes in pack files, their index entries' locations,
+//!   compaction.
 //!
 //! Must not touch: FUSE, path policy, working-copy pools, hashing threads.
 
 pub(crate) mod batch;
 pub(crate) mod commit;
+pub mod compact;
 pub(crate) mod content;
 pub(crate) mod db;
 pub(crate) mod migrate;
+pub mod pack;
 pub(crate) mod recovery;
 
 /// The tables and records (public: fsck and integration tests read the
 /// tables); they live in [`crate::schema`], below the inode table.
 pub use crate::schema::{
-    dec, dec_inode, enc, ChunkRef, InodeRec, JournalRecord, CHUNKS, CHUNK_REFS, DIRENTS, FS_APPEND_FL, FS_IMMUTABLE_FL, FS_NOATIME_FL,
-    FS_NODUMP_FL, INODES, JOURNAL, KEPT_FLAGS, LOCAL_DIRENTS, LOCAL_INODES, LOCAL_SYMLINKS, LOCAL_XATTRS, MANIFESTS, META, SCHEMA_VERSION,
+    dec, dec_inode, enc, ChunkRef, InodeRec, JournalRecord, CHUNKS, CHUNKS_V2, CHUNK_REFS_V2, DIRENTS, FS_APPEND_FL, FS_IMMUTABLE_FL, FS_NOATIME_FL,
+    FS_NODUMP_FL, INODES, JOURNAL, KEPT_FLAGS, LOCAL_DIRENTS, LOCAL_INODES, LOCAL_SYMLINKS, LOCAL_XATTRS, MANIFESTS, META, PACKS, SCHEMA_VERSION,
     SYMLINKS, XATTRS,
 };

@@ -19,11 +19,14 @@ use crate::local::BackDir;
 use crate::posix::is_reg;
 use crate::store::db::corrupt;
 use crate::store::migrate;
+use crate::store::pack::Packs;
 use crate::schema::*;
 use crate::types::StoreError;
 
 /// The inode table and counters of a store just opened.
 pub(crate) struct Loaded {
+    /// The schema the store was migrated from, if it was.
+    pub(crate) migrated: Option<u64>,
     pub(crate) clean: bool,
     pub(crate) state: State,
     pub(crate) sync_pos: u64,
@@ -35,12 +38,13 @@ pub(crate) struct Loaded {
 /// Creates or loads the tables, checks the schema, and after an unclean
 /// shutdown repairs what a crash can leave behind. Marks the store in use
 /// (clean = 0) durably.
-pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir) -> std::result::Result<Loaded, StoreError> {
+pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, packs: &Packs) -> std::result::Result<Loaded, StoreError> {
     let c = |e: redb::Error| corrupt(dbpath, e);
     let mut txn = db.begin_write().map_err(|e| c(e.into()))?;
     txn.set_durability(Durability::Immediate).map_err(|e| c(e.into()))?;
     create_tables(&txn).map_err(c)?;
     let schema = meta_get(&txn, "schema").map_err(c)?;
+    let mut migrated = None;
     match schema {
         None => {
             let mut m = txn.open_table(META).map_err(|e| c(e.into()))?;
@@ -60,7 +64,8 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir) 
             return Err(StoreError::NewerSchema { found: v, supported: SCHEMA_VERSION, path: dbpath.to_path_buf() });
         }
         Some(v) if v < SCHEMA_VERSION => {
-            let n = migrate::migrate(&txn, v).map_err(|e| corrupt(dbpath, format!("migrating from schema {v}: {e}")))?;
+            let n = migrate::migrate(&txn, v, packs).map_err(|e| corrupt(dbpath, format!("migrating from schema {v}: {e}")))?;
+            migrated = Some(v);
             tracing::info!("store migrated from schema {v} to {SCHEMA_VERSION} ({n} records rewritten)");
         }
         Some(_) => {}
@@ -347,8 +352,13 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir) 
         m.insert("clean", 0).map_err(|e| c(e.into()))?;
         m.insert("next_ino", st.next_ino).map_err(|e| c(e.into()))?;
     }
+    // PACKS rows of packs no longer open say sealed.
+    packs.note(&txn, &Default::default()).map_err(c)?;
+    // Chunks the migration appended are durable before the index is.
+    packs.sync().map_err(|e| corrupt(dbpath, format!("syncing {}: {e}", packs.dir().display())))?;
     txn.commit().map_err(|e| c(e.into()))?;
     Ok(Loaded {
+        migrated,
         clean,
         state: st,
         sync_pos,

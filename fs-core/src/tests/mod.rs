@@ -439,6 +439,7 @@ fn readdir_cookies_stable() {
 mod atime;
 mod local_only;
 mod model;
+mod packs;
 mod persistence;
 mod tmpfile_acl;
 

@@ -2,6 +2,7 @@
 //! errors, crash recovery, chunk deduplication and reference counts, fsck.
 
 use super::*;
+use redb::{ReadableDatabase, ReadableTable};
 
 #[test]
 fn persistence_dir_store() {
@@ -187,22 +188,20 @@ fn fsck_detects_corrupt_chunk() {
     drop(fs);
     fsck_clean(t.path());
     {
-        let db = redb::Database::create(t.path().join("store.redb")).unwrap();
-        let w = db.begin_write().unwrap();
-        {
-            let mut c = w.open_table(store::CHUNKS).unwrap();
-            let (k, mut v) = {
-                let (k, v) = c.first().unwrap().unwrap();
-                (k.value().to_vec(), v.value().to_vec())
-            };
-            v[1000] ^= 1;
-            c.insert(&k[..], &v[..]).unwrap();
-        }
-        w.commit().unwrap();
+        // Flip one byte of the chunk's bytes in its pack file.
+        let db = redb::Database::open(t.path().join("store.redb")).unwrap();
+        let rtx = db.begin_read().unwrap();
+        let c = rtx.open_table(store::CHUNKS).unwrap();
+        let (pack, offset, _, _) = c.first().unwrap().unwrap().1.value();
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(t.path().join("packs").join(store::pack::pack_name(pack))).unwrap();
+        let mut b = [0u8; 1];
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut b, offset + 1000).unwrap();
+        b[0] ^= 1;
+        std::os::unix::fs::FileExt::write_all_at(&f, &b, offset + 1000).unwrap();
     }
     let r = fsck(t.path()).unwrap();
     assert!(!r.is_clean());
-    assert!(r.problems.iter().any(|p| p.place.starts_with("chunks/") && p.what.contains("BLAKE3")), "{r}");
+    assert!(r.problems.iter().any(|p| p.place.starts_with("chunk_index/") && p.what.contains("BLAKE3")), "{r}");
 }
 
 #[test]

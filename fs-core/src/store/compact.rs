@@ -1,0 +1,246 @@
+//! Compaction of pack files ([`Store::compact_packs`]): a sealed pack that
+//! is mostly dead bytes has its live records copied to the open pack, their
+//! index entries moved in one durable commit (after the open pack is
+//! synced), and then the old pack file is unlinked. Run after durable group
+//! commits past the thresholds ([`AUTO_MIN_DEAD`], [`AUTO_MIN_DEAD_PERCENT`])
+//! and by `ringfs gc` (every sealed pack with dead bytes).
+//!
+//! Crash safety: before the commit, the copies are dead bytes in the open
+//! pack; after it and before the unlink, the old pack is a file the index
+//! does not list, removed at the next open. Concurrent readers: one that
+//! looked up the old location reads it through a cached descriptor (the
+//! bytes stay until it closes) or finds the file gone and looks again
+//! (`restore_content`).
+//!
+//! Owns: when and what to compact. Must not touch: manifests, the inode
+//! table.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use redb::{Durability, ReadableTable};
+
+use crate::schema::{CHUNKS, PACKS, PACK_RECORD_HEADER, SCHEMA_VERSION};
+use crate::store::db::{corrupt, io_err, open_db, take_lock, Store};
+use crate::store::migrate::schema_of;
+use crate::store::pack::{known_packs, pack_name, scan_pack_until, Packs, HEADER_LEN};
+use crate::types::StoreError;
+
+/// Automatic compaction starts when the sealed packs hold at least this
+/// many dead bytes in all: 64 MiB (two packs' worth, so small deletions
+/// never rewrite a pack).
+pub const AUTO_MIN_DEAD: u64 = 64 << 20;
+/// … and then compacts each sealed pack at least this dead (percent of its
+/// records' bytes): copying its live half costs at most what it frees.
+pub const AUTO_MIN_DEAD_PERCENT: u64 = 50;
+
+/// What a compaction did: packs and their bytes on disk before and after.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GcReport {
+    pub packs_before: u64,
+    pub bytes_before: u64,
+    pub packs_after: u64,
+    pub bytes_after: u64,
+    /// Sealed packs removed (after copying their live chunks).
+    pub packs_compacted: u64,
+    /// Live chunks copied and the bytes they hold.
+    pub chunks_moved: u64,
+    pub bytes_moved: u64,
+}
+
+impl GcReport {
+    /// Bytes of pack files given back.
+    pub fn reclaimed(&self) -> u64 {
+        self.bytes_before.saturating_sub(self.bytes_after)
+    }
+}
+
+impl Store {
+    /// The pack files on disk: (count, bytes).
+    fn pack_usage(&self) -> (u64, u64) {
+        let ids = crate::store::pack::pack_files(self.packs.dir()).unwrap_or_default();
+        let bytes = ids.iter().map(|id| std::fs::metadata(self.packs.path(*id)).map(|m| m.len()).unwrap_or(0)).sum();
+        (ids.len() as u64, bytes)
+    }
+
+    /// After a durable group commit: compacts if the chunk bytes changed
+    /// since the last look and the thresholds are passed. Errors are logged.
+    pub(crate) fn auto_compact(&self) {
+        let now = self.chunk_bytes.load(Ordering::SeqCst) ^ self.chunk_count.load(Ordering::SeqCst).rotate_left(40);
+        if self.compact_seen.swap(now, Ordering::SeqCst) == now {
+            return;
+        }
+        match self.compact_packs(false) {
+            Ok(r) if r.packs_compacted > 0 => tracing::info!(
+                "packs compacted: {} packs removed, {} chunks ({} bytes) moved, {} bytes reclaimed",
+                r.packs_compacted,
+                r.chunks_moved,
+                r.bytes_moved,
+                r.reclaimed()
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                self.compact_seen.store(u64::MAX, Ordering::SeqCst);
+                if self.trouble.due() {
+                    tracing::error!("pack compaction failed: {e} (retried after the next commit)");
+                }
+            }
+        }
+    }
+
+    /// Compacts sealed packs: with `all`, every one with dead bytes (`ringfs
+    /// gc`); otherwise, once the sealed packs hold [`AUTO_MIN_DEAD`] dead
+    /// bytes, those at least [`AUTO_MIN_DEAD_PERCENT`] dead. A sealed pack
+    /// with no live bytes is always removed. One pack per durable
+    /// transaction. A pack whose valid records do not account for its live
+    /// bytes (damaged) is left alone and logged. Errors: redb or I/O errors
+    /// (what was committed before stays).
+    pub(crate) fn compact_packs(&self, all: bool) -> std::result::Result<GcReport, redb::Error> {
+        let _one = self.compacting.lock().unwrap_or_else(|p| p.into_inner());
+        let (packs_before, bytes_before) = self.pack_usage();
+        let mut rep = GcReport { packs_before, bytes_before, ..Default::default() };
+        let rows: BTreeMap<u32, (u64, u64, bool)> = {
+            let rtx = self.begin_read()?;
+            let t = rtx.open_table(PACKS)?;
+            let mut m = BTreeMap::new();
+            for r in t.iter()? {
+                let (k, v) = r?;
+                m.insert(k.value(), v.value());
+            }
+            m
+        };
+        let open = self.packs.open_id();
+        // (id, record bytes, dead bytes) of the sealed packs.
+        let sealed: Vec<(u32, u64, u64)> = rows
+            .iter()
+            .filter(|(id, _)| Some(**id) != open)
+            .filter_map(|(id, (_, live, _))| {
+                let size = std::fs::metadata(self.packs.path(*id)).ok()?.len();
+                let recs = size.saturating_sub(HEADER_LEN);
+                Some((*id, recs, recs.saturating_sub(*live)))
+            })
+            .collect();
+        let total_dead: u64 = sealed.iter().map(|s| s.2).sum();
+        let chosen: Vec<u32> = sealed
+            .iter()
+            .filter(|(id, recs, dead)| {
+                let live = rows[id].1;
+                live == 0 || (all && *dead > 0) || (total_dead >= AUTO_MIN_DEAD && dead * 100 >= AUTO_MIN_DEAD_PERCENT * recs)
+            })
+            .map(|s| s.0)
+            .collect();
+        for id in chosen {
+            if let Some((n, b)) = self.compact_one(id)? {
+                rep.packs_compacted += 1;
+                rep.chunks_moved += n;
+                rep.bytes_moved += b;
+            }
+        }
+        (rep.packs_after, rep.bytes_after) = self.pack_usage();
+        Ok(rep)
+    }
+
+    /// Moves the live chunks of sealed pack `id` to the open pack and
+    /// removes it. `None`: left alone (damaged, or gone).
+    fn compact_one(&self, id: u32) -> std::result::Result<Option<(u64, u64)>, redb::Error> {
+        let mut txn = self.begin_write()?;
+        let Some((_, live, _)) = txn.open_table(PACKS)?.get(id)?.map(|g| g.value()) else {
+            txn.abort()?;
+            return Ok(None);
+        };
+        let mut touched: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+        let (mut moved, mut bytes, mut found) = (0u64, 0u64, 0u64);
+        if live > 0 {
+            let mut err: Option<redb::Error> = None;
+            let mut index = txn.open_table(CHUNKS)?;
+            let path = self.packs.path(id);
+            let scanned = scan_pack_until(&path, |off, hash, b| {
+                let mut step = || -> std::result::Result<(), redb::Error> {
+                    let cur = index.get(&hash[..])?.map(|g| g.value());
+                    let Some((p, o, len, refs)) = cur else { return Ok(()) };
+                    if p != id || o != off || len as usize != b.len() {
+                        return Ok(()); // a dead copy
+                    }
+                    found += PACK_RECORD_HEADER + len as u64;
+                    let loc = self.packs.append(hash, b).map_err(redb::Error::Io)?;
+                    index.insert(&hash[..], (loc.pack, loc.offset, loc.len, refs))?;
+                    let t = touched.entry(loc.pack).or_default();
+                    t.0 += PACK_RECORD_HEADER + loc.len as u64;
+                    t.1 = loc.offset + loc.len as u64;
+                    moved += 1;
+                    bytes += len as u64;
+                    Ok(())
+                };
+                match step() {
+                    Ok(()) => true,
+                    Err(e) => {
+                        err = Some(e);
+                        false
+                    }
+                }
+            });
+            drop(index);
+            if let Some(e) = err {
+                txn.abort()?;
+                return Err(e);
+            }
+            if let Err(e) = scanned {
+                txn.abort()?;
+                return Err(redb::Error::Io(e));
+            }
+            if found != live {
+                txn.abort()?;
+                tracing::error!(
+                    "packs: {} has {found} valid live bytes where the index expects {live}: left alone (ringfs fsck lists the damage)",
+                    pack_name(id)
+                );
+                return Ok(None);
+            }
+        }
+        txn.open_table(PACKS)?.remove(id)?;
+        self.packs.note(&txn, &touched)?;
+        // The copies are durable before the index points at them.
+        self.packs.sync().map_err(redb::Error::Io)?;
+        txn.set_durability(Durability::Immediate)?;
+        txn.commit()?;
+        if let Err(e) = self.packs.remove(id) {
+            tracing::warn!("packs: removing {} after compaction: {e} (removed at the next mount)", pack_name(id));
+        }
+        tracing::debug!("packs: compacted {} ({moved} chunks, {bytes} bytes moved)", pack_name(id));
+        Ok(Some((moved, bytes)))
+    }
+}
+
+/// `ringfs gc --store DIR` on a store no daemon holds: takes the store lock,
+/// opens the database and packs (the open pack's torn tail truncated, pack
+/// files the index does not know removed) and compacts every sealed pack
+/// with dead bytes. Recovery does not run (the next mount does). Errors:
+/// [`StoreError::Locked`] while a daemon holds it, [`StoreError::Corrupt`],
+/// [`StoreError::Io`] (also for a store of an earlier schema, whose chunks
+/// are not in packs until it is mounted once).
+pub fn gc_store(dir: &std::path::Path) -> std::result::Result<GcReport, StoreError> {
+    let dbpath = dir.join("store.redb");
+    if !dbpath.exists() {
+        return Err(StoreError::Corrupt { path: dbpath, reason: "no store database".into() });
+    }
+    let lock = take_lock(dir)?;
+    let db = open_db(dir)?;
+    match schema_of(&db) {
+        Some(v) if v == SCHEMA_VERSION => {}
+        Some(v) if v > SCHEMA_VERSION => return Err(StoreError::NewerSchema { found: v, supported: SCHEMA_VERSION, path: dbpath }),
+        v => {
+            return Err(io_err(
+                &dbpath,
+                std::io::Error::other(format!(
+                    "the store has schema {} and keeps its chunks in the database; mount it once with this ringfs (which moves them into packs) and unmount, then gc",
+                    v.unwrap_or(0)
+                )),
+            ))
+        }
+    }
+    let (known, next) = known_packs(&db).map_err(|e| corrupt(&dbpath, e))?;
+    let pd = dir.join("packs");
+    let packs = Packs::open(pd.clone(), None, &known, next).map_err(|e| io_err(&pd, e))?;
+    let store = Store::new(db, Some(dir.to_path_buf()), dir.display().to_string(), Some(lock), 0, (0, 0), packs);
+    store.compact_packs(true).map_err(|e| io_err(&pd, std::io::Error::other(e.to_string())))
+}

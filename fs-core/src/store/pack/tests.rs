@@ -1,0 +1,158 @@
+//! Unit and property tests of pack files: append, seal, read back, scan of
+//! a torn tail, what open deletes and truncates.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::FileExt;
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn bytes(seed: u64, n: usize) -> Vec<u8> {
+    (0..n).map(|i| ((i as u64).wrapping_mul(2654435761).wrapping_add(seed.wrapping_mul(97)) >> 7) as u8).collect()
+}
+
+fn hash(b: &[u8]) -> [u8; 32] {
+    *blake3::hash(b).as_bytes()
+}
+
+fn fresh(dir: &Path) -> Packs {
+    Packs::open(dir.join("packs"), None, &BTreeMap::new(), 0).unwrap()
+}
+
+/// Every record of every pack file, by pack id, as scan_pack sees them.
+fn scan_all(p: &Packs) -> BTreeMap<u32, Vec<(u64, [u8; 32], usize)>> {
+    let mut out = BTreeMap::new();
+    for id in pack_files(p.dir()).unwrap() {
+        let mut recs = Vec::new();
+        let valid = scan_pack(&p.path(id), |o, h, b| recs.push((o, *h, b.len()))).unwrap();
+        assert_eq!(valid, std::fs::metadata(p.path(id)).unwrap().len(), "pack {id} fully valid");
+        out.insert(id, recs);
+    }
+    out
+}
+
+#[test]
+fn append_seal_read_back() {
+    let t = tempfile::tempdir().unwrap();
+    let p = fresh(t.path());
+    p.set_seal_at(1 << 20);
+    let mut locs = Vec::new();
+    for i in 0..60u64 {
+        let b = bytes(i, 10_000 + (i as usize * 3001) % 90_000);
+        let loc = p.append(&hash(&b), &b).unwrap();
+        locs.push((loc, b));
+    }
+    p.sync().unwrap();
+    let packs: BTreeSet<u32> = locs.iter().map(|(l, _)| l.pack).collect();
+    assert!(packs.len() >= 3, "sealed at 1 MiB: {packs:?}");
+    for id in &packs {
+        assert!(std::fs::metadata(p.path(*id)).unwrap().len() <= 1 << 20);
+    }
+    let mut buf = Vec::new();
+    for (loc, b) in &locs {
+        p.read(*loc, &mut buf).unwrap();
+        assert_eq!(&buf, b);
+        assert_eq!(read_chunk(p.dir(), *loc).unwrap(), *b);
+    }
+    let scanned = scan_all(&p);
+    let want: usize = locs.len();
+    assert_eq!(scanned.values().map(|v| v.len()).sum::<usize>(), want);
+    for (loc, b) in &locs {
+        assert!(scanned[&loc.pack].contains(&(loc.offset, hash(b), b.len())));
+    }
+    assert!(matches!(p.read(Loc { pack: 999, offset: 52, len: 1 }, &mut buf), Err(e) if e.kind() == std::io::ErrorKind::NotFound));
+}
+
+#[test]
+fn open_truncates_the_open_packs_torn_tail_only() {
+    let t = tempfile::tempdir().unwrap();
+    let p = fresh(t.path());
+    p.set_seal_at(200_000);
+    let mut locs = Vec::new();
+    for i in 0..6u64 {
+        let b = bytes(i, 60_000);
+        locs.push((p.append(&hash(&b), &b).unwrap(), b));
+    }
+    p.sync().unwrap();
+    let open = p.open_id().unwrap();
+    let sealed = locs[0].0.pack;
+    assert_ne!(open, sealed);
+    drop(p);
+    // A torn record at the end of both packs.
+    let torn = |id: u32| {
+        let f = OpenOptions::new().write(true).open(t.path().join("packs").join(pack_name(id))).unwrap();
+        let end = f.metadata().unwrap().len();
+        f.write_all_at(&[7u8; 50], end).unwrap();
+        end
+    };
+    let sealed_len = torn(sealed) + 50;
+    let open_len = torn(open);
+    // And a pack file no index entry uses.
+    std::fs::write(t.path().join("packs").join(pack_name(77)), b"RFSPACK1junk").unwrap();
+    let mut known = BTreeMap::new();
+    for (id, s) in [(sealed, true), (open, false)] {
+        known.insert(id, PackInfo { total: HEADER_LEN, live: 0, sealed: s });
+    }
+    let p = Packs::open(t.path().join("packs"), None, &known, 0).unwrap();
+    assert_eq!(std::fs::metadata(p.path(open)).unwrap().len(), open_len, "open pack truncated");
+    assert_eq!(std::fs::metadata(p.path(sealed)).unwrap().len(), sealed_len, "sealed pack never truncated");
+    assert!(!p.path(77).exists(), "unreferenced pack removed");
+    assert_eq!(p.open_id(), Some(open));
+    let b = bytes(99, 1000);
+    let loc = p.append(&hash(&b), &b).unwrap();
+    assert_eq!((loc.pack, loc.offset), (open, open_len + RECORD_HEADER), "appends continue after the last valid record");
+    let mut buf = Vec::new();
+    for (l, b) in locs.iter().chain([(loc, b.clone())].iter()) {
+        p.read(*l, &mut buf).unwrap();
+        assert_eq!(&buf, b);
+    }
+}
+
+#[test]
+fn scan_refuses_other_files() {
+    let t = tempfile::tempdir().unwrap();
+    let f = t.path().join("x.pack");
+    std::fs::write(&f, b"not a pack at all").unwrap();
+    assert_eq!(scan_pack(&f, |_, _, _| {}).unwrap_err().kind(), std::io::ErrorKind::InvalidData);
+    assert_eq!(pack_id("0000001f.pack"), Some(31));
+    assert_eq!(pack_id("1f.pack"), None);
+    assert_eq!(pack_name(31), "0000001f.pack");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// A pack cut at any byte scans as exactly the records wholly before
+    /// the cut; a flipped byte ends the scan at the record holding it.
+    #[test]
+    fn scan_stops_at_a_torn_or_damaged_record(sizes in prop::collection::vec(0usize..5000, 1..12), cut in any::<prop::sample::Index>(), flip in any::<bool>()) {
+        let t = tempfile::tempdir().unwrap();
+        let p = fresh(t.path());
+        let mut locs = Vec::new();
+        for (i, n) in sizes.iter().enumerate() {
+            let b = bytes(i as u64, *n);
+            locs.push(p.append(&hash(&b), &b).unwrap());
+        }
+        p.sync().unwrap();
+        let path = p.path(locs[0].pack);
+        let len = std::fs::metadata(&path).unwrap().len();
+        let at = HEADER_LEN + cut.index((len - HEADER_LEN) as usize) as u64;
+        let f = OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        if flip {
+            let mut b = [0u8; 1];
+            f.read_exact_at(&mut b, at).unwrap();
+            f.write_all_at(&[b[0] ^ 0x40], at).unwrap();
+        } else {
+            f.set_len(at).unwrap();
+        }
+        let mut seen = Vec::new();
+        let valid = scan_pack(&path, |o, _, b| seen.push((o, b.len()))).unwrap();
+        // Cut: the records wholly before `at`. Flip: the records before
+        // the one holding byte `at` (those ending at or before it).
+        let whole: Vec<(u64, usize)> = locs.iter().take_while(|l| l.offset + l.len as u64 <= at).map(|l| (l.offset, l.len as usize)).collect();
+        prop_assert_eq!(&seen, &whole);
+        let end = seen.last().map(|(o, n)| o + *n as u64).unwrap_or(HEADER_LEN);
+        prop_assert_eq!(valid, end);
+    }
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Makes ringfs/tests/fixtures/store-schema2: a small store written by a ringfs
+# of schema 2 (the release before schema 3, pack files), for ringfs/tests/migration.rs.
+#   scripts/make-schema2-fixture.sh OLD_RINGFS_BINARY
+# Build OLD_RINGFS_BINARY from a commit before schema 3 (e.g. 0b4381d):
+#   git worktree add /tmp/old 0b4381d && cargo build --release -p ringfs --manifest-path /tmp/old/Cargo.toml
+# Needs root (FUSE). The fixture's contents are listed in migration.rs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+old=${1:?usage: $0 OLD_RINGFS_BINARY}
+[ "$(id -u)" -eq 0 ] || { echo "make-schema2-fixture: needs root (FUSE mount)" >&2; exit 1; }
+out=ringfs/tests/fixtures/store-schema2
+tmp=$(mktemp -d)
+trap 'mountpoint -q "$tmp/mnt" && "$old" umount "$tmp/mnt"; rm -rf "$tmp"' EXIT
+mkdir "$tmp/mnt"
+"$old" mount "$tmp/mnt" --store "$tmp/store" --daemon --native-roots off
+(
+    cd "$tmp/mnt"
+    printf 'hello\n' > a.txt
+    setfattr -n user.k -v v a.txt
+    mkdir dir && chmod 750 dir
+    python3 -c 'import sys; sys.stdout.buffer.write(bytes(((i * 2654435761) % 2**32 >> 13) & 255 for i in range(1 << 20)))' > dir/b
+    chmod 640 dir/b
+    ln -s a.txt link
+    ln dir/b hard
+    : > empty
+)
+"$old" umount "$tmp/mnt"
+rm -rf "$out"
+mkdir -p "$out"
+cp -a "$tmp/store/store.redb" "$tmp/store/wc" "$out/"
+rm -f "$out/ringfs.lock"
+du -sh "$out"
