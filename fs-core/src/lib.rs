@@ -60,7 +60,9 @@
 //! and hashing; `host` native-root trees; `local` backing directories and
 //! ignore patterns; `posix` limits, mode helpers and inode flags; `acl` POSIX ACLs; `types`
 //! the public values; `throttle` rate-limited warnings; `chunk`
-//! content-defined chunking; `fsck` the offline check.
+//! content-defined chunking; `fsck` the offline check; `damage` what
+//! `ringfs fsck` runs around it (errors and panics reported, working copies
+//! compared).
 //!
 //! # Deviations from ext4
 //!
@@ -78,6 +80,7 @@
 
 mod acl;
 mod chunk;
+mod damage;
 mod fs;
 mod fsck;
 mod host;
@@ -97,6 +100,7 @@ pub use fs::Fs;
 pub fn is_host_nodeid(nodeid: u64) -> bool {
     host::is_host_id(nodeid)
 }
+pub use damage::{fsck_store, FsckOptions};
 pub use fsck::{fsck, FsckReport, Problem};
 pub use local::IgnorePolicy;
 pub use types::*;

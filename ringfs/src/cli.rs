@@ -30,10 +30,13 @@ pub enum Command {
     /// Per-opcode request counts and latency percentiles, bytes through the
     /// daemon, store size and journal position of a mount.
     Stats(StatsArgs),
-    /// Verify a store: chunk hashes, manifests, reference counts, dirents.
+    /// Verify a store: every table readable, chunk hashes, manifests,
+    /// reference counts, dirents, working copies against their manifests.
     ///
-    /// Exits 0 when the store is clean, 1 with a report of what is damaged and
-    /// where, 2 when the store cannot be opened (e.g. held by a running daemon).
+    /// Read-only: writes nothing, works on a read-only filesystem. Exits 0
+    /// when the store is clean, 1 with a report of what is damaged and where
+    /// (rebuild with `ringfs salvage`), 2 when the store cannot be checked
+    /// (no store there, or held by a running daemon).
     Fsck(FsckArgs),
     /// Detach the native root at PATH: the directory stays, served by the
     /// daemon, until the next mount.
@@ -265,7 +268,13 @@ fn at_least_one(s: &str) -> Result<usize, String> {
 
 #[derive(Debug, Args)]
 pub struct FsckArgs {
-    /// The store directory to verify (must not be in use by a daemon).
+    /// The store directory to verify (must not be in use by a daemon). It is
+    /// opened read-only and nothing in it is written (a read-only
+    /// filesystem is fine).
     #[arg(long, value_name = "DIR")]
     pub store: PathBuf,
+    /// Also hash every working copy (STORE/wc) of a stored file and compare
+    /// it with its manifest (reads every byte; without it sizes are compared).
+    #[arg(long)]
+    pub full: bool,
 }

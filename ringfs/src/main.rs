@@ -170,15 +170,17 @@ fn cmd_status(args: StatusArgs) -> Result<()> {
     Ok(())
 }
 
-/// `ringfs fsck`: 0 clean, 1 damaged, 2 could not check.
+/// `ringfs fsck`: 0 clean, 1 damaged (a report of what and where), 2 could
+/// not check (no store there, or held by a running daemon).
 fn cmd_fsck(args: FsckArgs) -> ExitCode {
     // Nothing is created in a directory that holds no store.
     let d = &args.store;
+    let is_store = ["store.redb", "wc", "packs"].iter().any(|f| d.join(f).exists());
     let refuse = if !d.exists() {
         Some(format!("{} does not exist: give the --store DIR of a ringfs workspace", d.display()))
     } else if !d.is_dir() {
         Some(format!("{} is not a directory: give the --store DIR of a ringfs workspace", d.display()))
-    } else if !d.join("store.redb").exists() {
+    } else if !is_store {
         Some(format!("{} is not a ringfs store (it has no store.redb): give the --store DIR of a ringfs workspace", d.display()))
     } else {
         None
@@ -187,12 +189,17 @@ fn cmd_fsck(args: FsckArgs) -> ExitCode {
         eprintln!("ringfs: fsck: {msg}");
         return ExitCode::from(2);
     }
-    match fs_core::fsck(&args.store).map_err(|e| plan::explain_store_error(e, "--store")) {
+    let opts = fs_core::FsckOptions { full: args.full };
+    match fs_core::fsck_store(&args.store, opts).map_err(|e| plan::explain_store_error(e, "--store")) {
         Ok(report) => {
             print!("{report}");
             if report.is_clean() {
                 ExitCode::SUCCESS
             } else {
+                println!(
+                    "to rebuild the workspace from what survives: ringfs salvage --store {} --to NEWDIR (this store is left as it is)",
+                    args.store.display()
+                );
                 ExitCode::from(1)
             }
         }

@@ -12,7 +12,11 @@
 //!   or read back;
 //! - [`recovery`]: loading the inode table at open and repairing what a crash
 //!   left (orphans, dangling entries, lost+found);
-//! - [`migrate`]: bringing a store of an earlier schema to this one.
+//! - [`migrate`]: bringing a store of an earlier schema to this one;
+//! - [`readonly`]: opening the database without writing to it, and
+//!   guarding redb calls that may panic on a damaged file;
+//! - [`scan`]: reading every table of a database that may be damaged
+//!   (fsck, the check before a mount, salvage).
 //!
 //! Must not touch: FUSE, path policy, working-copy pools, hashing threads.
 
@@ -21,7 +25,9 @@ pub(crate) mod commit;
 pub(crate) mod content;
 pub(crate) mod db;
 pub(crate) mod migrate;
+pub(crate) mod readonly;
 pub(crate) mod recovery;
+pub(crate) mod scan;
 
 /// The tables and records (public: fsck and integration tests read the
 /// tables); they live in [`crate::schema`], below the inode table.
