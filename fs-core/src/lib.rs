@@ -62,7 +62,7 @@
 //! the public values; `throttle` rate-limited warnings; `chunk`
 //! content-defined chunking; `fsck` the offline check; `damage` what
 //! `ringfs fsck` runs around it (errors and panics reported, working copies
-//! compared).
+//! compared); `salvage` a new store from what survives in a damaged one.
 //!
 //! # Deviations from ext4
 //!
@@ -87,6 +87,7 @@ mod host;
 mod inode;
 mod local;
 mod posix;
+mod salvage;
 mod schema;
 pub mod store;
 mod throttle;
@@ -103,6 +104,7 @@ pub fn is_host_nodeid(nodeid: u64) -> bool {
 pub use damage::{fsck_store, FsckOptions};
 pub use fsck::{fsck, FsckReport, Problem};
 pub use local::IgnorePolicy;
+pub use salvage::{salvage, salvage_packs, PackChunks, SalvageReport};
 pub use types::*;
 
 #[cfg(test)]

@@ -38,6 +38,16 @@ pub enum Command {
     /// (rebuild with `ringfs salvage`), 2 when the store cannot be checked
     /// (no store there, or held by a running daemon).
     Fsck(FsckArgs),
+    /// Rebuild a damaged store into a new one from what survives: whatever
+    /// metadata its database still yields, the working copies (the truth for
+    /// their files), and chunks from the database or pack files.
+    ///
+    /// The damaged store is only read. Files whose names are lost go to
+    /// lost+found/ in the new workspace (named by inode number). Prints what
+    /// was recovered with names, what went to lost+found and what was lost;
+    /// exits 0 when every file the surviving metadata names was recovered
+    /// whole, 1 otherwise, 2 when nothing could be built.
+    Salvage(SalvageArgs),
     /// Detach the native root at PATH: the directory stays, served by the
     /// daemon, until the next mount.
     Unroot(UnrootArgs),
@@ -277,4 +287,14 @@ pub struct FsckArgs {
     /// it with its manifest (reads every byte; without it sizes are compared).
     #[arg(long)]
     pub full: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SalvageArgs {
+    /// The damaged store directory (only read; must not be in use by a daemon).
+    #[arg(long, value_name = "DIR")]
+    pub store: PathBuf,
+    /// Where the new store is built: a directory that does not exist yet or is empty.
+    #[arg(long, value_name = "NEWDIR")]
+    pub to: PathBuf,
 }

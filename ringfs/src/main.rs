@@ -22,7 +22,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::Parser;
 
-use cli::{Cli, Command, FsckArgs, StatsArgs, StatusArgs, UnrootArgs};
+use cli::{Cli, Command, FsckArgs, SalvageArgs, StatsArgs, StatusArgs, UnrootArgs};
 
 fn main() -> ExitCode {
     let raw: Vec<OsString> = std::env::args_os().collect();
@@ -67,6 +67,7 @@ fn main() -> ExitCode {
         Command::Status(args) => cmd_status(args),
         Command::Stats(args) => cmd_stats(args),
         Command::Fsck(args) => return cmd_fsck(args),
+        Command::Salvage(args) => return cmd_salvage(args),
         Command::Unroot(args) => cmd_unroot(args),
         Command::Install(args) => install::cmd_install(args),
         Command::Completions(args) => install::cmd_completions(args),
@@ -205,6 +206,49 @@ fn cmd_fsck(args: FsckArgs) -> ExitCode {
         }
         Err(e) => {
             eprintln!("ringfs: fsck {}: {e:#}", args.store.display());
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `ringfs salvage`: 0 everything named recovered, 1 some files lost (the
+/// report lists them), 2 nothing built (refused or failed).
+fn cmd_salvage(args: SalvageArgs) -> ExitCode {
+    let (d, to) = (&args.store, &args.to);
+    let refuse = if !d.is_dir() {
+        Some(format!("--store {} is not a directory: give the store directory of the damaged workspace", d.display()))
+    } else if !["store.redb", "wc", "packs"].iter().any(|f| d.join(f).exists()) {
+        Some(format!("--store {} is not a ringfs store (no store.redb, wc/ or packs/ in it): give the store directory of the damaged workspace", d.display()))
+    } else if to.exists() && !to.is_dir() {
+        Some(format!("--to {} exists and is not a directory: give a new directory for the rebuilt store", to.display()))
+    } else if std::fs::read_dir(to).map(|mut r| r.next().is_some()).unwrap_or(false) {
+        Some(format!("--to {} is not empty: give a new (or empty) directory for the rebuilt store", to.display()))
+    } else {
+        match (d.canonicalize(), to.parent().and_then(|p| p.canonicalize().ok())) {
+            (Ok(dc), Some(tp)) if tp.starts_with(&dc) => {
+                Some(format!("--to {} is inside the damaged store {}: give a directory outside it", to.display(), d.display()))
+            }
+            _ => None,
+        }
+    };
+    if let Some(msg) = refuse {
+        eprintln!("ringfs: salvage: {msg}");
+        return ExitCode::from(2);
+    }
+    match fs_core::salvage(d, to).map_err(|e| plan::explain_store_error(e, "--store")) {
+        Ok(report) => {
+            print!("{report}");
+            let mount = format!("mount it with `ringfs mount MOUNTPOINT --store {}`; {} is left as it is", to.display(), d.display());
+            if report.complete() {
+                println!("salvaged into {}: {mount}", to.display());
+                ExitCode::SUCCESS
+            } else {
+                println!("salvaged into {} with {} files not recovered whole (listed above): {mount}", to.display(), report.lost.len());
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("ringfs: salvage {}: {e:#}", d.display());
             ExitCode::from(2)
         }
     }

@@ -122,6 +122,21 @@ pub(crate) fn open_read_only(dir: &Path) -> Result<RoDb, StoreError> {
     }
 }
 
+/// Opens `DIR/store.redb` for salvage when [`open_read_only`] refused it:
+/// repaired in memory over an [`Overlay`], letting redb fall back to the
+/// commit before a damaged last one (what salvage can still read). The file
+/// is never written. Errors as [`open_read_only`].
+pub(crate) fn open_fallback(dir: &Path) -> Result<RoDb, StoreError> {
+    let p = dir.join("store.redb");
+    let file = File::open(&p).map_err(|e| StoreError::Io { path: p.clone(), source: e })?;
+    let ov = Overlay::new(file).map_err(|e| StoreError::Io { path: p.clone(), source: e })?;
+    match guarded(|| redb::Builder::new().create_with_backend(ov)) {
+        Ok(Ok(db)) => Ok(RoDb::Repaired(db)),
+        Ok(Err(e)) => Err(StoreError::Corrupt { path: p, reason: e.to_string() }),
+        Err(m) => Err(StoreError::Corrupt { path: p, reason: m }),
+    }
+}
+
 /// Takes a shared flock on `DIR/ringfs.lock` if that file exists and can be
 /// opened for reading (a daemon's exclusive lock makes it
 /// [`StoreError::Locked`]); `Ok(None)` when there is no lock file to take
