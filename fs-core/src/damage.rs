@@ -16,7 +16,7 @@ use std::path::Path;
 
 use crate::fsck::{fsck, FsckReport, Problem};
 use crate::schema::*;
-use crate::store::readonly::{guarded, open_read_only, shared_lock};
+use crate::store::readonly::{guarded, open_read_only, open_unverified, shared_lock};
 use crate::store::scan::{scan_tables, schema_of, walk};
 use crate::types::StoreError;
 
@@ -66,6 +66,7 @@ pub fn fsck_store(dir: &Path, opts: FsckOptions) -> Result<FsckReport, StoreErro
         Err(StoreError::Corrupt { reason, .. }) => {
             problem(&mut rep, "store.redb", format!("redb cannot open the database: {reason}"));
             rep.unreadable = true;
+            locate_damage(dir, &mut rep);
             return Ok(rep);
         }
         Err(e) => return Err(e),
@@ -111,6 +112,27 @@ pub fn fsck_store(dir: &Path, opts: FsckOptions) -> Result<FsckReport, StoreErro
     }
     check_working_copies(dir, opts, &mut rep);
     Ok(rep)
+}
+
+/// Where the damage of a database redb refuses is: its last commit read
+/// without redb's checksums ([`open_unverified`]), every table walked and
+/// every chunk hashed, each finding a [`Problem`] (table and key).
+fn locate_damage(dir: &Path, rep: &mut FsckReport) {
+    let Ok(db) = open_unverified(dir) else { return };
+    let Ok(Ok(rtx)) = guarded(|| db.begin_read()) else { return };
+    let schema = schema_of(&rtx).unwrap_or(SCHEMA_VERSION);
+    for d in scan_tables(&rtx, schema) {
+        problem(rep, d.place, d.what);
+    }
+    let mut bad = Vec::new();
+    walk(&rtx, CHUNKS, |k, v| {
+        if blake3::hash(v).as_bytes()[..] != *k {
+            bad.push(hex(k));
+        }
+    });
+    for h in bad {
+        problem(rep, format!("chunks/{h}"), "content does not match its BLAKE3 hash");
+    }
 }
 
 /// Compares the working copies `dir/wc/N` of regular files with their inode

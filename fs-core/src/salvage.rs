@@ -22,7 +22,7 @@ use redb::ReadTransaction;
 use crate::fs::Fs;
 use crate::inode::ROOT;
 use crate::schema::*;
-use crate::store::readonly::{guarded, open_fallback, open_read_only, shared_lock, RoDb};
+use crate::store::readonly::{guarded, open_fallback, open_read_only, open_unverified, shared_lock, RoDb};
 use crate::store::scan::{schema_of, walk, Damage};
 use crate::types::{Caller, Config, SetAttr, SetTime, StoreError, StoreLocation};
 
@@ -108,6 +108,9 @@ pub fn salvage_packs(store: &Path) -> PackChunks {
     PackChunks { index: HashMap::new(), summary }
 }
 
+/// An inode's xattrs: (name, value).
+type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// What the damaged database still yields.
 #[derive(Default)]
 struct Meta {
@@ -116,7 +119,7 @@ struct Meta {
     /// parent → (name, child), in key order; synced entries first.
     dirents: BTreeMap<u64, Vec<(Vec<u8>, u64)>>,
     symlinks: HashMap<u64, Vec<u8>>,
-    xattrs: HashMap<u64, Vec<(Vec<u8>, Vec<u8>)>>,
+    xattrs: HashMap<u64, Xattrs>,
     manifests: HashMap<u64, Vec<ChunkRef>>,
 }
 
@@ -194,14 +197,23 @@ pub fn salvage(from: &Path, to: &Path) -> Result<SalvageReport, StoreError> {
                     StoreError::Corrupt { reason, .. } => reason.clone(),
                     e => e.to_string(),
                 };
-                match open_fallback(from) {
+                match open_unverified(from) {
                     Ok(db) => {
-                        rep.metadata = format!("read from the last durable commit before the damaged one ({why}); files made or renamed since survive in the working copies, under lost+found");
+                        rep.metadata = format!("read from its last commit without redb's checksums ({why}); records in damaged pages are skipped");
                         Some(db)
                     }
-                    Err(e2) => {
-                        rep.metadata = format!("none: {e2} (every file goes to lost+found)");
-                        None
+                    Err(eu) => {
+                        tracing::debug!("reading the last commit unverified: {eu}");
+                        match open_fallback(from) {
+                            Ok(db) => {
+                                rep.metadata = format!("read from the last durable commit before the damaged one ({why}); files made or renamed since survive in the working copies, under lost+found");
+                                Some(db)
+                            }
+                            Err(e2) => {
+                                rep.metadata = format!("none: {e2} (every file goes to lost+found)");
+                                None
+                            }
+                        }
                     }
                 }
             }

@@ -10,6 +10,7 @@
 //! inode table, working copies.
 
 use std::cell::Cell;
+use std::ops::Bound;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
@@ -48,7 +49,7 @@ pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     QUIET.with(|q| q.set(was));
     r.map_err(|p| {
         let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "panic".into());
-        format!("redb panicked reading it ({msg})")
+        format!("redb could not read it (a damaged page: {msg})")
     })
 }
 
@@ -132,6 +133,26 @@ pub(crate) fn open_fallback(dir: &Path) -> Result<RoDb, StoreError> {
     let ov = Overlay::new(file).map_err(|e| StoreError::Io { path: p.clone(), source: e })?;
     match guarded(|| redb::Builder::new().create_with_backend(ov)) {
         Ok(Ok(db)) => Ok(RoDb::Repaired(db)),
+        Ok(Err(e)) => Err(StoreError::Corrupt { path: p, reason: e.to_string() }),
+        Err(m) => Err(StoreError::Corrupt { path: p, reason: m }),
+    }
+}
+
+/// Opens `DIR/store.redb`'s last commit as it is, without redb's repair
+/// and so without its checksum walk: a shared reader
+/// ([`redb::ConcurrencyMode::SingleWriter`]) over an [`Overlay`] whose lock
+/// answers let it read a file no writer closed. Pages are read unverified:
+/// a damaged one shows as a read error, a redb panic (see [`guarded`]) or
+/// records that do not decode. For salvage, to read what the last commit
+/// holds outside its damaged pages; never for a store to be served.
+pub(crate) fn open_unverified(dir: &Path) -> Result<RoDb, StoreError> {
+    let p = dir.join("store.redb");
+    let file = File::open(&p).map_err(|e| StoreError::Io { path: p.clone(), source: e })?;
+    let ov = Overlay::new(file).map_err(|e| StoreError::Io { path: p.clone(), source: e })?;
+    let mut b = redb::Builder::new();
+    b.set_concurrency_mode(redb::ConcurrencyMode::SingleWriter);
+    match guarded(|| b.open_read_only_with_backend(ov)) {
+        Ok(Ok(db)) => Ok(RoDb::ReadOnly(db)),
         Ok(Err(e)) => Err(StoreError::Corrupt { path: p, reason: e.to_string() }),
         Err(m) => Err(StoreError::Corrupt { path: p, reason: m }),
     }
@@ -249,6 +270,31 @@ impl StorageBackend for Overlay {
 
     fn sync_data(&self) -> Result<(), std::io::Error> {
         Ok(())
+    }
+
+    // Locks: an overlay is private to this process, so every lock is
+    // granted. A query answers "held" only for redb's consistent-file byte
+    // (2^62 + 4, redb 4.6 db.rs `CONSISTENT_BYTE`, held by a live writer),
+    // which lets a shared reader ([`open_unverified`]) read the last commit
+    // of a file no writer closed, without repairing it.
+    fn try_lock_range(&self, _: Bound<u64>, _: Bound<u64>) -> Result<bool, redb::BackendError> {
+        Ok(true)
+    }
+    fn try_lock_shared_range(&self, _: Bound<u64>, _: Bound<u64>) -> Result<bool, redb::BackendError> {
+        Ok(true)
+    }
+    fn lock_range(&self, _: Bound<u64>, _: Bound<u64>) -> Result<(), redb::BackendError> {
+        Ok(())
+    }
+    fn lock_shared_range(&self, _: Bound<u64>, _: Bound<u64>) -> Result<(), redb::BackendError> {
+        Ok(())
+    }
+    fn unlock_range(&self, _: Bound<u64>, _: Bound<u64>) -> Result<(), redb::BackendError> {
+        Ok(())
+    }
+    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, redb::BackendError> {
+        const CONSISTENT_BYTE: u64 = (1 << 62) + 4;
+        Ok(start == Bound::Included(CONSISTENT_BYTE) && end == Bound::Included(CONSISTENT_BYTE))
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {

@@ -66,7 +66,7 @@ where
     let fwd = guarded(|| -> Result<(), String> {
         for r in table.iter().map_err(|e| e.to_string())? {
             let (k, v) = r.map_err(|e| e.to_string())?;
-            last_desc = format!("{:?}", k.value());
+            last_desc = if name == "chunks" || name == "chunk_refs" { hex(K::as_bytes(&k.value()).as_ref()) } else { format!("{:?}", k.value()) };
             last_fwd = Some(K::as_bytes(&k.value()).as_ref().to_vec());
             f(k.value(), v.value());
             w.records += 1;
