@@ -53,6 +53,17 @@ pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     })
 }
 
+/// redb's page cache for these reads, in bytes: they read every page once,
+/// so a large cache only grows the process (redb's default is 1 GiB).
+const CACHE_BYTES: usize = 16 << 20;
+
+/// A redb builder with the small [`CACHE_BYTES`] cache.
+fn builder() -> redb::Builder {
+    let mut b = redb::Builder::new();
+    b.set_cache_size(CACHE_BYTES);
+    b
+}
+
 /// A database opened without write access to its file.
 pub(crate) enum RoDb {
     /// Shut down cleanly: redb's own read-only open.
@@ -88,7 +99,7 @@ pub(crate) fn open_read_only(dir: &Path) -> Result<RoDb, StoreError> {
         }
         e => StoreError::Corrupt { path: p.clone(), reason: e.to_string() },
     };
-    let first = guarded(|| redb::Builder::new().open_read_only(&p)).map_err(|m| StoreError::Corrupt { path: p.clone(), reason: m })?;
+    let first = guarded(|| builder().open_read_only(&p)).map_err(|m| StoreError::Corrupt { path: p.clone(), reason: m })?;
     match first {
         Ok(db) => Ok(RoDb::ReadOnly(db)),
         Err(redb::DatabaseError::RepairAborted) => {
@@ -100,7 +111,7 @@ pub(crate) fn open_read_only(dir: &Path) -> Result<RoDb, StoreError> {
             // one before (losing what came after, silently): refused here.
             let fell_back = Arc::new(AtomicBool::new(false));
             let flag = fell_back.clone();
-            let mut b = redb::Builder::new();
+            let mut b = builder();
             b.set_repair_callback(move |s: &mut redb::RepairSession| {
                 // (0.0: repair starts; 0.3: the fallback; 0.6, 0.9: rebuilding
                 // the allocator state; redb 4.6, db.rs do_repair.)
@@ -131,7 +142,7 @@ pub(crate) fn open_fallback(dir: &Path) -> Result<RoDb, StoreError> {
     let p = dir.join("store.redb");
     let file = File::open(&p).map_err(|e| StoreError::Io { path: p.clone(), source: e })?;
     let ov = Overlay::new(file).map_err(|e| StoreError::Io { path: p.clone(), source: e })?;
-    match guarded(|| redb::Builder::new().create_with_backend(ov)) {
+    match guarded(|| builder().create_with_backend(ov)) {
         Ok(Ok(db)) => Ok(RoDb::Repaired(db)),
         Ok(Err(e)) => Err(StoreError::Corrupt { path: p, reason: e.to_string() }),
         Err(m) => Err(StoreError::Corrupt { path: p, reason: m }),
@@ -149,7 +160,7 @@ pub(crate) fn open_unverified(dir: &Path) -> Result<RoDb, StoreError> {
     let p = dir.join("store.redb");
     let file = File::open(&p).map_err(|e| StoreError::Io { path: p.clone(), source: e })?;
     let ov = Overlay::new(file).map_err(|e| StoreError::Io { path: p.clone(), source: e })?;
-    let mut b = redb::Builder::new();
+    let mut b = builder();
     b.set_concurrency_mode(redb::ConcurrencyMode::SingleWriter);
     match guarded(|| b.open_read_only_with_backend(ov)) {
         Ok(Ok(db)) => Ok(RoDb::ReadOnly(db)),
