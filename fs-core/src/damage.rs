@@ -60,7 +60,7 @@ pub fn fsck_store(dir: &Path, opts: FsckOptions) -> Result<FsckReport, StoreErro
         rep.unreadable = true;
         return Ok(rep);
     }
-    let _lock = shared_lock(dir)?;
+    let lock = shared_lock(dir)?;
     let db = match open_read_only(dir) {
         Ok(db) => db,
         Err(StoreError::Corrupt { reason, .. }) => {
@@ -111,6 +111,9 @@ pub fn fsck_store(dir: &Path, opts: FsckOptions) -> Result<FsckReport, StoreErro
         Err(_) => {}
     }
     check_working_copies(dir, opts, &mut rep);
+    if lock.is_none() {
+        rep.notes.push("no ringfs.lock to take (or it cannot be opened): checked without the store lock, so a daemon starting meanwhile is not kept out".into());
+    }
     Ok(rep)
 }
 

@@ -70,6 +70,10 @@ pub(crate) enum RoDb {
     ReadOnly(ReadOnlyDatabase),
     /// It needed repair (a crash): repaired in memory over an [`Overlay`].
     Repaired(Database),
+    /// Its last commit was cut short by a crash (it fails its checksums and
+    /// is not a clean shutdown's): the commit before it, as redb's own
+    /// recovery, and so the next mount, takes it.
+    Previous(Database),
 }
 
 impl RoDb {
@@ -77,7 +81,7 @@ impl RoDb {
     pub(crate) fn begin_read(&self) -> Result<ReadTransaction, redb::TransactionError> {
         match self {
             RoDb::ReadOnly(d) => d.begin_read(),
-            RoDb::Repaired(d) => d.begin_read(),
+            RoDb::Repaired(d) | RoDb::Previous(d) => d.begin_read(),
         }
     }
 }
@@ -123,10 +127,24 @@ pub(crate) fn open_read_only(dir: &Path) -> Result<RoDb, StoreError> {
             let r = guarded(|| b.create_with_backend(ov)).map_err(|m| StoreError::Corrupt { path: p.clone(), reason: m })?;
             match r {
                 Ok(db) => Ok(RoDb::Repaired(db)),
-                Err(redb::DatabaseError::RepairAborted) if fell_back.load(Ordering::SeqCst) => Err(StoreError::Corrupt {
-                    path: p.clone(),
-                    reason: "its last commit fails its checksums (redb would fall back to an earlier commit and lose everything after it)".into(),
-                }),
+                Err(redb::DatabaseError::RepairAborted) if fell_back.load(Ordering::SeqCst) => {
+                    // A commit a crash cut short fails its checksums too (redb
+                    // commits in one phase), and going back to the one before
+                    // is then right: it never returned. Damage it is only when
+                    // that last commit is the clean shutdown's (meta clean = 1,
+                    // read from it as it is), which had returned.
+                    if last_commit_clean(dir) == Some(false) {
+                        tracing::warn!("{}: the last commit before the crash is incomplete; reading the commit before it (as the next mount recovers)", p.display());
+                        return open_fallback(dir).map(|d| match d {
+                            RoDb::Repaired(d) | RoDb::Previous(d) => RoDb::Previous(d),
+                            other => other,
+                        });
+                    }
+                    Err(StoreError::Corrupt {
+                        path: p.clone(),
+                        reason: "its last commit fails its checksums (redb would fall back to an earlier commit and lose everything after it)".into(),
+                    })
+                }
                 Err(e) => Err(map(e)),
             }
         }
@@ -167,6 +185,21 @@ pub(crate) fn open_unverified(dir: &Path) -> Result<RoDb, StoreError> {
         Ok(Err(e)) => Err(StoreError::Corrupt { path: p, reason: e.to_string() }),
         Err(m) => Err(StoreError::Corrupt { path: p, reason: m }),
     }
+}
+
+/// The meta `clean` flag of the last commit, read as it is
+/// ([`open_unverified`]): `Some(true)` for a clean shutdown's commit,
+/// `Some(false)` for a running daemon's, `None` when unreadable.
+fn last_commit_clean(dir: &Path) -> Option<bool> {
+    let db = open_unverified(dir).ok()?;
+    guarded(|| {
+        let rtx = db.begin_read().ok()?;
+        let t = rtx.open_table(crate::schema::META).ok()?;
+        let v = t.get("clean").ok()??.value();
+        Some(v == 1)
+    })
+    .ok()
+    .flatten()
 }
 
 /// Takes a shared flock on `DIR/ringfs.lock` if that file exists and can be
