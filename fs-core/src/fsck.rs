@@ -2,18 +2,19 @@
 //!
 //! Owns: what "consistent" means for the tables (manifests, chunks and
 //! their reference counts, directory entries, link counts). Must not
-//! touch: a store in use (it takes the store lock), the live inode table;
-//! it repairs nothing (recovery at mount does).
+//! touch: a store in use (it takes a shared store lock), the live inode
+//! table, the store's files (it opens them read-only and repairs nothing;
+//! recovery at mount does).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use redb::{ReadableDatabase, ReadableTable};
+use redb::ReadableTable;
 
 use crate::inode::ROOT;
-use crate::store::db::{open_db, take_lock};
 use crate::store::pack::check::{check_chunks, check_chunks_v2, chunk_lens};
+use crate::store::readonly::{open_read_only, shared_lock};
 use crate::schema::*;
 use crate::types::StoreError;
 
@@ -44,6 +45,15 @@ pub struct FsckReport {
     /// false; the next open recovers).
     pub clean_shutdown: bool,
     pub problems: Vec<Problem>,
+    /// Working copies compared with their inodes (and, with `full`, their
+    /// manifests) by [`crate::fsck_store`].
+    pub working_copies: u64,
+    /// Whether working copies were hashed ([`crate::FsckOptions::full`]).
+    pub full: bool,
+    /// What was not checked, and why (one line each).
+    pub notes: Vec<String>,
+    /// The database could not be opened or read at all (the counts are 0).
+    pub unreadable: bool,
 }
 
 impl FsckReport {
@@ -58,19 +68,19 @@ impl FsckReport {
 
 impl fmt::Display for FsckReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "store {}: {} inodes, {} directory entries, {} manifests, {} chunks ({} bytes){}",
-            self.store.display(),
-            self.inodes,
-            self.dirents,
-            self.manifests,
-            self.chunks,
-            self.chunk_bytes,
-            if self.clean_shutdown { "" } else { ", not shut down cleanly" }
-        )?;
+        if self.unreadable {
+            writeln!(f, "store {}: its database could not be read", self.store.display())?;
+        } else {
+            self.fmt_counts(f)?;
+        }
+        if self.working_copies > 0 {
+            writeln!(f, "{} working copies compared with the store ({})", self.working_copies, if self.full { "sizes and content" } else { "sizes; --full also compares content" })?;
+        }
         if self.unreferenced_packs > 0 && !self.clean_shutdown {
             writeln!(f, "{} pack file(s) no index entry uses, left by the crash: the next mount removes them", self.unreferenced_packs)?;
+        }
+        for n in &self.notes {
+            writeln!(f, "note: {n}")?;
         }
         if self.problems.is_empty() {
             writeln!(f, "clean: no problems found")
@@ -84,13 +94,34 @@ impl fmt::Display for FsckReport {
     }
 }
 
+impl FsckReport {
+    fn fmt_counts(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "store {}: {} inodes, {} directory entries, {} manifests, {} chunks ({} bytes){}",
+            self.store.display(),
+            self.inodes,
+            self.dirents,
+            self.manifests,
+            self.chunks,
+            self.chunk_bytes,
+            if self.clean_shutdown { "" } else { ", not shut down cleanly" }
+        )
+    }
+}
+
 /// Checks a store directory: every chunk's BLAKE3 hash and location in its
 /// pack file (see `store::pack::check`), pack files no index entry uses, that every
 /// manifest's chunks exist and are contiguous, chunk reference counts,
 /// that directory entries join live directories to live inodes, link
 /// counts (files: number of names; directories: 2 + subdirectories), and
-/// the meta counters. Takes the store's lock for the duration:
-/// [`StoreError::Locked`] while a daemon holds it.
+/// the meta counters. Opens the database read-only and writes nothing
+/// (a shared flock on `ringfs.lock` when that file exists):
+/// [`StoreError::Locked`] while a daemon holds it. Inodes with no links
+/// after an unclean shutdown (removed while open) are the orphans the next
+/// mount frees, not problems. Errors from redb stop the check
+/// ([`StoreError::Corrupt`]); `ringfs fsck` goes through
+/// [`crate::fsck_store`], which reports them and never panics.
 pub fn fsck(store_dir: &Path) -> Result<FsckReport, StoreError> {
     fsck_opts(store_dir, true)
 }
@@ -103,8 +134,10 @@ pub fn fsck_opts(store_dir: &Path, full: bool) -> Result<FsckReport, StoreError>
     if !dbpath.exists() {
         return Err(StoreError::Corrupt { path: dbpath, reason: "no store database".into() });
     }
-    let _lock = take_lock(store_dir)?;
-    let db = open_db(store_dir)?;
+    // Read-only: a shared lock if the lock file is there, the database
+    // opened without write access (works on a read-only filesystem).
+    let _lock = shared_lock(store_dir)?;
+    let db = open_read_only(store_dir)?;
     let c = |e: redb::Error| StoreError::Corrupt { path: dbpath.clone(), reason: e.to_string() };
     let rtx = db.begin_read().map_err(|e| c(e.into()))?;
     let mut rep = FsckReport { store: store_dir.to_path_buf(), ..Default::default() };
@@ -181,6 +214,12 @@ pub fn fsck_opts(store_dir: &Path, full: bool) -> Result<FsckReport, StoreError>
     for ino in &ids {
         let rec = &inodes[ino];
         let place = format!("inode {ino}");
+        let n = names.get(ino).copied().unwrap_or(0);
+        if *ino != ROOT && rec.nlink == 0 && n == 0 && !rep.clean_shutdown {
+            // Removed while still open when the daemon died: an orphan the
+            // next mount frees (recovery), not damage.
+            continue;
+        }
         if rec.mode & libc::S_IFMT == libc::S_IFDIR {
             let want = 2 + subdirs.get(ino).copied().unwrap_or(0);
             if rec.nlink != want {

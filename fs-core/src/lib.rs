@@ -60,7 +60,9 @@
 //! and hashing; `host` native-root trees; `local` backing directories and
 //! ignore patterns; `posix` limits, mode helpers and inode flags; `acl` POSIX ACLs; `types`
 //! the public values; `throttle` rate-limited warnings; `chunk`
-//! content-defined chunking; `fsck` the offline check.
+//! content-defined chunking; `fsck` the offline check; `damage` what
+//! `ringfs fsck` runs around it (errors and panics reported, working copies
+//! compared); `salvage` a new store from what survives in a damaged one.
 //!
 //! # Deviations from ext4
 //!
@@ -78,12 +80,14 @@
 
 mod acl;
 mod chunk;
+mod damage;
 mod fs;
 mod fsck;
 mod host;
 mod inode;
 mod local;
 mod posix;
+mod salvage;
 mod schema;
 pub mod store;
 mod throttle;
@@ -99,7 +103,9 @@ pub fn is_host_nodeid(nodeid: u64) -> bool {
 }
 pub use fsck::{fsck, fsck_opts, FsckReport, Problem};
 pub use store::compact::{gc_store, GcReport};
+pub use damage::{fsck_store, FsckOptions};
 pub use local::IgnorePolicy;
+pub use salvage::{salvage, salvage_packs, PackChunks, SalvageReport};
 pub use types::*;
 
 #[cfg(test)]

@@ -251,8 +251,13 @@ pub enum StoreError {
     Locked { pid: Option<u32>, path: PathBuf },
     #[error("store {path} has schema version {found}, this ringfs supports up to {supported}; upgrade ringfs")]
     NewerSchema { found: u64, supported: u64, path: PathBuf },
-    #[error("store {path} is damaged: {reason}; run `ringfs fsck --store {}`", path.parent().unwrap_or(path).display())]
+    /// redb refused the database file (`path` is `DIR/store.redb`).
+    #[error("store {path} is damaged: {reason}; rebuild it into a new store with `ringfs salvage --store {} --to NEWDIR` (it leaves this one as it is)", path.parent().unwrap_or(path).display())]
     Corrupt { path: PathBuf, reason: String },
+    /// The check before a store is served found damage (`what`: where, in
+    /// which table and key, or which files); nothing was written.
+    #[error("store {dir} looks damaged: {what}; rebuild it into a new store with `ringfs salvage --store {dir} --to NEWDIR` (it leaves {dir} as it is; `ringfs fsck --store {dir}` lists the damage)", dir = dir.display())]
+    Damaged { dir: PathBuf, what: String },
     #[error("invalid ignore pattern `{pattern}`: {reason}")]
     Ignore { pattern: String, reason: String },
     /// The underlying error is the `source` (printed by error chains such

@@ -30,10 +30,13 @@ pub enum Command {
     /// Per-opcode request counts and latency percentiles, bytes through the
     /// daemon, store size and journal position of a mount.
     Stats(StatsArgs),
-    /// Verify a store: chunk hashes, manifests, reference counts, dirents.
+    /// Verify a store: every table readable, chunk hashes, manifests,
+    /// reference counts, dirents, working copies against their manifests.
     ///
-    /// Exits 0 when the store is clean, 1 with a report of what is damaged and
-    /// where, 2 when the store cannot be opened (e.g. held by a running daemon).
+    /// Read-only: writes nothing, works on a read-only filesystem. Exits 0
+    /// when the store is clean, 1 with a report of what is damaged and where
+    /// (rebuild with `ringfs salvage`), 2 when the store cannot be checked
+    /// (no store there, or held by a running daemon).
     Fsck(FsckArgs),
     /// Compact a workspace's pack files: chunks no file uses any more give
     /// their disk space back.
@@ -42,6 +45,16 @@ pub enum Command {
     /// works on a store no daemon holds. Prints the packs before and after
     /// and the bytes reclaimed.
     Gc(GcArgs),
+    /// Rebuild a damaged store into a new one from what survives: whatever
+    /// metadata its database still yields, the working copies (the truth for
+    /// their files), and chunks from the database or pack files.
+    ///
+    /// The damaged store is only read. Files whose names are lost go to
+    /// lost+found/ in the new workspace (named by inode number). Prints what
+    /// was recovered with names, what went to lost+found and what was lost;
+    /// exits 0 when every file the surviving metadata names was recovered
+    /// whole, 1 otherwise, 2 when nothing could be built.
+    Salvage(SalvageArgs),
     /// Detach the native root at PATH: the directory stays, served by the
     /// daemon, until the next mount.
     Unroot(UnrootArgs),
@@ -282,7 +295,23 @@ pub struct GcArgs {
 
 #[derive(Debug, Args)]
 pub struct FsckArgs {
-    /// The store directory to verify (must not be in use by a daemon).
+    /// The store directory to verify (must not be in use by a daemon). It is
+    /// opened read-only and nothing in it is written (a read-only
+    /// filesystem is fine).
     #[arg(long, value_name = "DIR")]
     pub store: PathBuf,
+    /// Also hash every working copy (STORE/wc) of a stored file and compare
+    /// it with its manifest (reads every byte; without it sizes are compared).
+    #[arg(long)]
+    pub full: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SalvageArgs {
+    /// The damaged store directory (only read; must not be in use by a daemon).
+    #[arg(long, value_name = "DIR")]
+    pub store: PathBuf,
+    /// Where the new store is built: a directory that does not exist yet or is empty.
+    #[arg(long, value_name = "NEWDIR")]
+    pub to: PathBuf,
 }

@@ -23,7 +23,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::Parser;
 
-use cli::{Cli, Command, FsckArgs, StatsArgs, StatusArgs, UnrootArgs};
+use cli::{Cli, Command, FsckArgs, SalvageArgs, StatsArgs, StatusArgs, UnrootArgs};
 
 fn main() -> ExitCode {
     let raw: Vec<OsString> = std::env::args_os().collect();
@@ -69,6 +69,7 @@ fn main() -> ExitCode {
         Command::Stats(args) => cmd_stats(args),
         Command::Fsck(args) => return cmd_fsck(args),
         Command::Gc(args) => gc::cmd_gc(args),
+        Command::Salvage(args) => return cmd_salvage(args),
         Command::Unroot(args) => cmd_unroot(args),
         Command::Install(args) => install::cmd_install(args),
         Command::Completions(args) => install::cmd_completions(args),
@@ -172,15 +173,17 @@ fn cmd_status(args: StatusArgs) -> Result<()> {
     Ok(())
 }
 
-/// `ringfs fsck`: 0 clean, 1 damaged, 2 could not check.
+/// `ringfs fsck`: 0 clean, 1 damaged (a report of what and where), 2 could
+/// not check (no store there, or held by a running daemon).
 fn cmd_fsck(args: FsckArgs) -> ExitCode {
     // Nothing is created in a directory that holds no store.
     let d = &args.store;
+    let is_store = ["store.redb", "wc", "packs"].iter().any(|f| d.join(f).exists());
     let refuse = if !d.exists() {
         Some(format!("{} does not exist: give the --store DIR of a ringfs workspace", d.display()))
     } else if !d.is_dir() {
         Some(format!("{} is not a directory: give the --store DIR of a ringfs workspace", d.display()))
-    } else if !d.join("store.redb").exists() {
+    } else if !is_store {
         Some(format!("{} is not a ringfs store (it has no store.redb): give the --store DIR of a ringfs workspace", d.display()))
     } else {
         None
@@ -189,17 +192,68 @@ fn cmd_fsck(args: FsckArgs) -> ExitCode {
         eprintln!("ringfs: fsck: {msg}");
         return ExitCode::from(2);
     }
-    match fs_core::fsck(&args.store).map_err(|e| plan::explain_store_error(e, "--store")) {
+    let opts = fs_core::FsckOptions { full: args.full };
+    match fs_core::fsck_store(&args.store, opts).map_err(|e| plan::explain_store_error(e, "--store")) {
         Ok(report) => {
             print!("{report}");
             if report.is_clean() {
                 ExitCode::SUCCESS
+            } else if report.problems.iter().all(|p| p.place.starts_with("wc/")) {
+                // Each names its own fix (the stored bytes are intact).
+                ExitCode::from(1)
             } else {
+                println!(
+                    "to rebuild the workspace from what survives: ringfs salvage --store {} --to NEWDIR (this store is left as it is)",
+                    args.store.display()
+                );
                 ExitCode::from(1)
             }
         }
         Err(e) => {
             eprintln!("ringfs: fsck {}: {e:#}", args.store.display());
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `ringfs salvage`: 0 everything named recovered, 1 some files lost (the
+/// report lists them), 2 nothing built (refused or failed).
+fn cmd_salvage(args: SalvageArgs) -> ExitCode {
+    let (d, to) = (&args.store, &args.to);
+    let refuse = if !d.is_dir() {
+        Some(format!("--store {} is not a directory: give the store directory of the damaged workspace", d.display()))
+    } else if !["store.redb", "wc", "packs"].iter().any(|f| d.join(f).exists()) {
+        Some(format!("--store {} is not a ringfs store (no store.redb, wc/ or packs/ in it): give the store directory of the damaged workspace", d.display()))
+    } else if to.exists() && !to.is_dir() {
+        Some(format!("--to {} exists and is not a directory: give a new directory for the rebuilt store", to.display()))
+    } else if std::fs::read_dir(to).map(|mut r| r.next().is_some()).unwrap_or(false) {
+        Some(format!("--to {} is not empty: give a new (or empty) directory for the rebuilt store", to.display()))
+    } else {
+        match (d.canonicalize(), to.parent().and_then(|p| p.canonicalize().ok())) {
+            (Ok(dc), Some(tp)) if tp.starts_with(&dc) => {
+                Some(format!("--to {} is inside the damaged store {}: give a directory outside it", to.display(), d.display()))
+            }
+            _ => None,
+        }
+    };
+    if let Some(msg) = refuse {
+        eprintln!("ringfs: salvage: {msg}");
+        return ExitCode::from(2);
+    }
+    match fs_core::salvage(d, to).map_err(|e| plan::explain_store_error(e, "--store")) {
+        Ok(report) => {
+            print!("{report}");
+            let mount = format!("mount it with `ringfs mount MOUNTPOINT --store {}`; {} is left as it is", to.display(), d.display());
+            if report.complete() {
+                println!("salvaged into {}: {mount}", to.display());
+                ExitCode::SUCCESS
+            } else {
+                println!("salvaged into {} with {} files not recovered whole (listed above): {mount}", to.display(), report.lost.len());
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("ringfs: salvage {}: {e:#}", d.display());
             ExitCode::from(2)
         }
     }

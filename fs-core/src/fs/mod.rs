@@ -36,6 +36,7 @@ use crate::store::commit::run_group_commits;
 use crate::store::db::{corrupt, io_err, open_db, take_lock, Store};
 use crate::store::migrate;
 use crate::store::pack::{known_packs, Packs};
+use crate::store::scan::check_before_open;
 use crate::schema::SCHEMA_VERSION;
 use crate::store::recovery::load;
 use crate::types::*;
@@ -137,14 +138,26 @@ impl Fs {
     /// shutdown, frees unlinked inodes, deletes working copies that have no
     /// inode and re-hashes the others in the background.
     ///
+    /// Before any of that, an existing store directory is checked without
+    /// writing to it: every table of the database is read (redb's panics on
+    /// damaged pages caught), and a database missing or empty beside working
+    /// copies or packs is refused rather than started afresh.
+    ///
     /// Errors: [`StoreError::Locked`] (another process holds it),
-    /// [`StoreError::NewerSchema`], [`StoreError::Corrupt`] (redb cannot
-    /// open it), [`StoreError::Io`].
+    /// [`StoreError::NewerSchema`], [`StoreError::Damaged`] (the check
+    /// found damage; nothing was written), [`StoreError::Corrupt`] (redb
+    /// cannot open it), [`StoreError::Io`].
     pub fn open_store(cfg: Config) -> std::result::Result<Fs, StoreError> {
         let policy = IgnorePolicy::new(&cfg.local.ignore).map_err(|(pattern, reason)| StoreError::Ignore { pattern, reason })?;
         let policy = if policy.is_empty() { None } else { Some(policy) };
         let (mut db, wc_dir, desc, dir, lock, tmp, dbpath, packs) = match &cfg.store {
             StoreLocation::Dir(d) => {
+                // A damaged database is refused before anything is written
+                // (read-only, every table read); so is a missing or empty
+                // one beside working copies or packs.
+                if d.is_dir() {
+                    check_before_open(d)?;
+                }
                 std::fs::create_dir_all(d).map_err(|e| io_err(d, e))?;
                 let lock = take_lock(d)?;
                 let wc = d.join("wc");

@@ -16,6 +16,10 @@
 //! - [`migrate`]: bringing a store of an earlier schema to this one;
 //! - [`pack`]: chunk bytes in pack files, their index entries' locations,
 //!   compaction.
+//! - [`readonly`]: opening the database without writing to it, and
+//!   guarding redb calls that may panic on a damaged file;
+//! - [`scan`]: reading every table of a database that may be damaged
+//!   (fsck, the check before a mount, salvage).
 //!
 //! Must not touch: FUSE, path policy, working-copy pools, hashing threads.
 
@@ -26,7 +30,9 @@ pub(crate) mod content;
 pub(crate) mod db;
 pub(crate) mod migrate;
 pub mod pack;
+pub(crate) mod readonly;
 pub(crate) mod recovery;
+pub(crate) mod scan;
 
 /// The tables and records (public: fsck and integration tests read the
 /// tables); they live in [`crate::schema`], below the inode table.

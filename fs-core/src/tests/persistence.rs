@@ -64,12 +64,13 @@ fn lock_and_errors() {
     let e = Fs::open_store(cfg(StoreLocation::Dir(t.path().to_path_buf()))).err().unwrap();
     assert!(matches!(e, StoreError::NewerSchema { found: 99, .. }), "{e}");
     eprintln!("{e}");
-    // Garbage is reported as corrupt with the fix.
+    // Garbage is reported as damage with the fix, before anything is written.
     let t2 = tempfile::tempdir().unwrap();
     std::fs::write(t2.path().join("store.redb"), vec![7u8; 10000]).unwrap();
     let e = Fs::open_store(cfg(StoreLocation::Dir(t2.path().to_path_buf()))).err().unwrap();
-    assert!(matches!(e, StoreError::Corrupt { .. }), "{e}");
-    assert!(e.to_string().contains(&format!("ringfs fsck --store {}", t2.path().display())), "{e}");
+    assert!(matches!(e, StoreError::Damaged { .. }), "{e}");
+    assert!(e.to_string().contains(&format!("ringfs salvage --store {} --to NEWDIR", t2.path().display())), "{e}");
+    assert!(!t2.path().join("ringfs.lock").exists() && !t2.path().join("wc").exists(), "a refused store was written to");
     eprintln!("{e}");
 }
 

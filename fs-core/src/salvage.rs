@@ -1,0 +1,588 @@
+//! `ringfs salvage`: a new store built from what survives in a damaged one.
+//!
+//! Owns: which source wins for a file's bytes (its working copy `wc/N`,
+//! else its manifest's chunks from the database or from pack files), where
+//! files without a name go (`lost+found/` in the new workspace, named by
+//! inode number), and the report of what was recovered and what was not.
+//! The new store is written only through the public [`Fs`] API (as a mount
+//! would), so it is an ordinary store. Must not touch: the damaged store
+//! (everything in it is opened read-only; redb's repair of a crashed
+//! database happens in memory).
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::ffi::OsStr;
+use std::fmt;
+use std::fs::File;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use redb::ReadTransaction;
+
+use crate::fs::Fs;
+use crate::inode::ROOT;
+use crate::schema::*;
+use crate::store::readonly::{guarded, open_fallback, open_read_only, open_unverified, shared_lock, RoDb};
+use crate::store::scan::{schema_of, walk, Damage};
+use crate::types::{Caller, Config, SetAttr, SetTime, StoreError, StoreLocation};
+
+/// What [`salvage`] recovered and what it could not.
+#[derive(Clone, Debug, Default)]
+pub struct SalvageReport {
+    pub from: PathBuf,
+    pub to: PathBuf,
+    /// Where the metadata came from (one line).
+    pub metadata: String,
+    /// What the pack files gave (one line, from [`salvage_packs`]).
+    pub packs: String,
+    /// Damage met reading the database (table and key).
+    pub damage: Vec<Damage>,
+    /// Paths (in the new workspace) recovered under their names, directories excepted.
+    pub named: Vec<String>,
+    /// Directories recovered under their names (the root excepted).
+    pub dirs: u64,
+    /// (path under lost+found/, where its bytes came from).
+    pub lost_found: Vec<(String, String)>,
+    /// (path, what was missing): named files not (or not wholly) recovered.
+    pub lost: Vec<(String, String)>,
+    /// Other facts (one line each).
+    pub notes: Vec<String>,
+}
+
+impl SalvageReport {
+    /// Every file the surviving metadata names was recovered whole.
+    pub fn complete(&self) -> bool {
+        self.lost.is_empty()
+    }
+}
+
+impl fmt::Display for SalvageReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "salvage {} -> {}", self.from.display(), self.to.display())?;
+        writeln!(f, "metadata: {}", self.metadata)?;
+        for d in &self.damage {
+            writeln!(f, "  damaged: {}: {}", d.place, d.what)?;
+        }
+        writeln!(f, "{}", self.packs)?;
+        writeln!(f, "recovered with their names: {} files, {} directories", self.named.len(), self.dirs)?;
+        if self.named.len() <= 20 {
+            for p in &self.named {
+                writeln!(f, "  {p}")?;
+            }
+        }
+        writeln!(f, "recovered to lost+found (names lost): {}", self.lost_found.len())?;
+        for (p, from) in &self.lost_found {
+            writeln!(f, "  {p} (from {from})")?;
+        }
+        writeln!(f, "lost: {}", self.lost.len())?;
+        for (p, what) in &self.lost {
+            writeln!(f, "  {p}: {what}")?;
+        }
+        for n in &self.notes {
+            writeln!(f, "note: {n}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Chunks found in pack files: hash → (pack file, offset of the bytes, length).
+#[derive(Debug, Default)]
+pub struct PackChunks {
+    pub index: HashMap<[u8; 32], (PathBuf, u64, u32)>,
+    /// One line for the report, e.g. "packs: none found".
+    pub summary: String,
+}
+
+/// Indexes the valid records of every `STORE/packs/*.pack` (pack format v1,
+/// docs/FORMATS.md) by hash, to rebuild files whose working copy is missing
+/// and whose index entry is unreadable: a record is valid iff its bytes hash
+/// to its hash, so a damaged or torn pack still gives every record before
+/// the damage. The summary names the packs read and those cut short.
+pub fn salvage_packs(store: &Path) -> PackChunks {
+    let dir = store.join("packs");
+    let ids = crate::store::pack::pack_files(&dir).unwrap_or_default();
+    let mut index = HashMap::new();
+    let mut short = Vec::new();
+    for id in &ids {
+        let p = dir.join(crate::store::pack::pack_name(*id));
+        let size = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+        match crate::store::pack::scan_pack(&p, |off, hash, bytes| {
+            index.insert(*hash, (p.clone(), off, bytes.len() as u32));
+        }) {
+            Ok(valid) if valid < size => short.push(format!("{} valid up to byte {valid} of {size}", p.display())),
+            Ok(_) => {}
+            Err(e) => short.push(format!("{}: {e}", p.display())),
+        }
+    }
+    let summary = if ids.is_empty() {
+        "packs: none found".to_string()
+    } else if short.is_empty() {
+        format!("packs: {} pack files read, {} chunks", ids.len(), index.len())
+    } else {
+        format!("packs: {} pack files read, {} chunks; cut short: {}", ids.len(), index.len(), short.join("; "))
+    };
+    PackChunks { index, summary }
+}
+
+/// An inode's xattrs: (name, value).
+type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// What the damaged database still yields.
+#[derive(Default)]
+struct Meta {
+    /// ino → (record, local-only).
+    inodes: HashMap<u64, (InodeRec, bool)>,
+    /// parent → (name, child), in key order; synced entries first.
+    dirents: BTreeMap<u64, Vec<(Vec<u8>, u64)>>,
+    symlinks: HashMap<u64, Vec<u8>>,
+    xattrs: HashMap<u64, Xattrs>,
+    manifests: HashMap<u64, Vec<ChunkRef>>,
+}
+
+/// Reads every table it can, record by record (see [`walk`]).
+fn read_meta(rtx: &ReadTransaction, damage: &mut Vec<Damage>) -> Meta {
+    let schema = schema_of(rtx).unwrap_or(SCHEMA_VERSION);
+    let mut m = Meta::default();
+    for (def, local) in [(INODES, false), (LOCAL_INODES, true)] {
+        let w = walk(rtx, def, |k, v| match dec_inode(v, schema) {
+            Ok(r) => {
+                m.inodes.entry(k).or_insert((r, local));
+            }
+            Err(e) => damage.push(Damage { place: format!("{} key {k}", if local { "local_inodes" } else { "inodes" }), what: format!("undecodable: {e}") }),
+        });
+        damage.extend(w.damage);
+    }
+    for def in [DIRENTS, LOCAL_DIRENTS] {
+        let w = walk(rtx, def, |(parent, name), (child, _)| m.dirents.entry(parent).or_default().push((name.to_vec(), child)));
+        damage.extend(w.damage);
+    }
+    for def in [SYMLINKS, LOCAL_SYMLINKS] {
+        let w = walk(rtx, def, |k, v| {
+            m.symlinks.entry(k).or_insert_with(|| v.to_vec());
+        });
+        damage.extend(w.damage);
+    }
+    for def in [XATTRS, LOCAL_XATTRS] {
+        let w = walk(rtx, def, |(ino, name), v| m.xattrs.entry(ino).or_default().push((name.to_vec(), v.to_vec())));
+        damage.extend(w.damage);
+    }
+    let w = walk(rtx, MANIFESTS, |k, v| match dec::<Vec<ChunkRef>>(v) {
+        Ok(c) => {
+            m.manifests.insert(k, c);
+        }
+        Err(e) => damage.push(Damage { place: format!("manifests key {k}"), what: format!("undecodable: {e}") }),
+    });
+    damage.extend(w.damage);
+    m
+}
+
+/// Builds a new store at `to` (which must not exist or be empty; the
+/// caller checks) from what survives in the store directory `from`, which
+/// is never written: the metadata every table of its database still yields
+/// (a database whose last commit is damaged is read at the commit before,
+/// and said so), the working copies `wc/N` (the truth for inode N), and the
+/// chunks of manifests (from the database, or from pack files via
+/// [`salvage_packs`]) for files whose working copy is missing. Files and
+/// directories whose names are lost go to `lost+found/<ino>` in the new
+/// workspace, as do the files `from/lost+found` kept after earlier crashes.
+///
+/// Errors: [`StoreError::Locked`] while a daemon serves `from`; errors
+/// creating the new store (`to`) as [`Fs::open_store`] gives them.
+pub fn salvage(from: &Path, to: &Path) -> Result<SalvageReport, StoreError> {
+    let _lock = shared_lock(from)?;
+    let mut rep = SalvageReport { from: from.to_path_buf(), to: to.to_path_buf(), ..Default::default() };
+    // The database, read-only; at the commit before a damaged last one.
+    let db: Option<RoDb> = match std::fs::metadata(from.join("store.redb")).map(|m| m.len()) {
+        Err(_) => {
+            rep.metadata = "none: store.redb is missing (every file goes to lost+found)".into();
+            None
+        }
+        Ok(0) => {
+            rep.metadata = "none: store.redb is empty (every file goes to lost+found)".into();
+            None
+        }
+        Ok(_) => match open_read_only(from) {
+            Ok(db) => {
+                rep.metadata = "read from store.redb".into();
+                Some(db)
+            }
+            Err(StoreError::Locked { pid, path }) => return Err(StoreError::Locked { pid, path }),
+            // Damaged (redb would fall back on its own): the commit before.
+            Err(e) => {
+                let why = match &e {
+                    StoreError::Corrupt { reason, .. } => reason.clone(),
+                    e => e.to_string(),
+                };
+                match open_unverified(from) {
+                    Ok(db) => {
+                        rep.metadata = format!("read from its last commit without redb's checksums ({why}); records in damaged pages are skipped");
+                        Some(db)
+                    }
+                    Err(eu) => {
+                        tracing::debug!("reading the last commit unverified: {eu}");
+                        match open_fallback(from) {
+                            Ok(db) => {
+                                rep.metadata = format!("read from the last durable commit before the damaged one ({why}); files made or renamed since survive in the working copies, under lost+found");
+                                Some(db)
+                            }
+                            Err(e2) => {
+                                rep.metadata = format!("none: {e2} (every file goes to lost+found)");
+                                None
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    };
+    let rtx = db.as_ref().and_then(|d| guarded(|| d.begin_read()).ok().and_then(|r| r.ok()));
+    if db.is_some() && rtx.is_none() {
+        rep.metadata = "none: store.redb cannot be read (every file goes to lost+found)".into();
+    }
+    let mut damage = Vec::new();
+    let meta = rtx.as_ref().map(|r| read_meta(r, &mut damage)).unwrap_or_default();
+    rep.damage = damage;
+    let packs = salvage_packs(from);
+    rep.packs = packs.summary.clone();
+    let chunks = Chunks { rtx: rtx.as_ref(), packs: &packs, packs_dir: from.join("packs") };
+
+    let fs = Fs::open_store(Config::new(StoreLocation::Dir(to.to_path_buf())))?;
+    let mut b = Builder { fs: &fs, from, meta: &meta, chunks: &chunks, placed: HashMap::new(), done_attrs: Vec::new(), lost_found: None, rep: &mut rep };
+    b.done_attrs.push((ROOT, ROOT));
+    b.place_tree(ROOT, ROOT, String::new());
+    b.place_unnamed();
+    b.apply_attrs();
+    drop(b);
+    if let Err(e) = fs.shutdown() {
+        rep.notes.push(format!("the new store's final commit failed: {e}"));
+        rep.lost.push((String::from("(all)"), "the new store could not be committed".into()));
+    }
+    Ok(rep)
+}
+
+/// Where chunk bytes come from: the database's chunk table, then packs.
+struct Chunks<'a> {
+    rtx: Option<&'a ReadTransaction>,
+    packs: &'a PackChunks,
+    /// `STORE/packs`, where the index's locations point.
+    packs_dir: PathBuf,
+}
+
+impl Chunks<'_> {
+    /// The bytes of chunk `hash` (checked against it), if anything has them.
+    fn get(&self, hash: &[u8; 32]) -> Option<Vec<u8>> {
+        let from_db = self.rtx.and_then(|r| {
+            guarded(|| {
+                // Schema 1/2: bytes in the database; schema 3: its index says where in the packs.
+                let v2 = r.open_table(CHUNKS_V2).ok().and_then(|t| t.get(&hash[..]).ok().flatten().map(|g| g.value().to_vec()));
+                v2.or_else(|| {
+                    let (pack, offset, len, _) = r.open_table(CHUNKS).ok()?.get(&hash[..]).ok()??.value();
+                    crate::store::pack::read_chunk(&self.packs_dir, crate::store::pack::Loc { pack, offset, len }).ok()
+                })
+            })
+            .ok()
+            .flatten()
+        });
+        let ok = |b: &Vec<u8>| blake3::hash(b).as_bytes() == hash;
+        if let Some(b) = from_db.filter(ok) {
+            return Some(b);
+        }
+        let (p, off, len) = self.packs.index.get(hash)?;
+        let mut buf = vec![0u8; *len as usize];
+        File::open(p).ok()?.read_exact_at(&mut buf, *off).ok()?;
+        Some(buf).filter(ok)
+    }
+}
+
+const ROOT_CALLER: Caller = Caller { uid: 0, gid: 0, pid: 0, umask: 0 };
+
+struct Builder<'a> {
+    fs: &'a Fs,
+    from: &'a Path,
+    meta: &'a Meta,
+    chunks: &'a Chunks<'a>,
+    /// old ino → new ino.
+    placed: HashMap<u64, u64>,
+    /// (old ino, new ino) in the order made, for attributes at the end.
+    done_attrs: Vec<(u64, u64)>,
+    lost_found: Option<u64>,
+    rep: &'a mut SalvageReport,
+}
+
+impl Builder<'_> {
+    /// Recreates the tree below the old directory `old` as the new
+    /// directory `new` (at workspace path `path`), breadth first.
+    fn place_tree(&mut self, old: u64, new: u64, path: String) {
+        let mut queue = VecDeque::from([(old, new, path)]);
+        let mut seen = HashSet::from([old]);
+        while let Some((od, nd, p)) = queue.pop_front() {
+            let Some(children) = self.meta.dirents.get(&od) else { continue };
+            for (name, child) in children {
+                let cp = format!("{p}/{}", String::from_utf8_lossy(name));
+                if let Some(&n) = self.placed.get(child) {
+                    // Another name of a file already made: a hard link.
+                    let is_dir = self.meta.inodes.get(child).map(|(r, _)| r.mode & libc::S_IFMT == libc::S_IFDIR).unwrap_or(false);
+                    if !is_dir && self.fs.link(&ROOT_CALLER, n, nd, OsStr::from_bytes(name)).is_ok() {
+                        self.rep.named.push(cp);
+                    }
+                    continue;
+                }
+                if let Some(newdir) = self.place_one(*child, nd, name, &cp) {
+                    if seen.insert(*child) {
+                        queue.push_back((*child, newdir, cp));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Makes the inode `old` as `name` in the new directory `parent`.
+    /// Returns the new inode when it is a directory (to be filled).
+    fn place_one(&mut self, old: u64, parent: u64, name: &[u8], path: &str) -> Option<u64> {
+        let name_os = OsStr::from_bytes(name);
+        let Some((rec, local)) = self.meta.inodes.get(&old).cloned() else {
+            // A name whose inode record is lost: a directory if entries name
+            // it as their parent, else its working copy, if any.
+            if self.meta.dirents.contains_key(&old) {
+                match self.fs.mkdir(&ROOT_CALLER, parent, name_os, 0o755) {
+                    Ok(a) => {
+                        self.rep.dirs += 1;
+                        self.placed.insert(old, a.ino);
+                        self.rep.notes.push(format!("{path}: its inode record is lost; a directory (it has entries), mode 0755, owner root"));
+                        return Some(a.ino);
+                    }
+                    Err(e) => {
+                        self.rep.lost.push((path.to_string(), format!("mkdir: {e:?}")));
+                        return None;
+                    }
+                }
+            } else if let Some(t) = self.meta.symlinks.get(&old).cloned() {
+                match self.fs.symlink(&ROOT_CALLER, parent, name_os, OsStr::from_bytes(&t)) {
+                    Ok(a) => {
+                        self.placed.insert(old, a.ino);
+                        self.rep.named.push(path.to_string());
+                        self.rep.notes.push(format!("{path}: its inode record is lost; a symlink (its target survives), owner root"));
+                    }
+                    Err(e) => self.rep.lost.push((path.to_string(), format!("symlink: {e:?}"))),
+                }
+            } else if self.wc_path(old, false).is_file() {
+                if let Some(n) = self.make_file(old, parent, name_os, 0o644, None, false, path) {
+                    self.placed.insert(old, n);
+                    self.rep.named.push(path.to_string());
+                    self.rep.notes.push(format!("{path}: its inode record is lost; mode 0644, owner root"));
+                }
+            } else {
+                self.rep.lost.push((path.to_string(), format!("its inode {old} has no record and no working copy")));
+            }
+            return None;
+        };
+        let fmt = rec.mode & libc::S_IFMT;
+        let made = match fmt {
+            libc::S_IFDIR => match self.fs.mkdir(&ROOT_CALLER, parent, name_os, 0o700) {
+                Ok(a) => {
+                    self.rep.dirs += 1;
+                    self.placed.insert(old, a.ino);
+                    self.done_attrs.push((old, a.ino));
+                    return Some(a.ino);
+                }
+                Err(e) => Err(format!("mkdir: {e:?}")),
+            },
+            libc::S_IFREG => match self.make_file(old, parent, name_os, 0o600, Some(&rec), local, path) {
+                Some(n) => Ok(n),
+                None => return None,
+            },
+            libc::S_IFLNK => match self.meta.symlinks.get(&old) {
+                Some(t) => self.fs.symlink(&ROOT_CALLER, parent, name_os, OsStr::from_bytes(t)).map(|a| a.ino).map_err(|e| format!("symlink: {e:?}")),
+                None => Err("symlink whose target is lost".into()),
+            },
+            _ => self.fs.mknod(&ROOT_CALLER, parent, name_os, rec.mode, rec.rdev).map(|a| a.ino).map_err(|e| format!("mknod: {e:?}")),
+        };
+        match made {
+            Ok(n) => {
+                self.placed.insert(old, n);
+                self.done_attrs.push((old, n));
+                self.rep.named.push(path.to_string());
+            }
+            Err(e) => self.rep.lost.push((path.to_string(), e)),
+        }
+        None
+    }
+
+    /// `from/wc/N` or (local-only) `from/local/N`.
+    fn wc_path(&self, ino: u64, local: bool) -> PathBuf {
+        self.from.join(if local { "local" } else { "wc" }).join(ino.to_string())
+    }
+
+    /// Creates a regular file and fills it: from its working copy (the
+    /// truth) when there is one, else from its manifest's chunks. Records
+    /// in the report what could not be filled (the file is still made,
+    /// with holes where chunks are missing). The new inode, or None.
+    #[allow(clippy::too_many_arguments)]
+    fn make_file(&mut self, old: u64, parent: u64, name: &OsStr, mode: u32, rec: Option<&InodeRec>, local: bool, path: &str) -> Option<u64> {
+        let (attr, fh) = match self.fs.create(&ROOT_CALLER, parent, name, mode, libc::O_RDWR as u32) {
+            Ok(x) => x,
+            Err(e) => {
+                self.rep.lost.push((path.to_string(), format!("create: {e:?}")));
+                return None;
+            }
+        };
+        let mut missing = Vec::new();
+        let wc = [self.wc_path(old, local), self.wc_path(old, !local)].into_iter().find(|p| p.is_file());
+        if let Some(p) = wc {
+            if let Err(e) = self.copy_from(&p, fh) {
+                missing.push(format!("its working copy {} could not be read whole ({e})", p.display()));
+            }
+        } else {
+            let size = rec.map(|r| r.size).unwrap_or(0);
+            match self.meta.manifests.get(&old) {
+                Some(m) => {
+                    for c in m {
+                        match self.chunks.get(&c.hash) {
+                            Some(b) => {
+                                let _ = self.fs.write(fh, c.offset, &b);
+                            }
+                            None => missing.push(format!("bytes {}..{} (chunk {}) are in neither a working copy, the database nor a pack", c.offset, c.offset + c.len as u64, hex(&c.hash))),
+                        }
+                    }
+                }
+                None if size > 0 => missing.push(format!("no working copy and no manifest for its {size} bytes")),
+                None => {}
+            }
+            let s = SetAttr { size: Some(size), fh: Some(fh), ..Default::default() };
+            let _ = self.fs.setattr(&ROOT_CALLER, attr.ino, &s);
+        }
+        let _ = self.fs.release(fh);
+        if !missing.is_empty() {
+            self.rep.lost.push((path.to_string(), missing.join("; ")));
+        }
+        Some(attr.ino)
+    }
+
+    /// Copies the file at `p` into the new file open as `fh`.
+    fn copy_from(&self, p: &Path, fh: u64) -> std::io::Result<()> {
+        let f = File::open(p)?;
+        let mut buf = vec![0u8; 1 << 20];
+        let mut off = 0u64;
+        loop {
+            let n = f.read_at(&mut buf, off)?;
+            if n == 0 {
+                return Ok(());
+            }
+            self.fs.write(fh, off, &buf[..n]).map_err(|e| std::io::Error::other(format!("{e:?}")))?;
+            off += n as u64;
+        }
+    }
+
+    /// The new workspace's `lost+found` directory (made at first use).
+    fn lost_found_dir(&mut self) -> Option<u64> {
+        if self.lost_found.is_none() {
+            let name = OsStr::new("lost+found");
+            let ino = match self.fs.mkdir(&ROOT_CALLER, ROOT, name, 0o700) {
+                Ok(a) => Some(a.ino),
+                Err(_) => self.fs.lookup(&ROOT_CALLER, ROOT, name).ok().filter(|a| a.mode & libc::S_IFMT == libc::S_IFDIR).map(|a| a.ino),
+            };
+            self.lost_found = ino;
+        }
+        self.lost_found
+    }
+
+    /// Everything with bytes or records but no name reached from the root:
+    /// inodes (directories with their subtrees), working copies without an
+    /// inode, and the files `from/lost+found` holds.
+    fn place_unnamed(&mut self) {
+        let mut orphans = 0;
+        let mut ids: Vec<u64> = self.meta.inodes.keys().copied().filter(|i| *i != ROOT && !self.placed.contains_key(i)).collect();
+        ids.sort();
+        for old in ids {
+            if self.placed.contains_key(&old) {
+                continue; // placed inside an unnamed directory's subtree
+            }
+            let rec = &self.meta.inodes[&old].0;
+            if rec.nlink == 0 {
+                orphans += 1; // removed while open: ext4 frees these too
+                continue;
+            }
+            let Some(lf) = self.lost_found_dir() else { return };
+            let name = old.to_string();
+            let path = format!("/lost+found/{name}");
+            let before = self.rep.named.len();
+            if let Some(newdir) = self.place_one(old, lf, name.as_bytes(), &path) {
+                self.place_tree(old, newdir, path.clone());
+            }
+            if self.placed.contains_key(&old) {
+                self.rep.named.truncate(before.min(self.rep.named.len()));
+                self.rep.lost_found.push((path, format!("inode {old}, whose name is lost")));
+            }
+        }
+        if orphans > 0 {
+            self.rep.notes.push(format!("{orphans} inodes removed while open before the damage were not recovered (as a restart frees them)"));
+        }
+        // Working copies of no placed inode.
+        for dir in ["wc", "local"] {
+            let mut names: Vec<String> = std::fs::read_dir(self.from.join(dir))
+                .map(|r| r.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+                .unwrap_or_default();
+            names.sort_by_key(|n| (n.parse::<u64>().unwrap_or(u64::MAX), n.clone()));
+            for n in names {
+                if n.parse::<u64>().ok().is_some_and(|i| self.placed.contains_key(&i)) {
+                    continue;
+                }
+                let p = self.from.join(dir).join(&n);
+                if !p.is_file() || std::fs::metadata(&p).map(|m| m.len() == 0).unwrap_or(true) {
+                    continue; // the pool's empty files
+                }
+                self.lost_found_file(&p, if dir == "wc" { n.clone() } else { format!("local-{n}") });
+            }
+        }
+        let mut kept: Vec<PathBuf> = std::fs::read_dir(self.from.join("lost+found")).map(|r| r.filter_map(|e| e.ok()).map(|e| e.path()).collect()).unwrap_or_default();
+        kept.sort();
+        for p in kept.into_iter().filter(|p| p.is_file()) {
+            let n = format!("store-{}", p.file_name().unwrap_or_default().to_string_lossy());
+            self.lost_found_file(&p, n);
+        }
+    }
+
+    /// Copies the file `p` to `lost+found/<name>` in the new workspace.
+    fn lost_found_file(&mut self, p: &Path, name: String) {
+        let Some(lf) = self.lost_found_dir() else { return };
+        let path = format!("/lost+found/{name}");
+        match self.fs.create(&ROOT_CALLER, lf, OsStr::new(&name), 0o600, libc::O_RDWR as u32) {
+            Ok((_, fh)) => {
+                let r = self.copy_from(p, fh);
+                let _ = self.fs.release(fh);
+                match r {
+                    Ok(()) => self.rep.lost_found.push((path, p.display().to_string())),
+                    Err(e) => self.rep.lost.push((path, format!("{} could not be read whole: {e}", p.display()))),
+                }
+            }
+            Err(e) => self.rep.lost.push((path, format!("create: {e:?}"))),
+        }
+    }
+
+    /// Owners, modes, times, xattrs and inode flags of everything made,
+    /// last (a directory's mode may forbid what was made in it; flags such
+    /// as immutable forbid any change).
+    fn apply_attrs(&mut self) {
+        for &(old, new) in self.done_attrs.iter().rev() {
+            let Some((rec, _)) = self.meta.inodes.get(&old) else { continue };
+            if let Some(xs) = self.meta.xattrs.get(&old) {
+                for (n, v) in xs {
+                    let _ = self.fs.setxattr(&ROOT_CALLER, new, OsStr::from_bytes(n), v, 0);
+                }
+            }
+            let is_link = rec.mode & libc::S_IFMT == libc::S_IFLNK;
+            let s = SetAttr {
+                mode: (!is_link).then_some(rec.mode & 0o7777),
+                uid: Some(rec.uid),
+                gid: Some(rec.gid),
+                atime: Some(SetTime::At(rec.atime.0, rec.atime.1)),
+                mtime: Some(SetTime::At(rec.mtime.0, rec.mtime.1)),
+                ..Default::default()
+            };
+            let _ = self.fs.setattr(&ROOT_CALLER, new, &s);
+            if rec.flags != 0 {
+                let _ = self.fs.set_flags(new, rec.flags);
+            }
+        }
+    }
+}

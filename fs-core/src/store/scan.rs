@@ -1,0 +1,197 @@
+//! Reading every record of every table of a database that may be damaged:
+//! for fsck's report, for the check before a mount serves a store
+//! ([`check_before_open`]), and for salvage, which keeps what can be read.
+//!
+//! Owns: walking one table forward and, past a damaged stretch, backward
+//! from its end ([`walk`]), so the records on both sides of it are read;
+//! naming the damage by table and key. Must not touch: the live `Store`,
+//! working copies.
+
+use std::fmt::Debug;
+use std::path::Path;
+
+use redb::{Key, ReadTransaction, ReadableTable, TableDefinition, TableHandle, Value};
+
+use crate::schema::*;
+use crate::store::readonly::{guarded, open_read_only};
+use crate::types::StoreError;
+
+/// Damage found in one table: where and what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// The table, with the last key read before the damage when there is
+    /// one, e.g. "dirents after key (1, \"a\")".
+    pub place: String,
+    /// What redb or the decoder said.
+    pub what: String,
+}
+
+/// What [`walk`] read of one table.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Walked {
+    /// Records handed to the callback (both directions).
+    pub(crate) records: u64,
+    /// Where reading stopped, when it did not reach the end.
+    pub(crate) damage: Option<Damage>,
+}
+
+/// Hands every readable record of `def` to `f` (keys and values as redb
+/// decodes them), guarded against panics. Reading forward stops at the first
+/// error; the table is then read backward from its end up to the damage
+/// (stopping at an error again, or at the last key read forward), so one
+/// damaged stretch costs only the records in it. A table that cannot be
+/// opened is damage too (a missing table is not: its records are none).
+pub(crate) fn walk<K, V>(rtx: &ReadTransaction, def: TableDefinition<K, V>, mut f: impl FnMut(K::SelfType<'_>, V::SelfType<'_>)) -> Walked
+where
+    K: Key + 'static,
+    V: Value + 'static,
+    for<'a> K::SelfType<'a>: Debug,
+{
+    let name = def.name().to_string();
+    let mut w = Walked::default();
+    let table = match guarded(|| rtx.open_table(def)) {
+        Ok(Ok(t)) => t,
+        Ok(Err(redb::TableError::TableDoesNotExist(_))) => return w,
+        Ok(Err(e)) => {
+            w.damage = Some(Damage { place: name, what: e.to_string() });
+            return w;
+        }
+        Err(m) => {
+            w.damage = Some(Damage { place: name, what: m });
+            return w;
+        }
+    };
+    let mut last_fwd: Option<Vec<u8>> = None;
+    let mut last_desc = String::new();
+    let fwd = guarded(|| -> Result<(), String> {
+        for r in table.iter().map_err(|e| e.to_string())? {
+            let (k, v) = r.map_err(|e| e.to_string())?;
+            last_desc = if name == "chunks" || name == "chunk_refs" { hex(K::as_bytes(&k.value()).as_ref()) } else { format!("{:?}", k.value()) };
+            last_fwd = Some(K::as_bytes(&k.value()).as_ref().to_vec());
+            f(k.value(), v.value());
+            w.records += 1;
+        }
+        Ok(())
+    });
+    let err = match fwd {
+        Ok(Ok(())) => return w,
+        Ok(Err(e)) => e,
+        Err(m) => m,
+    };
+    let place = if last_fwd.is_some() { format!("{name} after key {last_desc}") } else { format!("{name} (from its first key)") };
+    w.damage = Some(Damage { place, what: err });
+    // Backward from the end, until the damage or the forward walk's last key.
+    let _ = guarded(|| -> Result<(), String> {
+        for r in table.iter().map_err(|e| e.to_string())?.rev() {
+            let (k, v) = r.map_err(|e| e.to_string())?;
+            if let Some(l) = &last_fwd {
+                if K::compare(K::as_bytes(&k.value()).as_ref(), l) != std::cmp::Ordering::Greater {
+                    break;
+                }
+            }
+            f(k.value(), v.value());
+            w.records += 1;
+        }
+        Ok(())
+    });
+    w
+}
+
+/// Reads every record of every table of `rtx` (and decodes inode records
+/// and manifests, schema `schema`), returning the damage found, at most one
+/// entry per table plus one per undecodable record.
+pub(crate) fn scan_tables(rtx: &ReadTransaction, schema: u64) -> Vec<Damage> {
+    let mut out = Vec::new();
+    let mut undecodable = Vec::new();
+    let mut note = |w: Walked| out.extend(w.damage);
+    for def in [INODES, LOCAL_INODES] {
+        note(walk(rtx, def, |k, v| {
+            if let Err(e) = dec_inode(v, schema) {
+                undecodable.push(Damage { place: format!("{} key {k}", def.name()), what: format!("undecodable inode record: {e}") });
+            }
+        }));
+    }
+    note(walk(rtx, MANIFESTS, |k, v| {
+        if let Err(e) = dec::<Vec<ChunkRef>>(v) {
+            undecodable.push(Damage { place: format!("manifests key {k}"), what: format!("undecodable manifest: {e}") });
+        }
+    }));
+    note(walk(rtx, JOURNAL, |k, v| {
+        if let Err(e) = dec::<JournalRecord>(v) {
+            undecodable.push(Damage { place: format!("journal key {k}"), what: format!("undecodable journal record: {e}") });
+        }
+    }));
+    note(walk(rtx, META, |_, _| {}));
+    note(walk(rtx, DIRENTS, |_, _| {}));
+    note(walk(rtx, LOCAL_DIRENTS, |_, _| {}));
+    note(walk(rtx, CHUNKS, |_, _| {}));
+    note(walk(rtx, PACKS, |_, _| {}));
+    // Schema 1/2 stores (not migrated yet) keep chunk bytes in redb.
+    note(walk(rtx, CHUNKS_V2, |_, _| {}));
+    note(walk(rtx, CHUNK_REFS_V2, |_, _| {}));
+    note(walk(rtx, XATTRS, |_, _| {}));
+    note(walk(rtx, LOCAL_XATTRS, |_, _| {}));
+    note(walk(rtx, SYMLINKS, |_, _| {}));
+    note(walk(rtx, LOCAL_SYMLINKS, |_, _| {}));
+    out.extend(undecodable);
+    out
+}
+
+/// The schema version in meta, guarded (`None` when unreadable or absent).
+pub(crate) fn schema_of(rtx: &ReadTransaction) -> Option<u64> {
+    guarded(|| rtx.open_table(META).ok().and_then(|t| t.get("schema").ok().flatten().map(|g| g.value()))).ok().flatten()
+}
+
+/// Whether `dir/sub` holds any entry.
+fn has_entries(dir: &Path, sub: &str) -> usize {
+    std::fs::read_dir(dir.join(sub)).map(|r| r.filter_map(|e| e.ok()).count()).unwrap_or(0)
+}
+
+/// What `Fs::open_store` checks before it takes the lock or writes anything
+/// in an existing store directory `dir`: a database missing or empty (0
+/// bytes) while working copies (`wc/`) or packs (`packs/`) exist is
+/// [`StoreError::Damaged`] (never a new empty workspace); an existing
+/// database is opened read-only and every table read
+/// ([`scan_tables`]): damage is [`StoreError::Damaged`] naming the first
+/// damaged table and key, a database redb refuses [`StoreError::Damaged`]
+/// too. `Ok` for a new store, and when a daemon holds the database (the lock
+/// then says so).
+pub(crate) fn check_before_open(dir: &Path) -> Result<(), StoreError> {
+    let db = dir.join("store.redb");
+    let len = match std::fs::metadata(&db) {
+        Ok(m) => Some(m.len()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(StoreError::Io { path: db, source: e }),
+    };
+    if len.unwrap_or(0) == 0 {
+        let (wc, packs) = (has_entries(dir, "wc"), has_entries(dir, "packs"));
+        if wc + packs > 0 {
+            let what = format!(
+                "its database store.redb is {} but it holds {wc} working copies (wc/) and {packs} pack files (packs/)",
+                if len.is_none() { "missing" } else { "empty (0 bytes)" }
+            );
+            return Err(StoreError::Damaged { dir: dir.to_path_buf(), what });
+        }
+        return Ok(());
+    }
+    let ro = match open_read_only(dir) {
+        Ok(d) => d,
+        Err(StoreError::Locked { .. }) => return Ok(()),
+        Err(StoreError::Corrupt { reason, .. }) => {
+            return Err(StoreError::Damaged { dir: dir.to_path_buf(), what: format!("redb cannot open store.redb: {reason}") })
+        }
+        Err(e) => return Err(e),
+    };
+    let rtx = match guarded(|| ro.begin_read()) {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => return Err(StoreError::Damaged { dir: dir.to_path_buf(), what: format!("store.redb cannot be read: {e}") }),
+        Err(m) => return Err(StoreError::Damaged { dir: dir.to_path_buf(), what: format!("store.redb cannot be read: {m}") }),
+    };
+    let schema = schema_of(&rtx).unwrap_or(SCHEMA_VERSION);
+    let damage = scan_tables(&rtx, schema);
+    if let Some(d) = damage.first() {
+        let more = if damage.len() > 1 { format!(" (and {} more)", damage.len() - 1) } else { String::new() };
+        return Err(StoreError::Damaged { dir: dir.to_path_buf(), what: format!("table {}: {}{more}", d.place, d.what) });
+    }
+    Ok(())
+}

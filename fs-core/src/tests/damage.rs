@@ -1,0 +1,127 @@
+//! Damaged stores at the library level: undecodable records found by fsck
+//! and refused by open_store, the in-memory overlay redb repairs into, redb
+//! panics caught quietly, salvage of a store whose names are partly lost.
+
+use super::*;
+use crate::store::readonly::{guarded, Overlay};
+use redb::StorageBackend;
+
+/// A store with two files and a directory, shut down cleanly.
+fn made(d: &Path) -> (u64, u64) {
+    let fs = dir_fs(d);
+    let dir = fs.mkdir(&C, ROOT, os("d"), 0o755).unwrap().ino;
+    let a = write_file(&fs, dir, "a", b"alpha");
+    let b = write_file(&fs, ROOT, "b", &vec![7u8; 300_000]);
+    fs.shutdown().unwrap();
+    drop(fs);
+    (a, b)
+}
+
+#[test]
+fn undecodable_inode_record_is_reported_and_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, _) = made(t.path());
+    {
+        let db = redb::Database::create(t.path().join("store.redb")).unwrap();
+        let w = db.begin_write().unwrap();
+        w.open_table(store::INODES).unwrap().insert(a, &b"\x01\x02"[..]).unwrap();
+        w.commit().unwrap();
+    }
+    let rep = fsck_store(t.path(), FsckOptions::default()).unwrap();
+    assert!(rep.problems.iter().any(|p| p.place == format!("inodes key {a}") && p.what.contains("undecodable")), "{rep}");
+    let before = std::fs::read(t.path().join("store.redb")).unwrap();
+    let e = Fs::open_store(cfg(StoreLocation::Dir(t.path().to_path_buf()))).err().unwrap();
+    assert!(matches!(e, StoreError::Damaged { .. }), "{e}");
+    assert!(e.to_string().contains(&format!("inodes key {a}")) && e.to_string().contains("ringfs salvage"), "{e}");
+    assert_eq!(std::fs::read(t.path().join("store.redb")).unwrap(), before, "a refused store was written to");
+    // Salvage: the file whose record is lost keeps its name and bytes (its working copy).
+    let to = t.path().join("new");
+    let rep = salvage(t.path(), &to).unwrap();
+    assert!(rep.complete(), "{rep}");
+    let fs = dir_fs(&to);
+    let d = fs.lookup(&C, ROOT, os("d")).unwrap().ino;
+    let ai = fs.lookup(&C, d, os("a")).unwrap().ino;
+    assert_eq!(read_all(&fs, ai), b"alpha");
+    let bi = fs.lookup(&C, ROOT, os("b")).unwrap().ino;
+    assert_eq!(read_all(&fs, bi), vec![7u8; 300_000]);
+    fs.shutdown().unwrap();
+}
+
+#[test]
+fn lost_names_go_to_lost_found_and_missing_chunks_are_reported() {
+    let t = tempfile::tempdir().unwrap();
+    let (_, b) = made(t.path());
+    {
+        let db = redb::Database::create(t.path().join("store.redb")).unwrap();
+        let w = db.begin_write().unwrap();
+        w.open_table(store::DIRENTS).unwrap().remove((ROOT, &b"d"[..])).unwrap();
+        w.open_table(store::CHUNKS).unwrap().retain(|_, _| false).unwrap();
+        w.commit().unwrap();
+    }
+    // b: no working copy and no index entries: its chunks come from the packs.
+    std::fs::remove_file(t.path().join("wc").join(b.to_string())).unwrap();
+    let rep = salvage(t.path(), &t.path().join("from-packs")).unwrap();
+    assert!(rep.complete() && rep.packs.contains("chunks"), "{rep}");
+    let fs = dir_fs(&t.path().join("from-packs"));
+    let bi = fs.lookup(&C, ROOT, os("b")).unwrap().ino;
+    assert_eq!(read_all(&fs, bi), vec![7u8; 300_000]);
+    fs.shutdown().unwrap();
+    // And with the packs gone too, nothing has b's bytes.
+    std::fs::remove_dir_all(t.path().join("packs")).unwrap();
+    let to = t.path().join("new");
+    let rep = salvage(t.path(), &to).unwrap();
+    assert!(!rep.complete(), "{rep}");
+    assert!(rep.lost.iter().any(|(p, w)| p == "/b" && w.contains("neither")), "{rep}");
+    assert!(rep.lost_found.iter().any(|(p, _)| p.starts_with("/lost+found/")), "{rep}");
+    let fs = dir_fs(&to);
+    let lf = fs.lookup(&C, ROOT, os("lost+found")).unwrap().ino;
+    // The directory, under its old inode number (the only entry).
+    let mut names = Vec::new();
+    let fh = fs.opendir(&C, lf).unwrap();
+    fs.readdir(lf, fh, 0, &mut |e| {
+        if e.name != b"." && e.name != b".." {
+            names.push(e.name.to_vec());
+        }
+        true
+    })
+    .unwrap();
+    assert_eq!(names.len(), 1, "{names:?}");
+    let dir = fs.lookup(&C, lf, OsStr::from_bytes(&names[0]));
+    let dir = dir.unwrap().ino;
+    let ai = fs.lookup(&C, dir, os("a")).unwrap().ino;
+    assert_eq!(read_all(&fs, ai), b"alpha");
+    fs.shutdown().unwrap();
+}
+
+#[test]
+fn overlay_reads_the_file_and_keeps_writes_in_memory() {
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("f");
+    let base: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
+    std::fs::write(&p, &base).unwrap();
+    let ov = Overlay::new(std::fs::File::open(&p).unwrap()).unwrap();
+    assert_eq!(ov.len().unwrap(), 10_000);
+    ov.write(4090, &[0xAA; 20]).unwrap();
+    let mut buf = vec![0u8; 40];
+    ov.read(4080, &mut buf).unwrap();
+    assert_eq!(&buf[..10], &base[4080..4090]);
+    assert_eq!(&buf[10..30], &[0xAA; 20]);
+    assert_eq!(&buf[30..], &base[4110..4120]);
+    // Shrink then grow: the cut bytes read as zero.
+    ov.set_len(5000).unwrap();
+    ov.set_len(9000).unwrap();
+    let mut tail = vec![1u8; 100];
+    ov.read(8000, &mut tail).unwrap();
+    assert!(tail.iter().all(|b| *b == 0));
+    ov.read(4990, &mut tail[..10]).unwrap();
+    assert_eq!(&tail[..10], &base[4990..5000]);
+    assert!(ov.read(8950, &mut [0u8; 100]).is_err(), "a read past the end");
+    assert_eq!(std::fs::read(&p).unwrap(), base, "the file was written");
+}
+
+#[test]
+fn guarded_turns_a_panic_into_an_error() {
+    let r: std::result::Result<(), String> = guarded(|| unreachable!("a damaged page"));
+    assert!(r.unwrap_err().contains("a damaged page"));
+    assert_eq!(guarded(|| 5), Ok(5));
+}

@@ -1,0 +1,372 @@
+//! Damaged stores lose nothing silently (issue 12, item 6), each case as a
+//! user found it, through the real binary and real mounts: `ringfs fsck`
+//! reports damage (never panics, exit 1) and works read-only, `ringfs mount`
+//! refuses a damaged store before writing anything, and `ringfs salvage`
+//! rebuilds a workspace that mounts, with unnamed files in lost+found.
+
+mod common;
+
+use common::*;
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{Seek, SeekFrom, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+macro_rules! skip_if_raw {
+    () => {
+        if raw_mode() {
+            return; // about ringfs's own store
+        }
+    };
+}
+
+/// Deterministic bytes of file `i`, not periodic (a stretch of them is
+/// found once in the database).
+fn content(i: usize) -> Vec<u8> {
+    let size = 1000 + i * 37_000;
+    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ (i as u64 + 1);
+    (0..size)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// A workspace with files under names, unmounted cleanly; returns the mount
+/// (unmounted) and name → bytes.
+fn populated() -> (TestMount, BTreeMap<String, Vec<u8>>) {
+    let mut m = TestMount::new(Backend::Store);
+    let mut want = BTreeMap::new();
+    fs::create_dir(m.p("src")).unwrap();
+    for i in 0..12 {
+        let name = if i % 2 == 0 { format!("src/f{i}") } else { format!("top{i}") };
+        fs::write(m.p(&name), content(i)).unwrap();
+        want.insert(name, content(i));
+    }
+    std::os::unix::fs::symlink("top1", m.p("link")).unwrap();
+    m.unmount_checked();
+    (m, want)
+}
+
+fn run(args: &[&str]) -> Output {
+    run_timeout(Command::new(RINGFS).args(args), Duration::from_secs(120))
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// Every file below `dir` (relative path → size, mtime) and its bytes' hash.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u64, String)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_file() {
+                let b = fs::read(e.path()).unwrap();
+                out.insert(e.path().strip_prefix(dir).unwrap().to_path_buf(), (b.len() as u64, blake3::hash(&b).to_hex().to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// `ringfs mount` of `store` must fail at once with a message containing
+/// every `want`, and change nothing in the store.
+fn mount_refused(m: &TestMount, store: &Path, want: &[&str]) -> String {
+    let before = snapshot(store);
+    let o = run_timeout(Command::new(RINGFS).args(["mount", &s(m.path()), "--store", &s(store)]), Duration::from_secs(60));
+    let (out, err) = out_str(&o);
+    assert!(!o.status.success(), "mount of a damaged store must be refused: {out}{err}");
+    assert!(!is_mounted(m.path()), "a refused mount left {} mounted", m.path().display());
+    for w in want {
+        assert!(err.contains(w), "`{w}` missing in: {err}");
+    }
+    assert!(!err.contains("run `ringfs mount"), "the fix must not be the command that printed it: {err}");
+    assert_eq!(snapshot(store), before, "a refused mount changed the store");
+    err
+}
+
+/// `ringfs fsck` of `store`: its exit code and stdout+stderr. Never a panic.
+fn fsck(store: &Path, full: bool) -> (i32, String) {
+    let mut args = vec!["fsck", "--store"];
+    let st = s(store);
+    args.push(&st);
+    if full {
+        args.push("--full");
+    }
+    let o = run(&args);
+    let (out, err) = out_str(&o);
+    let all = format!("{out}{err}");
+    assert!(!all.contains("panicked") && !all.contains("RUST_BACKTRACE"), "fsck panicked: {all}");
+    assert_ne!(o.status.code(), Some(101), "fsck panicked: {all}");
+    (o.status.code().unwrap_or(-1), all)
+}
+
+/// `ringfs salvage` of `store` into a new directory beside it; the store is
+/// not changed. Returns the new store, the exit code and the report.
+fn salvage(store: &Path) -> (PathBuf, i32, String) {
+    let to = store.with_file_name("salvaged");
+    let before = snapshot(store);
+    let o = run(&["salvage", "--store", &s(store), "--to", &s(&to)]);
+    let (out, err) = out_str(&o);
+    assert_eq!(snapshot(store), before, "salvage changed the damaged store");
+    (to, o.status.code().unwrap_or(-1), format!("{out}{err}"))
+}
+
+/// Puts the salvaged store in the place of the damaged one and mounts it.
+fn mount_salvaged(m: &mut TestMount, to: &Path) {
+    let store = m.store_dir().to_path_buf();
+    fs::rename(&store, store.with_file_name("damaged")).unwrap();
+    fs::rename(to, &store).unwrap();
+    m.mount_again();
+}
+
+/// Every wanted content is somewhere in the mount (by name or in lost+found).
+fn all_contents_present(m: &TestMount, want: &BTreeMap<String, Vec<u8>>) {
+    let have: std::collections::HashSet<String> = snapshot(m.path()).into_values().map(|(_, h)| h).collect();
+    for (name, b) in want {
+        assert!(have.contains(&blake3::hash(b).to_hex().to_string()), "the bytes of {name} were not recovered");
+    }
+}
+
+fn scribble(p: &Path, at: u64, n: usize) {
+    let mut f = fs::OpenOptions::new().write(true).open(p).unwrap();
+    f.seek(SeekFrom::Start(at)).unwrap();
+    let junk: Vec<u8> = (0..n).map(|i| (i.wrapping_mul(2654435761) >> 7) as u8 ^ 0x5a).collect();
+    f.write_all(&junk).unwrap();
+}
+
+#[test]
+fn random_bytes_in_the_database_are_reported_refused_and_salvaged() {
+    skip_if_raw!();
+    let (mut m, want) = populated();
+    let store = m.store_dir().to_path_buf();
+    let db = store.join("store.redb");
+    // 64 KiB of junk over pages of the last commit: from the page that holds
+    // the directory entry `top11` on (chunk bytes live in pack files, so the
+    // database is metadata only, and this is where a disk error hurts).
+    let bytes = fs::read(&db).unwrap();
+    let needle = b"top11";
+    let at = bytes.windows(needle.len()).rposition(|w| w == needle).expect("the name top11 in store.redb") as u64;
+    drop(bytes);
+    scribble(&db, at & !4095, 65536);
+    let (code, out) = fsck(&store, false);
+    assert_eq!(code, 1, "fsck of a damaged database: exit 1 with a report: {out}");
+    assert!(out.contains("store.redb") && out.contains("ringfs salvage"), "{out}");
+    mount_refused(&m, &store, &["looks damaged", "ringfs salvage --store"]);
+    // Refused again, and fsck says the same: nothing was made worse.
+    assert_eq!(fsck(&store, false).0, 1);
+    let (to, code, report) = salvage(&store);
+    // The last commit is read past its damaged pages: the bytes come from the
+    // working copies, under their names where those survive, else in lost+found.
+    // Names survive in the directory entries even where inode records are
+    // lost (a directory has entries, a symlink its target).
+    assert_eq!(code, 0, "salvage: {report}");
+    mount_salvaged(&mut m, &to);
+    all_contents_present(&m, &want);
+    for (name, b) in &want {
+        assert_eq!(&fs::read(m.p(name)).unwrap(), b, "{name}");
+    }
+    assert_eq!(fs::read_link(m.p("link")).unwrap(), Path::new("top1"));
+}
+
+#[test]
+fn empty_database_beside_working_copies_is_refused_not_mounted_empty() {
+    skip_if_raw!();
+    let (mut m, want) = populated();
+    let store = m.store_dir().to_path_buf();
+    fs::write(store.join("store.redb"), b"").unwrap();
+    let (code, out) = fsck(&store, false);
+    assert_eq!(code, 1, "{out}");
+    assert!(!out.contains("clean: no problems"), "{out}");
+    assert!(out.contains("empty"), "{out}");
+    mount_refused(&m, &store, &["looks damaged", "empty", "ringfs salvage"]);
+    let (to, code, report) = salvage(&store);
+    assert_eq!(code, 0, "{report}");
+    assert!(report.contains("/lost+found/"), "{report}");
+    mount_salvaged(&mut m, &to);
+    all_contents_present(&m, &want);
+    assert!(m.p("lost+found").is_dir());
+}
+
+#[test]
+fn missing_database_beside_working_copies_is_refused() {
+    skip_if_raw!();
+    let (m, _) = populated();
+    let store = m.store_dir().to_path_buf();
+    fs::remove_file(store.join("store.redb")).unwrap();
+    mount_refused(&m, &store, &["looks damaged", "missing", "ringfs salvage"]);
+    assert!(!store.join("store.redb").exists(), "the refused mount created a database");
+    let (code, out) = fsck(&store, false);
+    assert_eq!(code, 1, "{out}");
+}
+
+#[test]
+fn truncated_database_messages_point_elsewhere() {
+    skip_if_raw!();
+    let (m, _) = populated();
+    let store = m.store_dir().to_path_buf();
+    let db = store.join("store.redb");
+    let len = fs::metadata(&db).unwrap().len();
+    fs::OpenOptions::new().write(true).open(&db).unwrap().set_len(len / 2).unwrap();
+    let err = mount_refused(&m, &store, &["ringfs salvage"]);
+    assert!(!err.contains("ringfs mount"), "{err}");
+    let (code, out) = fsck(&store, false);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("ringfs salvage") && !out.contains("run `ringfs fsck"), "fsck must not send the user back to fsck: {out}");
+}
+
+#[test]
+fn scribbled_working_copy_is_found_by_fsck() {
+    skip_if_raw!();
+    let (m, _) = populated();
+    let store = m.store_dir().to_path_buf();
+    let wc = store.join("wc");
+    let mut files: Vec<(u64, PathBuf)> =
+        fs::read_dir(&wc).unwrap().map(|e| e.unwrap().path()).map(|p| (fs::metadata(&p).unwrap().len(), p)).filter(|(l, _)| *l > 100_000).collect();
+    files.sort();
+    let (_, victim) = files.last().cloned().expect("a working copy of a large file");
+    let (code, out) = fsck(&store, true);
+    assert_eq!(code, 0, "a clean store: {out}");
+    // Same size, other bytes: only --full sees it.
+    scribble(&victim, 5000, 16);
+    let (code, out) = fsck(&store, false);
+    assert_eq!(code, 0, "without --full only sizes are compared: {out}");
+    let name = format!("wc/{}", victim.file_name().unwrap().to_string_lossy());
+    let (code, out) = fsck(&store, true);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(&name) && out.contains("differ"), "{out}");
+    // Another size: plain fsck sees it.
+    fs::OpenOptions::new().append(true).open(&victim).unwrap().write_all(b"tail").unwrap();
+    let (code, out) = fsck(&store, false);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(&name) && out.contains("bytes"), "{out}");
+}
+
+/// A small tmpfs of our own, unmounted on drop (every path, panics too).
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn new() -> Tmpfs {
+        let dir = tempfile::Builder::new().prefix("ringfs-rofs-").tempdir().unwrap();
+        let o = Command::new("mount").args(["-t", "tmpfs", "-o", "size=64m", "ringfs-test-rofs"]).arg(dir.path()).output().unwrap();
+        assert!(o.status.success(), "mount tmpfs: {}", String::from_utf8_lossy(&o.stderr));
+        Tmpfs { dir }
+    }
+    fn remount(&self, opt: &str) {
+        let o = Command::new("mount").args(["-o", &format!("remount,{opt}")]).arg(self.dir.path()).output().unwrap();
+        assert!(o.status.success(), "remount {opt}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).output();
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let t = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &t);
+        } else {
+            fs::copy(e.path(), &t).unwrap();
+        }
+    }
+}
+
+#[test]
+fn fsck_checks_a_store_on_a_read_only_filesystem() {
+    skip_if_raw!();
+    let (m, _) = populated();
+    let t = Tmpfs::new();
+    let with_lock = t.dir.path().join("with-lock");
+    let no_lock = t.dir.path().join("no-lock");
+    copy_dir(m.store_dir(), &with_lock);
+    copy_dir(m.store_dir(), &no_lock);
+    fs::remove_file(no_lock.join("ringfs.lock")).unwrap();
+    t.remount("ro");
+    for store in [&with_lock, &no_lock] {
+        let (code, out) = fsck(store, true);
+        assert_eq!(code, 0, "fsck --full of a clean store on a read-only filesystem: {out}");
+        assert!(out.contains("clean"), "{out}");
+    }
+    assert!(!no_lock.join("ringfs.lock").exists());
+    t.remount("rw");
+    // And it wrote nothing on a writable one either.
+    let before = snapshot(&no_lock);
+    let (code, out) = fsck(&no_lock, false);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(snapshot(&no_lock), before, "fsck wrote into the store");
+    assert!(!no_lock.join("ringfs.lock").exists(), "fsck created ringfs.lock");
+}
+
+#[test]
+fn directory_removed_while_open_at_a_crash_is_no_fsck_problem() {
+    skip_if_raw!();
+    let mut m = TestMount::new(Backend::Store);
+    fs::create_dir_all(m.p("parent/gone")).unwrap();
+    fs::write(m.p("parent/keep"), b"kept").unwrap();
+    // Hold the directory open, remove it, fsync the parent; then kill -9.
+    let gone = fs::File::open(m.p("parent/gone")).unwrap();
+    fs::remove_dir(m.p("parent/gone")).unwrap();
+    fs::File::open(m.p("parent")).unwrap().sync_all().unwrap();
+    m.kill_daemon();
+    drop(gone);
+    let (code, out) = fsck(m.store_dir(), false);
+    assert_eq!(code, 0, "a removed directory held open at a crash is an orphan the next mount frees, not damage: {out}");
+    m.mount_again();
+    assert_eq!(fs::read(m.p("parent/keep")).unwrap(), b"kept");
+    assert!(!m.p("parent/gone").exists());
+    m.unmount_checked();
+    let (code, out) = fsck(m.store_dir(), false);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn salvage_of_a_store_missing_working_copies_rebuilds_from_chunks() {
+    skip_if_raw!();
+    let (mut m, want) = populated();
+    let store = m.store_dir().to_path_buf();
+    // Working copies are rebuilt from the store's chunks when absent.
+    for e in fs::read_dir(store.join("wc")).unwrap() {
+        let p = e.unwrap().path();
+        if fs::metadata(&p).unwrap().len() % 2 == 0 {
+            fs::remove_file(p).unwrap();
+        }
+    }
+    // NEWDIR must be new or empty.
+    let busy = store.with_file_name("busy");
+    fs::create_dir(&busy).unwrap();
+    fs::write(busy.join("x"), b"x").unwrap();
+    let o = run(&["salvage", "--store", &s(&store), "--to", &s(&busy)]);
+    assert_eq!(o.status.code(), Some(2), "{:?}", out_str(&o));
+    assert!(out_str(&o).1.contains("not empty"));
+    let (to, code, report) = salvage(&store);
+    assert_eq!(code, 0, "{report}");
+    assert!(report.contains("recovered with their names: 13 files, 1 directories"), "{report}");
+    mount_salvaged(&mut m, &to);
+    for (name, b) in &want {
+        assert_eq!(&fs::read(m.p(name)).unwrap(), b, "{name}");
+    }
+    assert_eq!(fs::read_link(m.p("link")).unwrap(), Path::new("top1"));
+    assert_eq!(fs::metadata(m.p("src")).unwrap().permissions().mode() & 0o777, 0o755);
+    m.unmount_checked();
+    assert_eq!(fsck(m.store_dir(), true).0, 0);
+}
