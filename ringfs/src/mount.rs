@@ -453,6 +453,9 @@ impl DaemonInfo {
                 "chunk_bytes": s.chunk_bytes,
                 "journal_position": s.sync_position,
                 "dirty": s.dirty,
+                "unstored": s.unstored,
+                "open_files": s.open_files,
+                "closing": s.closing,
             },
             "requests": self.op_stats.snapshot().iter().map(|c| (c.name.to_string(), json!(c.count))).collect::<serde_json::Map<String, Value>>(),
         })
@@ -488,6 +491,9 @@ impl DaemonInfo {
                 "chunks": s.chunks,
                 "chunk_bytes": s.chunk_bytes,
                 "dirty": s.dirty,
+                "unstored": s.unstored,
+                "open_files": s.open_files,
+                "closing": s.closing,
             },
             "journal_position": s.sync_position,
         })
