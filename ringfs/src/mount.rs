@@ -520,6 +520,7 @@ pub fn format_stats(v: &Value) -> String {
     out += &format!("bytes from daemon:   {}\n", v["bytes_from_daemon"]);
     out += &format!("store inodes:        {}\n", v["store"]["inodes"]);
     out += &format!("store chunks:        {} ({} bytes)\n", v["store"]["chunks"], v["store"]["chunk_bytes"]);
+    out += &format!("files to store:      {} (changed, not hashed yet)\n", v["store"]["unstored"]);
     out += &format!("journal position:    {}\n", v["journal_position"]);
     out
 }

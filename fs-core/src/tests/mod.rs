@@ -713,3 +713,39 @@ fn bulk_final_commit() {
     drop(fs);
     fsck_clean(t.path());
 }
+
+/// Measurement, not a check (run by hand): the final commit right after a
+/// recovery that re-hashes `RINGFS_BULK_FILES` (default 200 000) small
+/// files, so that every one of them is still to store.
+/// `cargo test --release -p fs-core bulk_recovery_commit -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn bulk_recovery_commit() {
+    let n: u32 = std::env::var("RINGFS_BULK_FILES").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
+    let t = tempfile::tempdir().unwrap();
+    let fs = dir_fs(t.path());
+    let mut dir = ROOT;
+    for i in 0..n {
+        if i % 1000 == 0 {
+            dir = fs.mkdir(&C, ROOT, os(&format!("d{}", i / 1000)), 0o755).unwrap().ino;
+        }
+        let (_, fh) = fs.create(&C, dir, os(&format!("f{i}")), 0o644, libc::O_RDWR as u32).unwrap();
+        fs.write(fh, 0, format!("file {i} {}\n", "x".repeat(90)).as_bytes()).unwrap();
+        fs.release(fh).unwrap();
+    }
+    fs.fsyncdir(0).unwrap();
+    fs.simulate_crash();
+    let t0 = std::time::Instant::now();
+    let fs = dir_fs(t.path());
+    let opened = t0.elapsed();
+    let left = fs.stats();
+    eprintln!("bulk-recovery: shutting down");
+    if let Ok(w) = std::env::var("RINGFS_BULK_PAUSE_MS") {
+        std::thread::sleep(Duration::from_millis(w.parse().unwrap_or(0)));
+    }
+    let t1 = std::time::Instant::now();
+    fs.shutdown().unwrap();
+    eprintln!("bulk-recovery: {n} files; open took {opened:?}; stats then {left:?}; shutdown took {:?}", t1.elapsed());
+    drop(fs);
+    fsck_clean(t.path());
+}

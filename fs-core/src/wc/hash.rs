@@ -75,7 +75,9 @@ struct Prepared {
     manifest: Vec<ChunkRef>,
     /// A small file's bytes (the first `size`); `None`: read from `file`.
     data: Option<Vec<u8>>,
-    file: std::fs::File,
+    /// A big file's working copy (a small one's is closed once read, so a
+    /// batch holds no descriptors).
+    file: Option<std::fs::File>,
 }
 
 /// What became of one file of [`Wc::hash_many`].
@@ -218,7 +220,8 @@ impl Wc<'_> {
                 })?;
             }
         }
-        Ok(Some(Prepared { ino, gen, size, blocks, manifest, data, file: f }))
+        let file = if data.is_some() { None } else { Some(f) };
+        Ok(Some(Prepared { ino, gen, size, blocks, manifest, data, file }))
     }
 
     /// Is `p` still what the file holds (same generation, still synced)?
@@ -257,7 +260,7 @@ impl Wc<'_> {
                 buf.copy_from_slice(&d[c.offset as usize..c.offset as usize + c.len as usize]);
                 true
             }
-            None => p.file.read_exact_at(buf, c.offset).is_ok() && blake3::hash(buf).as_bytes() == &c.hash,
+            None => p.file.as_ref().is_some_and(|f| f.read_exact_at(buf, c.offset).is_ok()) && blake3::hash(buf).as_bytes() == &c.hash,
         });
         match stored {
             Ok(Some((_, dc, db))) => {
