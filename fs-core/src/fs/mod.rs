@@ -38,7 +38,7 @@ use crate::store::migrate;
 use crate::schema::SCHEMA_VERSION;
 use crate::store::recovery::load;
 use crate::types::*;
-use crate::wc::hash::{background_priority, give_back_memory, TRIM_AFTER};
+use crate::wc::hash::{background_priority, foreground_priority, give_back_memory, TRIM_AFTER};
 use crate::wc::queue::{Hasher, BATCH_FILES};
 use crate::wc::pool::Pools;
 use crate::wc::{Dirs, Wc};
@@ -237,9 +237,15 @@ impl Fs {
                 let mut since_trim = 0u64;
                 // Batches of due files (all at once when shutting down):
                 // small ones share a write transaction.
+                let mut background = true;
                 while let Some(batch) = inner.hasher.next_batch(BATCH_FILES) {
                     if inner.abandon.load(Ordering::SeqCst) {
                         continue;
+                    }
+                    if background && !inner.hasher.is_open() {
+                        // The final commit: somebody waits for it.
+                        foreground_priority();
+                        background = false;
                     }
                     let (failed, read) = inner.wc().hash_many(&batch, false);
                     for (ino, e) in failed {
@@ -408,6 +414,15 @@ impl Fs {
             let dirty: Vec<u64> = dirty_files(&st);
             for ino in dirty {
                 self.inner.hasher.queue_after(&mut st, ino, std::time::Duration::ZERO);
+            }
+        }
+        // This thread takes batches too, beside the workers.
+        self.inner.hasher.close();
+        if !self.inner.abandon.load(Ordering::SeqCst) {
+            while let Some(batch) = self.inner.hasher.next_batch(BATCH_FILES) {
+                for (ino, e) in self.inner.wc().hash_many(&batch, true).0 {
+                    tracing::warn!("shutdown: hashing inode {ino}: {e}");
+                }
             }
         }
         self.stop_threads(false);

@@ -24,6 +24,21 @@ use crate::types::{Errno, Result};
 use crate::wc::queue::{FSYNC_HASH_DELAY, HASH_DELAY};
 use crate::wc::Wc;
 
+/// Back to the default priorities (nice 0, best-effort I/O level 4) for
+/// the calling thread: at shutdown somebody waits for the hashing. Lowering
+/// the nice value needs CAP_SYS_NICE (or RLIMIT_NICE); without it the
+/// thread stays at nice 5.
+pub(crate) fn foreground_priority() {
+    // SAFETY: per-thread settings of the calling thread (its tid).
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 0);
+        const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+        const IOPRIO_CLASS_BE: libc::c_long = 2;
+        libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid as libc::c_long, (IOPRIO_CLASS_BE << 13) | 4);
+    }
+}
+
 /// Gives memory freed by a big hash back to the system (malloc_trim(3):
 /// glibc keeps freed heap pages otherwise, so the daemon's RSS stays at
 /// its peak). A no-op on other C libraries.
