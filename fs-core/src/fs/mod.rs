@@ -189,6 +189,18 @@ impl Fs {
         if !loaded.clean {
             tracing::warn!("store {desc} was not shut down cleanly; recovered");
         }
+        let mut loaded = loaded;
+        {
+            // Loaded and unchanged by recovery: the store holds their size.
+            let st = &mut loaded.state;
+            let dirty = std::mem::take(&mut st.dirty_inodes);
+            for (ino, n) in st.nodes.iter_mut() {
+                if !dirty.contains(ino) {
+                    n.durable_size = Some(n.rec.size);
+                }
+            }
+            st.dirty_inodes = dirty;
+        }
         let local_tables = policy.is_some() || loaded.state.nodes.values().any(|n| n.local);
         let store = Store::new(db, dir, desc, lock, loaded.sync_pos, (loaded.chunk_count, loaded.chunk_bytes));
         let inner = Arc::new(Inner {

@@ -83,6 +83,10 @@ pub(crate) struct Node {
     /// A hash worker (or the shutdown) is hashing this inode now: one at a
     /// time; another request for it is queued again (`wc::hash`).
     pub(crate) hashing: bool,
+    /// The size a durable commit is known to hold for this inode (`None`:
+    /// a new inode, or not known): fdatasync skips the commit while the
+    /// size is still this one (`fs::data` `Fs::fsync`).
+    pub(crate) durable_size: Option<u64>,
     /// The working copy's (mtime, ctime, size) when we last looked: writes
     /// that bypass the daemon (passthrough, shared mmap) change it.
     pub(crate) wc_seen: Option<WcStamp>,
@@ -120,6 +124,7 @@ impl Node {
             content_gen: 0,
             hashed_gen: 0,
             hashing: false,
+            durable_size: None,
             wc_seen: None,
             local: false,
             data_local: false,
