@@ -88,6 +88,19 @@ pub fn chunk_lengths(data: &[u8]) -> Vec<usize> {
     out
 }
 
+/// Cuts a whole in-memory buffer (a file's bytes, or one of its data
+/// extents) into chunks: calls `f(offset, bytes)` for each in order, with no
+/// copy and no buffer of its own (the cuts are those of [`chunk_stream`]).
+pub fn chunk_slice<E>(data: &[u8], mut f: impl FnMut(u64, &[u8]) -> Result<(), E>) -> Result<(), E> {
+    let mut off = 0;
+    while off < data.len() {
+        let c = cut_point(&data[off..], true);
+        f(off as u64, &data[off..off + c])?;
+        off += c;
+    }
+    Ok(())
+}
+
 /// Streams chunks out of a reader, keeping at most ~2 × [`MAX_CHUNK`] in
 /// memory. Calls `f(offset, bytes)` for each chunk in order.
 pub fn chunk_stream<R: std::io::Read>(
@@ -188,6 +201,13 @@ mod tests {
             })
             .collect();
         assert_eq!(got, want);
+        let mut sliced = Vec::new();
+        chunk_slice(&d, |off, b| {
+            sliced.push((off, b.len()));
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(sliced, want);
     }
 
     fn new_bytes(old: &[u8], new: &[u8]) -> usize {

@@ -10,6 +10,7 @@ use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use rustix::fs::{Mode, OFlags, ResolveFlags};
@@ -80,6 +81,10 @@ impl IgnorePolicy {
 pub(crate) struct BackDir {
     fd: OwnedFd,
     path: PathBuf,
+    /// Entries made here (creates, renames in), counted, and the count the
+    /// last fsync(2) of the directory covered ([`BackDir::sync_entries`]).
+    made: AtomicU64,
+    synced: AtomicU64,
 }
 
 const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS).union(ResolveFlags::NO_SYMLINKS);
@@ -89,11 +94,33 @@ impl BackDir {
     pub(crate) fn open(path: &Path) -> std::io::Result<BackDir> {
         std::fs::create_dir_all(path)?;
         let fd = rustix::fs::open(path, OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
-        Ok(BackDir { fd, path: path.to_path_buf() })
+        Ok(BackDir { fd, path: path.to_path_buf(), made: AtomicU64::new(0), synced: AtomicU64::new(0) })
     }
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Makes every entry made here so far durable: fsync(2) of the
+    /// directory, unless no entry was made since the last one (so an
+    /// fsync of a file costs a directory sync once per new working copy,
+    /// not per call). Errors: fsync's.
+    pub(crate) fn sync_entries(&self) -> std::io::Result<()> {
+        let made = self.made.load(Ordering::SeqCst);
+        if self.synced.load(Ordering::SeqCst) >= made {
+            return Ok(());
+        }
+        rustix::fs::fsync(&self.fd)?;
+        self.synced.fetch_max(made, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// fsync(2) of the directory, whatever was made in it.
+    pub(crate) fn sync(&self) -> std::io::Result<()> {
+        let made = self.made.load(Ordering::SeqCst);
+        rustix::fs::fsync(&self.fd)?;
+        self.synced.fetch_max(made, Ordering::SeqCst);
+        Ok(())
     }
 
     fn openat(&self, name: &str, flags: OFlags) -> std::io::Result<File> {
@@ -116,12 +143,16 @@ impl BackDir {
     /// Creates (or opens; `truncate` empties it) `name` for reading and writing.
     pub(crate) fn create(&self, name: &str, truncate: bool) -> std::io::Result<File> {
         let t = if truncate { OFlags::TRUNC } else { OFlags::empty() };
-        self.openat(name, OFlags::RDWR | OFlags::CREATE | t)
+        let f = self.openat(name, OFlags::RDWR | OFlags::CREATE | t)?;
+        self.made.fetch_add(1, Ordering::SeqCst);
+        Ok(f)
     }
 
     /// Creates `name`, failing if it exists.
     pub(crate) fn create_new(&self, name: &str) -> std::io::Result<File> {
-        self.openat(name, OFlags::RDWR | OFlags::CREATE | OFlags::EXCL)
+        let f = self.openat(name, OFlags::RDWR | OFlags::CREATE | OFlags::EXCL)?;
+        self.made.fetch_add(1, Ordering::SeqCst);
+        Ok(f)
     }
 
     /// Unlinks the entry `name` (a symlink is removed, never followed).
@@ -133,6 +164,7 @@ impl BackDir {
     /// Renames `from` in this directory to `to` in `dst`.
     pub(crate) fn rename_to(&self, from: &str, dst: &BackDir, to: &str) -> std::io::Result<()> {
         rustix::fs::renameat(self.fd.as_fd(), from, dst.fd.as_fd(), to)?;
+        dst.made.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 
@@ -140,6 +172,7 @@ impl BackDir {
     /// EEXIST if `to` exists (RENAME_NOREPLACE: never replaces anything).
     pub(crate) fn rename_noreplace(&self, from: &str, dst: &BackDir, to: &str) -> std::io::Result<()> {
         rustix::fs::renameat_with(self.fd.as_fd(), from, dst.fd.as_fd(), to, rustix::fs::RenameFlags::NOREPLACE)?;
+        dst.made.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 

@@ -241,6 +241,13 @@ pub struct Stats {
     /// Changed inodes/dirents/xattrs waiting for the next group commit,
     /// plus files waiting to be hashed.
     pub dirty: u64,
+    /// Synced regular files whose working copy is not stored yet (changed
+    /// since last hashed): what a final commit still has to hash.
+    pub unstored: u64,
+    /// Open file and directory handles (FUSE `fh`s the kernel holds).
+    pub open_files: u64,
+    /// The clean shutdown (final commit) has begun.
+    pub closing: bool,
 }
 
 /// Errors opening, shutting down or checking a store. Each message is one

@@ -118,14 +118,19 @@ fn serve_one(conn: UnixStream, answer: &dyn Fn(&Request) -> Value, shutdown: &dy
     Ok(())
 }
 
-/// Send one request to the daemon serving `mountpoint` and return its reply.
-/// Fails when no daemon listens there.
+/// Send one request to the daemon serving `mountpoint` and return its reply
+/// (waiting up to 30 s for it). Fails when no daemon listens there.
 pub fn call(mountpoint: &Path, req: &Request) -> Result<Value> {
+    call_within(mountpoint, req, Duration::from_secs(30))
+}
+
+/// [`call`], waiting at most `wait` for the reply.
+pub fn call_within(mountpoint: &Path, req: &Request, wait: Duration) -> Result<Value> {
     let path = socket_path(mountpoint);
     let mut conn = UnixStream::connect(&path)
         .with_context(|| format!("no ringfs daemon answers for {} (control socket {})", mountpoint.display(), path.display()))?;
     // A gc copies up to a store's worth of packs.
-    conn.set_read_timeout(Some(Duration::from_secs(if matches!(req, Request::Gc) { 3600 } else { 30 })))?;
+    conn.set_read_timeout(Some(if matches!(req, Request::Gc) { wait.max(Duration::from_secs(3600)) } else { wait }))?;
     writeln!(conn, "{}", serde_json::to_string(req)?)?;
     let mut line = String::new();
     BufReader::new(conn).read_line(&mut line)?;

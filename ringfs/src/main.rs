@@ -26,6 +26,14 @@ use clap::Parser;
 use cli::{Cli, Command, FsckArgs, SalvageArgs, StatsArgs, StatusArgs, UnrootArgs};
 
 fn main() -> ExitCode {
+    // Few malloc arenas: glibc gives each thread that allocates its own
+    // (up to 8 × cores), and freed memory in them is kept; the daemon's
+    // many FUSE and hash threads would hold many.
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
     let raw: Vec<OsString> = std::env::args_os().collect();
     // Under the name mount.fuse.ringfs, mount(8) runs us as its helper.
     let as_helper = raw.first().is_some_and(|a0| helper::is_helper(a0));

@@ -457,6 +457,9 @@ impl DaemonInfo {
                 "chunk_bytes": s.chunk_bytes,
                 "journal_position": s.sync_position,
                 "dirty": s.dirty,
+                "unstored": s.unstored,
+                "open_files": s.open_files,
+                "closing": s.closing,
             },
             "requests": self.op_stats.snapshot().iter().map(|c| (c.name.to_string(), json!(c.count))).collect::<serde_json::Map<String, Value>>(),
         })
@@ -492,6 +495,9 @@ impl DaemonInfo {
                 "chunks": s.chunks,
                 "chunk_bytes": s.chunk_bytes,
                 "dirty": s.dirty,
+                "unstored": s.unstored,
+                "open_files": s.open_files,
+                "closing": s.closing,
             },
             "journal_position": s.sync_position,
         })
@@ -518,6 +524,7 @@ pub fn format_stats(v: &Value) -> String {
     out += &format!("bytes from daemon:   {}\n", v["bytes_from_daemon"]);
     out += &format!("store inodes:        {}\n", v["store"]["inodes"]);
     out += &format!("store chunks:        {} ({} bytes)\n", v["store"]["chunks"], v["store"]["chunk_bytes"]);
+    out += &format!("files to store:      {} (changed, not hashed yet)\n", v["store"]["unstored"]);
     out += &format!("journal position:    {}\n", v["journal_position"]);
     out
 }

@@ -166,8 +166,10 @@ pub fn cmd_umount(args: UmountArgs) -> Result<()> {
     Ok(())
 }
 
-/// Waits until `pid` has exited, saying every few seconds what it waits
-/// for (after a lazy detach: the processes that still hold the mount).
+/// Waits until `pid` has exited, saying every two seconds what it waits
+/// for: the processes that still hold a lazily detached mount, files the
+/// kernel still holds open, or the final commit's progress (files left to
+/// store, from the daemon's stats on the control socket).
 fn wait_for_daemon(mp: &Path, pid: i32, timeout: u64, holding: &[Holder]) -> Result<()> {
     let start = Instant::now();
     let deadline = start + Duration::from_secs(timeout);
@@ -175,27 +177,52 @@ fn wait_for_daemon(mp: &Path, pid: i32, timeout: u64, holding: &[Holder]) -> Res
     while pid > 0 && process_alive(pid) {
         let now = Instant::now();
         if now > deadline {
+            let why = still_holding(holding)
+                .map(|l| format!("; still used by {l}"))
+                .or_else(|| progress(mp).map(|p| format!("; {p}")))
+                .unwrap_or_default();
             bail!(
-                "the daemon (pid {pid}) serving {} did not finish within {timeout} s{}: see its log, or wait longer with --timeout",
-                mp.display(),
-                still_holding(holding).map(|l| format!("; still used by {l}")).unwrap_or_default()
+                "the daemon (pid {pid}) serving {} did not finish within {timeout} s{why}: see its log, or wait longer with --timeout",
+                mp.display()
             );
         }
         if now >= next_note {
             let why = match still_holding(holding) {
                 Some(l) => format!("detached; it stops when these let go: {l}"),
-                None => "committing".to_string(),
+                None => progress(mp).unwrap_or_else(|| "committing".to_string()),
             };
             eprintln!(
                 "ringfs: waiting for the daemon (pid {pid}) of {}: {why} ({} s of {timeout} s)",
                 mp.display(),
                 start.elapsed().as_secs()
             );
-            next_note = now + Duration::from_secs(5);
+            next_note = now + Duration::from_secs(2);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok(())
+}
+
+/// What the daemon of `mp` is doing, from its stats: "N files still open"
+/// while the kernel holds handles (the session has not ended), else
+/// "committing: N files left to store". `None` if it does not answer.
+fn progress(mp: &Path) -> Option<String> {
+    let v = control::call_within(mp, &control::Request::Stats, Duration::from_secs(1)).ok()?;
+    Some(progress_line(&v["store"]))
+}
+
+/// The progress sentence for a stats document's `store` part.
+fn progress_line(store: &serde_json::Value) -> String {
+    let open = store["open_files"].as_u64().unwrap_or(0);
+    let left = store["unstored"].as_u64().unwrap_or(0);
+    if open > 0 && !store["closing"].as_bool().unwrap_or(false) {
+        return format!("{open} files still open");
+    }
+    match left {
+        0 => "committing: all files stored, writing the final commit".to_string(),
+        1 => "committing: 1 file left to store".to_string(),
+        n => format!("committing: {n} files left to store"),
+    }
 }
 
 /// Those of `holding` that still run.
@@ -255,6 +282,16 @@ mod tests {
         assert!(within(Path::new("/w/a (deleted)"), mp, &roots));
         assert!(!within(Path::new("/w/node_modules/x"), mp, &roots));
         assert!(!within(Path::new("/wx"), mp, &roots));
+    }
+
+    #[test]
+    fn progress_says_what_it_waits_for() {
+        let v = serde_json::json!({ "open_files": 0, "unstored": 1234, "closing": true });
+        assert_eq!(progress_line(&v), "committing: 1234 files left to store");
+        let v = serde_json::json!({ "open_files": 3, "unstored": 9, "closing": false });
+        assert_eq!(progress_line(&v), "3 files still open");
+        let v = serde_json::json!({ "open_files": 0, "unstored": 0, "closing": true });
+        assert_eq!(progress_line(&v), "committing: all files stored, writing the final commit");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //!
 //! Owns: file handles and their access modes, backing files of new and
 //! freed inodes (`new_backing_file`, `finish_free`), when a changed file is
-//! queued for hashing (release) or hashed at once (fsync). Must not touch:
+//! queued for hashing (release, fsync: neither reads the file). Must not touch:
 //! names — create only looks its name up and asks
 //! [`namespace`](super::namespace) to make or take it back (`make_in`,
 //! `unmake`) — or the store's tables.
@@ -28,6 +28,7 @@ use crate::types::*;
 use crate::host::copy_range;
 use crate::inode::{wc_stamp, Freed, Handle, OpenFile};
 use crate::store::db::db_errno;
+use crate::wc::queue::FSYNC_HASH_DELAY;
 use crate::wc::{note_bypass, set_mtime};
 
 impl Fs {
@@ -366,23 +367,68 @@ impl Fs {
         Ok(())
     }
 
-    /// fsync(2)/fdatasync(2): hashes the file if it changed and returns
-    /// after a durable commit of it and of all pending metadata.
-    pub fn fsync(&self, fh: u64, _datasync: bool) -> Result<()> {
+    /// fsync(2)/fdatasync(2): makes the caller's bytes durable without
+    /// reading the file: fdatasync(2) (`datasync`) or fsync(2) of the
+    /// working copy, an fsync(2) of its directory if a working copy was made
+    /// there since the last one ([`crate::local::BackDir::sync_entries`]),
+    /// then a durable group commit of the metadata (size, times, names) —
+    /// for fdatasync only if the size changed since a durable commit held it.
+    /// The content is queued for hashing ([`FSYNC_HASH_DELAY`]); until it is
+    /// stored the working copy is the truth, and recovery re-hashes it after
+    /// a crash (docs/SEMANTICS.md, "Durability"). Errors: the working
+    /// copy's fsync errors (EIO), EIO if the commit fails, EBADF.
+    pub fn fsync(&self, fh: u64, datasync: bool) -> Result<()> {
         if is_host_id(fh) {
-            return self.inner.host.fsync(fh, _datasync);
+            return self.inner.host.fsync(fh, datasync);
         }
-        let ino = {
+        let (ino, f, data_local) = {
             let mut st = self.inner.lock();
             let h = st.handles.get(&fh).ok_or(Errno(libc::EBADF))?;
             let (ino, f) = (h.ino, h.file.clone());
-            if let Some(f) = f {
-                note_bypass(&mut st, ino, &f);
+            if let Some(f) = &f {
+                note_bypass(&mut st, ino, f);
             }
-            ino
+            (ino, f, st.node(ino)?.data_local)
         };
-        self.inner.hash_file(ino)?;
-        self.inner.commit(Durability::Immediate, true, None).map_err(db_errno)
+        let file = match f {
+            Some(f) => Some(f),
+            None => match self.inner.data_dir(data_local).open_ro(&ino.to_string()) {
+                Ok(file) => Some(Arc::new(OpenFile { file, append: Mutex::new(()) })),
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
+                Err(e) => return Err(e.into()),
+            },
+        };
+        if let Some(f) = file {
+            if datasync {
+                f.file.sync_data()?;
+            } else {
+                f.file.sync_all()?;
+            }
+        }
+        self.inner.data_dir(data_local).sync_entries()?;
+        let size = {
+            let mut st = self.inner.lock();
+            let Some(n) = st.nodes.get(&ino) else { return Ok(()) };
+            let size = n.rec.size;
+            let durable = n.durable_size == Some(size);
+            if !n.local && n.content_gen != n.hashed_gen && n.rec.nlink > 0 {
+                self.inner.hasher.queue_after(&mut st, ino, FSYNC_HASH_DELAY);
+            }
+            // fdatasync(2) needs only the metadata that reading the bytes
+            // back needs: the size. The store holds it already: no commit
+            // (the times go with the next group commit, as on ext4).
+            if datasync && durable {
+                return Ok(());
+            }
+            size
+        };
+        self.inner.commit(Durability::Immediate, true, None).map_err(db_errno)?;
+        if let Some(n) = self.inner.lock().nodes.get_mut(&ino) {
+            // The commit drained this size or a later one; a later one
+            // differs, and the next fdatasync commits again.
+            n.durable_size = Some(size);
+        }
+        Ok(())
     }
 
     /// fsync(2) on a directory: a durable commit of all pending metadata.

@@ -40,7 +40,8 @@ use crate::store::scan::check_before_open;
 use crate::schema::SCHEMA_VERSION;
 use crate::store::recovery::load;
 use crate::types::*;
-use crate::wc::hash::{background_priority, Hasher};
+use crate::wc::hash::{background_priority, foreground_priority, give_back_memory, TRIM_AFTER};
+use crate::wc::queue::{Hasher, BATCH_FILES};
 use crate::wc::pool::Pools;
 use crate::wc::{Dirs, Wc};
 
@@ -100,17 +101,12 @@ impl Inner {
     }
 
     fn wc(&self) -> Wc<'_> {
-        Wc { table: &self.state, store: &self.store, dirs: &self.dirs }
+        Wc { table: &self.state, store: &self.store, dirs: &self.dirs, hasher: &self.hasher }
     }
 
     /// Opens (and if needed restores) the working copy of a regular file.
     fn open_wc(&self, ino: u64) -> Result<File> {
         self.wc().open_wc(ino)
-    }
-
-    /// Hashes and stores the working copy of `ino` if it changed.
-    fn hash_file(&self, ino: u64) -> Result<()> {
-        self.wc().hash_file(ino)
     }
 
     fn queue_hash(&self, st: &mut State, ino: u64) {
@@ -207,8 +203,26 @@ impl Fs {
         if loaded.migrated.is_some_and(|v| v < 3) {
             migrate::compact_db(&mut db, &dbpath);
         }
+        // Whatever working copies exist now are durable before an fsync
+        // relies on them (the directories are synced again only when an
+        // entry is made, `BackDir::sync_entries`).
+        for (d, p) in [(&wc, &wc_dir), (&local, &local_dir)] {
+            d.sync().map_err(|e| io_err(p, e))?;
+        }
         if !loaded.clean {
             tracing::warn!("store {desc} was not shut down cleanly; recovered");
+        }
+        let mut loaded = loaded;
+        {
+            // Loaded and unchanged by recovery: the store holds their size.
+            let st = &mut loaded.state;
+            let dirty = std::mem::take(&mut st.dirty_inodes);
+            for (ino, n) in st.nodes.iter_mut() {
+                if !dirty.contains(ino) {
+                    n.durable_size = Some(n.rec.size);
+                }
+            }
+            st.dirty_inodes = dirty;
         }
         let local_tables = policy.is_some() || loaded.state.nodes.values().any(|n| n.local);
         let store = Store::new(db, dir, desc, lock, loaded.sync_pos, (loaded.chunk_count, loaded.chunk_bytes), packs);
@@ -250,26 +264,32 @@ impl Fs {
         }));
         inner.attach_roots();
         let mut threads = Vec::new();
-        let rx = Arc::new(Mutex::new(inner.hasher.open()));
+        inner.hasher.open();
         for i in 0..cfg.hash_threads.max(1) {
             let inner = inner.clone();
-            let rx = rx.clone();
             threads.push(spawn_named(format!("ringfs-hash-{i}"), move || {
                 background_priority();
-                loop {
-                    let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                    let Ok((ino, not_before)) = job else { return };
+                let mut since_trim = 0u64;
+                // Batches of due files (all at once when shutting down):
+                // small ones share a write transaction.
+                let mut background = true;
+                while let Some(batch) = inner.hasher.next_batch(BATCH_FILES) {
                     if inner.abandon.load(Ordering::SeqCst) {
                         continue;
                     }
-                    // A released file is often read back (or written again)
-                    // at once: let that go first. Shutdown does not wait.
-                    let wait = not_before.saturating_duration_since(std::time::Instant::now());
-                    if !wait.is_zero() && !inner.stopping.load(Ordering::SeqCst) {
-                        std::thread::sleep(wait);
+                    if background && !inner.hasher.is_open() {
+                        // The final commit: somebody waits for it.
+                        foreground_priority();
+                        background = false;
                     }
-                    if let Err(e) = inner.hash_file(ino) {
+                    let (failed, read) = inner.wc().hash_many(&batch, false);
+                    for (ino, e) in failed {
                         tracing::warn!("hashing inode {ino}: {e}");
+                    }
+                    since_trim += read;
+                    if since_trim >= TRIM_AFTER {
+                        give_back_memory();
+                        since_trim = 0;
                     }
                 }
             })?);
@@ -344,7 +364,36 @@ impl Fs {
             chunk_bytes: self.inner.store.chunk_bytes.load(Ordering::SeqCst),
             sync_position: self.inner.store.sync_pos.load(Ordering::SeqCst),
             dirty: st.dirty_count(),
+            unstored: st.nodes.values().filter(|n| is_reg(n.rec.mode) && !n.local && n.content_gen != n.hashed_gen).count() as u64,
+            open_files: st.handles.len() as u64,
+            closing: self.inner.shut.load(Ordering::SeqCst),
         }
+    }
+
+    /// Stores every changed working copy now (hashing in the calling
+    /// thread, waiting for files a hash worker has in hand) and commits
+    /// durably: afterwards the store alone holds every file's content as
+    /// it is now. fsync does not do this (docs/SEMANTICS.md, "Durability").
+    /// Errors: the first file that could not be stored (EIO), EIO if the
+    /// commit fails.
+    pub fn store_now(&self) -> Result<()> {
+        for round in 0.. {
+            let dirty = dirty_files(&self.inner.lock());
+            if dirty.is_empty() {
+                break;
+            }
+            if let Some((_, e)) = self.inner.wc().hash_many(&dirty, true).0.into_iter().next() {
+                return Err(e);
+            }
+            if round > 0 {
+                // A worker holds some of them: let it finish.
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            if round > 2000 {
+                return Err(Errno::EIO);
+            }
+        }
+        self.inner.commit(Durability::Immediate, true, None).map_err(crate::store::db::db_errno)
     }
 
     /// Local-only paths: the ignore patterns in force, the backing
@@ -395,9 +444,7 @@ impl Fs {
             return Ok(());
         }
         let dbpath = self.inner.store.db_path();
-        // Let the workers drain what is queued, then hash the rest here.
-        self.stop_threads(false);
-        let (freed, dirty): (Vec<Freed>, Vec<u64>) = {
+        let freed: Vec<Freed> = {
             let mut st = self.inner.lock();
             st.handles.clear();
             let all: Vec<u64> = st.nodes.keys().copied().collect();
@@ -411,24 +458,41 @@ impl Fs {
                     freed.push(f);
                 }
             }
-            let dirty = st.nodes.iter().filter(|(_, n)| is_reg(n.rec.mode) && n.content_gen != n.hashed_gen).map(|(&i, _)| i).collect();
-            (freed, dirty)
+            freed
         };
         for f in freed {
             self.finish_free(Some(f));
         }
+        // Every changed file goes to the hash workers, which take them in
+        // batches (due times ignored once the queue closes) and in
+        // parallel; what is left then (a failure) is hashed here.
+        {
+            let mut st = self.inner.lock();
+            let dirty: Vec<u64> = dirty_files(&st);
+            for ino in dirty {
+                self.inner.hasher.queue_after(&mut st, ino, std::time::Duration::ZERO);
+            }
+        }
+        // This thread takes batches too, beside the workers.
+        self.inner.hasher.close();
+        if !self.inner.abandon.load(Ordering::SeqCst) {
+            while let Some(batch) = self.inner.hasher.next_batch(BATCH_FILES) {
+                for (ino, e) in self.inner.wc().hash_many(&batch, true).0 {
+                    tracing::warn!("shutdown: hashing inode {ino}: {e}");
+                }
+            }
+        }
+        self.stop_threads(false);
         let pools = std::mem::take(&mut self.inner.lock().pool);
         for (side, pool) in pools.into_iter().enumerate() {
             for ino in pool {
                 let _ = self.inner.data_dir(side == POOL_LOCAL).unlink(&ino.to_string());
             }
         }
-        let mut unstored = Vec::new();
-        for ino in dirty {
-            if let Err(e) = self.inner.hash_file(ino) {
-                tracing::error!("shutdown: hashing inode {ino}: {e}");
-                unstored.push((ino, e));
-            }
+        let dirty = dirty_files(&self.inner.lock());
+        let (mut unstored, _) = self.inner.wc().hash_many(&dirty, true);
+        for (ino, e) in &unstored {
+            tracing::error!("shutdown: hashing inode {ino}: {e}");
         }
         // An I/O error (a full disk) closes the database; the next attempt
         // reopens it. Queued changes are kept across attempts.
@@ -449,16 +513,9 @@ impl Fs {
         if last.is_none() {
             // A reopen during those attempts may have dropped content stored
             // since the last durable commit: store it again (or report it).
-            let again: Vec<u64> = {
-                let st = self.inner.lock();
-                st.nodes.iter().filter(|(_, n)| is_reg(n.rec.mode) && !n.local && n.content_gen != n.hashed_gen).map(|(&i, _)| i).collect()
-            };
+            let again = dirty_files(&self.inner.lock());
             if !again.is_empty() {
-                for ino in again {
-                    if let Err(e) = self.inner.hash_file(ino) {
-                        unstored.push((ino, e));
-                    }
-                }
+                unstored.extend(self.inner.wc().hash_many(&again, true).0);
                 if let Err(e) = self.inner.commit(Durability::Immediate, true, Some(true)) {
                     last = Some(e);
                 }
@@ -522,6 +579,12 @@ impl Drop for Fs {
         }
         self.stop_threads(true);
     }
+}
+
+/// The synced regular files whose working copy changed since it was last
+/// stored (`content_gen` ahead of `hashed_gen`).
+fn dirty_files(st: &State) -> Vec<u64> {
+    st.nodes.iter().filter(|(_, n)| is_reg(n.rec.mode) && !n.local && n.content_gen != n.hashed_gen).map(|(&i, _)| i).collect()
 }
 
 /// Starts a named background thread of the store; a failure to start is a

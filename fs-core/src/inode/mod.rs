@@ -80,7 +80,13 @@ pub(crate) struct Node {
     pub(crate) xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
     pub(crate) content_gen: u64,
     pub(crate) hashed_gen: u64,
-    pub(crate) hash_lock: Arc<Mutex<()>>,
+    /// A hash worker (or the shutdown) is hashing this inode now: one at a
+    /// time; another request for it is queued again (`wc::hash`).
+    pub(crate) hashing: bool,
+    /// The size a durable commit is known to hold for this inode (`None`:
+    /// a new inode, or not known): fdatasync skips the commit while the
+    /// size is still this one (`fs::data` `Fs::fsync`).
+    pub(crate) durable_size: Option<u64>,
     /// The working copy's (mtime, ctime, size) when we last looked: writes
     /// that bypass the daemon (passthrough, shared mmap) change it.
     pub(crate) wc_seen: Option<WcStamp>,
@@ -117,7 +123,8 @@ impl Node {
             xattrs: BTreeMap::new(),
             content_gen: 0,
             hashed_gen: 0,
-            hash_lock: Arc::new(Mutex::new(())),
+            hashing: false,
+            durable_size: None,
             wc_seen: None,
             local: false,
             data_local: false,

@@ -221,30 +221,41 @@ pub(crate) fn take_lock(dir: &Path) -> std::result::Result<File, StoreError> {
         .mode(0o644)
         .open(&p)
         .map_err(|e| io_err(&p, e))?;
-    // A lock naming our own pid is a descriptor a child of ours, forked and
-    // not yet exec'd, still shares: it goes within moments.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    loop {
-        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if r == 0 {
-            break;
-        }
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            let mut b = [0u8; 32];
-            let n = f.read_at(&mut b, 0).unwrap_or(0);
-            let pid: Option<u32> = String::from_utf8_lossy(&b[..n]).trim().parse().ok();
-            if pid == Some(std::process::id()) && std::time::Instant::now() < deadline {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-                continue;
-            }
-            return Err(StoreError::Locked { pid, path: dir.to_path_buf() });
-        }
-        return Err(io_err(&p, e));
+    match flock_past_own_children(&f, libc::LOCK_EX) {
+        Ok(Ok(())) => {}
+        Ok(Err(pid)) => return Err(StoreError::Locked { pid, path: dir.to_path_buf() }),
+        Err(e) => return Err(io_err(&p, e)),
     }
     let _ = f.set_len(0);
     let _ = f.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0);
     Ok(f)
+}
+
+/// flock(2) `op` (LOCK_EX or LOCK_SH) on the lock file `f` without blocking:
+/// `Ok(Err(pid))` when another holder has it (the pid written in the file).
+/// A lock naming our own pid is a descriptor a child of ours, forked and not
+/// yet exec'd, still shares: it goes within moments, so that is retried for
+/// up to 2 s.
+pub(crate) fn flock_past_own_children(f: &File, op: i32) -> std::io::Result<std::result::Result<(), Option<u32>>> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        // SAFETY: flock on a descriptor the caller owns.
+        if unsafe { libc::flock(f.as_raw_fd(), op | libc::LOCK_NB) } == 0 {
+            return Ok(Ok(()));
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(e);
+        }
+        let mut b = [0u8; 32];
+        let n = f.read_at(&mut b, 0).unwrap_or(0);
+        let pid: Option<u32> = String::from_utf8_lossy(&b[..n]).trim().parse().ok();
+        if pid == Some(std::process::id()) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            continue;
+        }
+        return Ok(Err(pid));
+    }
 }
 
 /// redb's page cache for a store: 32 MiB, set explicitly so the daemon's

@@ -13,9 +13,7 @@ use std::cell::Cell;
 use std::ops::Bound;
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::Read;
 use std::os::unix::fs::FileExt;
-use std::os::unix::io::AsRawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -208,16 +206,11 @@ fn last_commit_clean(dir: &Path) -> Option<bool> {
 /// (nothing is created). The file is never written.
 pub(crate) fn shared_lock(dir: &Path) -> Result<Option<File>, StoreError> {
     let p = dir.join("ringfs.lock");
-    let Ok(mut f) = File::open(&p) else { return Ok(None) };
-    // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            let mut s = String::new();
-            let _ = f.read_to_string(&mut s);
-            return Err(StoreError::Locked { pid: s.trim().parse().ok(), path: dir.to_path_buf() });
-        }
-        return Ok(None);
+    let Ok(f) = File::open(&p) else { return Ok(None) };
+    match crate::store::db::flock_past_own_children(&f, libc::LOCK_SH) {
+        Ok(Ok(())) => {}
+        Ok(Err(pid)) => return Err(StoreError::Locked { pid, path: dir.to_path_buf() }),
+        Err(_) => return Ok(None),
     }
     Ok(Some(f))
 }

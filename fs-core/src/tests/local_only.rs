@@ -35,6 +35,7 @@ fn local_only_paths() {
         let fh = fs.open(&C, f, libc::O_RDONLY as u32).unwrap();
         fs.fsync(fh, false).unwrap();
         fs.release(fh).unwrap();
+        fs.store_now().unwrap();
         let s1 = fs.stats();
         assert!(s1.chunks > 0 && s1.chunk_bytes == body.len() as u64, "{s1:?}");
         // A populated directory out of and back into node_modules.

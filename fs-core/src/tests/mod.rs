@@ -513,26 +513,36 @@ fn kill_9_leaves_consistent_store() {
         let r = fsck(t.path()).unwrap();
         assert!(r.is_clean(), "after kill: {r}");
         assert!(!r.clean_shutdown);
-        if round == 1 {
-            // As after a host crash that lost the working copies: fsynced
-            // files must come back from the store alone.
-            std::fs::remove_dir_all(t.path().join("wc")).unwrap();
-        }
-        // ...and opens with every fsynced file intact (unless later removed).
-        let fs = dir_fs(t.path());
-        for (i, ino) in &synced {
-            let body: Vec<u8> = kill_body(*i);
-            if fs.getattr(*ino, None).is_ok() {
-                assert_eq!(read_all(&fs, *ino), body, "file f{i}");
-            } else {
-                assert!(i % 5 == 2, "fsynced f{i} vanished");
+        // ...and opens with every fsynced file intact (unless later
+        // removed): fsynced bytes come back from the working copies, which
+        // recovery re-hashes.
+        let check = |fs: &Fs| {
+            for (i, ino) in &synced {
+                let body: Vec<u8> = kill_body(*i);
+                if fs.getattr(*ino, None).is_ok() {
+                    assert_eq!(read_all(fs, *ino), body, "file f{i}");
+                } else {
+                    assert!(i % 5 == 2, "fsynced f{i} vanished");
+                }
             }
-        }
-        let last = synced.last().unwrap();
-        assert_eq!(read_all(&fs, last.1).len(), kill_body(last.0).len());
+            let last = synced.last().unwrap();
+            assert_eq!(read_all(fs, last.1).len(), kill_body(last.0).len());
+        };
+        let fs = dir_fs(t.path());
+        check(&fs);
         fs.shutdown().unwrap();
         drop(fs);
         fsck_clean(t.path());
+        if round == 1 {
+            // The store caught up at the clean shutdown: after a host crash
+            // that lost the working copies, the files come back from the
+            // store alone.
+            std::fs::remove_dir_all(t.path().join("wc")).unwrap();
+            let fs = dir_fs(t.path());
+            check(&fs);
+            fs.shutdown().unwrap();
+            drop(fs);
+        }
         // Next round runs on the recovered store (mkdir "work" exists: rename it away).
         let fs = dir_fs(t.path());
         fs.rename(&C, ROOT, os("work"), ROOT, os(&format!("work{round}")), 0).unwrap();
@@ -557,8 +567,10 @@ fn passthrough_style_writes_are_seen() {
     assert_eq!(st.size, data.len() as u64);
     assert!(st.mtime > 1_600_000_000);
     fs.fsync(fh, false).unwrap();
+    assert_eq!(fs.stats().unstored, 1, "fsync saw the bypassing write");
+    fs.store_now().unwrap();
     let s1 = fs.stats();
-    assert_eq!(s1.chunk_bytes, data.len() as u64, "fsync stored the bypassing write");
+    assert_eq!(s1.chunk_bytes, data.len() as u64, "the bypassing write is stored");
     fs.simulate_crash();
     std::fs::remove_dir_all(t.path().join("wc")).unwrap();
     let fs = dir_fs(t.path());
@@ -673,4 +685,69 @@ fn perf_numbers() {
             t0.elapsed()
         );
     }
+}
+
+/// Measurement, not a check (run by hand): the final commit after
+/// `RINGFS_BULK_FILES` (default 200 000) small files made faster than the
+/// workers hash them. `cargo test --release -p fs-core bulk_final_commit -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn bulk_final_commit() {
+    let n: u32 = std::env::var("RINGFS_BULK_FILES").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
+    let t = tempfile::tempdir().unwrap();
+    let fs = dir_fs(t.path());
+    let t0 = std::time::Instant::now();
+    let mut dir = ROOT;
+    for i in 0..n {
+        if i % 1000 == 0 {
+            let a = fs.mkdir(&C, ROOT, os(&format!("d{}", i / 1000)), 0o755).unwrap().ino;
+            dir = a;
+        }
+        let (_, fh) = fs.create(&C, dir, os(&format!("f{i}")), 0o644, libc::O_RDWR as u32).unwrap();
+        fs.write(fh, 0, format!("file {i} {}\n", "x".repeat(90)).as_bytes()).unwrap();
+        fs.release(fh).unwrap();
+    }
+    let made = t0.elapsed();
+    let left = fs.stats();
+    let t1 = std::time::Instant::now();
+    fs.shutdown().unwrap();
+    eprintln!("bulk: {n} files made in {made:?}; stats then {left:?}; shutdown took {:?}", t1.elapsed());
+    drop(fs);
+    fsck_clean(t.path());
+}
+
+/// Measurement, not a check (run by hand): the final commit right after a
+/// recovery that re-hashes `RINGFS_BULK_FILES` (default 200 000) small
+/// files, so that every one of them is still to store.
+/// `cargo test --release -p fs-core bulk_recovery_commit -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn bulk_recovery_commit() {
+    let n: u32 = std::env::var("RINGFS_BULK_FILES").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
+    let t = tempfile::tempdir().unwrap();
+    let fs = dir_fs(t.path());
+    let mut dir = ROOT;
+    for i in 0..n {
+        if i % 1000 == 0 {
+            dir = fs.mkdir(&C, ROOT, os(&format!("d{}", i / 1000)), 0o755).unwrap().ino;
+        }
+        let (_, fh) = fs.create(&C, dir, os(&format!("f{i}")), 0o644, libc::O_RDWR as u32).unwrap();
+        fs.write(fh, 0, format!("file {i} {}\n", "x".repeat(90)).as_bytes()).unwrap();
+        fs.release(fh).unwrap();
+    }
+    fs.fsyncdir(0).unwrap();
+    fs.simulate_crash();
+    let t0 = std::time::Instant::now();
+    let fs = dir_fs(t.path());
+    let opened = t0.elapsed();
+    let left = fs.stats();
+    eprintln!("bulk-recovery: shutting down");
+    if let Ok(w) = std::env::var("RINGFS_BULK_PAUSE_MS") {
+        std::thread::sleep(Duration::from_millis(w.parse().unwrap_or(0)));
+    }
+    let t1 = std::time::Instant::now();
+    fs.shutdown().unwrap();
+    eprintln!("bulk-recovery: {n} files; open took {opened:?}; stats then {left:?}; shutdown took {:?}", t1.elapsed());
+    drop(fs);
+    fsck_clean(t.path());
 }

@@ -100,19 +100,30 @@ fn crash_keeps_fsynced_data() {
         fs.shutdown().unwrap();
     }
     fsck_clean(t.path());
-    // Crash with the working copy lost too (host crash): restored from chunks.
+    // fsync stores nothing: a crash right after it keeps the bytes in the
+    // working copy, and recovery stores them.
+    let mut want = data.clone();
+    want[..2].copy_from_slice(b"ZZ");
     {
         let fs = dir_fs(t.path());
+        let chunks = fs.stats().chunk_bytes;
         let fh = fs.open(&C, ino, libc::O_RDWR as u32).unwrap();
         fs.write(fh, 0, b"ZZ").unwrap();
         fs.fsync(fh, true).unwrap();
+        assert_eq!(fs.stats().chunk_bytes, chunks, "fsync does not hash");
+        assert_eq!(fs.stats().unstored, 1);
         drop(fs); // drop without shutdown = crash
     }
+    {
+        let fs = dir_fs(t.path());
+        assert_eq!(read_all(&fs, ino), want);
+        fs.store_now().unwrap();
+        drop(fs); // crash again, after the store caught up
+    }
+    // The working copy lost too (host crash): restored from chunks.
     std::fs::remove_dir_all(t.path().join("wc")).unwrap();
     {
         let fs = dir_fs(t.path());
-        let mut want = data.clone();
-        want[..2].copy_from_slice(b"ZZ");
         assert_eq!(read_all(&fs, ino), want);
         fs.shutdown().unwrap();
     }
@@ -149,6 +160,7 @@ fn dedup_and_refcounts() {
     let fh = fs.open(&C, a, libc::O_RDONLY as u32).unwrap();
     fs.fsync(fh, false).unwrap();
     fs.release(fh).unwrap();
+    fs.store_now().unwrap();
     let s1 = fs.stats();
     assert!(s1.chunks >= 2, "{s1:?}");
     assert_eq!(s1.chunk_bytes, data.len() as u64);
@@ -156,6 +168,7 @@ fn dedup_and_refcounts() {
     let fh = fs.open(&C, b, libc::O_RDONLY as u32).unwrap();
     fs.fsync(fh, false).unwrap();
     fs.release(fh).unwrap();
+    fs.store_now().unwrap();
     let s2 = fs.stats();
     assert_eq!((s2.chunks, s2.chunk_bytes), (s1.chunks, s1.chunk_bytes), "identical content stores nothing new");
     // Prepend 10 bytes: little new data.
@@ -165,6 +178,7 @@ fn dedup_and_refcounts() {
     fs.write(fh, 0, &p).unwrap();
     fs.fsync(fh, false).unwrap();
     fs.release(fh).unwrap();
+    fs.store_now().unwrap();
     let s3 = fs.stats();
     assert!(s3.chunk_bytes - s2.chunk_bytes < 2 * chunk::MAX_CHUNK as u64, "{s3:?}");
     fs.unlink(&C, ROOT, os("a")).unwrap();

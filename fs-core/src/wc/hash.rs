@@ -1,7 +1,9 @@
 //! Hashing: a released (or fsynced) working copy is cut into
 //! content-defined chunks ([`crate::chunk`]), each named by its BLAKE3 hash,
-//! and stored with its manifest ([`Wc::hash_file`]); the queue of files
-//! waiting for it ([`Hasher`]) and the priority of the worker threads.
+//! and stored with its manifest ([`Wc::hash_many`]: many small files to a
+//! transaction, big ones each on its own); the priority of the worker threads.
+//! Buffers are bounded: a small file ([`SMALL_FILE`]) is read whole, a
+//! bigger one streamed through ~2 × `MAX_CHUNK` plus a 1 MiB read buffer.
 //!
 //! Owns: when a file's content counts as stored (`hashed_gen` catching up
 //! with `content_gen`), one hash at a time per inode. Must not touch: FUSE,
@@ -10,22 +12,43 @@
 
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
-use std::sync::{mpsc, Mutex};
-use std::time::Instant;
 
 use redb::Durability;
 
 use crate::chunk;
-use crate::inode::{lock, State};
+use crate::inode::lock;
 use crate::posix::is_reg;
 use crate::store::db::db_errno;
 use crate::schema::ChunkRef;
 use crate::types::{Errno, Result};
+use crate::wc::queue::{FSYNC_HASH_DELAY, HASH_DELAY};
 use crate::wc::Wc;
 
-/// How long a file released after writing waits before it is hashed (the
-/// working copy is the truth meanwhile; fsync hashes at once).
-pub(crate) const HASH_DELAY: std::time::Duration = std::time::Duration::from_millis(300);
+/// Back to the default priorities (nice 0, best-effort I/O level 4) for
+/// the calling thread: at shutdown somebody waits for the hashing. Lowering
+/// the nice value needs CAP_SYS_NICE (or RLIMIT_NICE); without it the
+/// thread stays at nice 5.
+pub(crate) fn foreground_priority() {
+    // SAFETY: per-thread settings of the calling thread (its tid).
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 0);
+        const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+        const IOPRIO_CLASS_BE: libc::c_long = 2;
+        libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid as libc::c_long, (IOPRIO_CLASS_BE << 13) | 4);
+    }
+}
+
+/// Gives memory freed by a big hash back to the system (malloc_trim(3):
+/// glibc keeps freed heap pages otherwise, so the daemon's RSS stays at
+/// its peak). A no-op on other C libraries.
+pub(crate) fn give_back_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only releases free heap memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
 
 /// Hashing runs in the background: a lower CPU priority (nice 5: about a
 /// quarter of a foreground thread's share when they compete, never starved)
@@ -44,110 +67,220 @@ pub(crate) fn background_priority() {
 
 
 
-/// The queue of files to hash: (inode, not before), read by the workers.
-#[derive(Default)]
-pub(crate) struct Hasher {
-    tx: Mutex<Option<mpsc::Sender<(u64, Instant)>>>,
+/// A file at most this big is read into memory once and stored from there
+/// in a shared transaction ([`Wc::hash_many`]); a bigger one is streamed
+/// (bounded buffers) and stored in a transaction of its own.
+pub(crate) const SMALL_FILE: u64 = 1 << 20;
+
+/// A shared transaction is committed once it holds this many bytes of
+/// small files (or [`crate::wc::queue::BATCH_FILES`] files).
+const BATCH_BYTES: u64 = 16 << 20;
+
+/// After hashing this many bytes the worker gives freed memory back to the
+/// system (malloc_trim(3)).
+pub(crate) const TRIM_AFTER: u64 = 64 << 20;
+
+/// One file read and cut, ready to store.
+struct Prepared {
+    ino: u64,
+    /// The `content_gen` it was read at.
+    gen: u64,
+    size: u64,
+    blocks: u64,
+    manifest: Vec<ChunkRef>,
+    /// A small file's bytes (the first `size`); `None`: read from `file`.
+    data: Option<Vec<u8>>,
+    /// A big file's working copy (a small one's is closed once read, so a
+    /// batch holds no descriptors).
+    file: Option<std::fs::File>,
 }
 
-impl Hasher {
-    /// Opens the queue; the workers read the returned receiver.
-    pub(crate) fn open(&self) -> mpsc::Receiver<(u64, Instant)> {
-        let (tx, rx) = mpsc::channel();
-        *self.tx.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
-        rx
-    }
-
-    /// Closes the queue: the workers end once they drained it.
-    pub(crate) fn close(&self) {
-        self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
-    }
-
-    /// Queues `ino` for hashing after [`HASH_DELAY`] (once while queued);
-    /// after [`Hasher::close`] nothing is queued.
-    pub(crate) fn queue(&self, st: &mut State, ino: u64) {
-        if st.hash_queued.insert(ino) {
-            let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
-            match tx.as_ref() {
-                Some(tx) if tx.send((ino, std::time::Instant::now() + HASH_DELAY)).is_ok() => {}
-                _ => {
-                    st.hash_queued.remove(&ino);
-                }
-            }
-        }
-    }
+/// What became of one file of [`Wc::hash_many`].
+enum Claim {
+    /// Hash it: its generation and whether it lives in the local directory.
+    Go(u64, bool),
+    /// Nothing to do (clean, gone, local-only, or queued again for later).
+    Skip,
 }
 
 impl Wc<'_> {
-    /// Cuts, hashes and stores the working copy of `ino` if its content
-    /// changed since the last time. Returns once the manifest is committed
-    /// (non-durably; the next group commit makes it durable).
-    pub(crate) fn hash_file(&self, ino: u64) -> Result<()> {
-        let hl = {
-            let mut st = lock(self.table);
-            st.hash_queued.remove(&ino);
-            match st.nodes.get(&ino) {
-                Some(n) if is_reg(n.rec.mode) && !n.local && n.content_gen != n.hashed_gen => n.hash_lock.clone(),
-                _ => return Ok(()),
+    /// Cuts, hashes and stores the working copy of each of `inos` whose
+    /// content changed since it was last stored; returns once the manifests
+    /// are committed (non-durably; the next durable group commit makes them
+    /// durable). Small files ([`SMALL_FILE`]) many to a write transaction, committed
+    /// every [`BATCH_BYTES`]; big ones one by one with bounded buffers.
+    /// Returns the files that failed (with their error: EIO if the store
+    /// refused the content, logged; the working copy's read errors) and the
+    /// bytes read.
+    /// `now`: no deferral of open files being written ([`Wc::claim`]).
+    pub(crate) fn hash_many(&self, inos: &[u64], now: bool) -> (Vec<(u64, Errno)>, u64) {
+        let mut failed = Vec::new();
+        let mut read = 0u64;
+        let mut small: Vec<Prepared> = Vec::new();
+        let mut small_bytes = 0u64;
+        for &ino in inos {
+            let (gen, data_local) = match self.claim(ino, now) {
+                Claim::Go(g, d) => (g, d),
+                Claim::Skip => continue,
+            };
+            let p = match self.prepare(ino, gen, data_local) {
+                Ok(Some(p)) => p,
+                Ok(None) => {
+                    self.unclaim(ino);
+                    continue;
+                }
+                Err(e) => {
+                    self.unclaim(ino);
+                    failed.push((ino, e));
+                    continue;
+                }
+            };
+            read += p.size;
+            if p.data.is_some() {
+                small_bytes += p.size;
+                small.push(p);
+                if small_bytes >= BATCH_BYTES {
+                    failed.extend(self.store_small(std::mem::take(&mut small)));
+                    small_bytes = 0;
+                }
+            } else {
+                if let Err(e) = self.store_one(&p) {
+                    failed.push((ino, e));
+                }
+                self.unclaim(ino);
             }
-        };
-        let _g = hl.lock().unwrap_or_else(|p| p.into_inner());
-        let (gen, data_local) = {
-            let st = lock(self.table);
-            match st.nodes.get(&ino) {
-                Some(n) if !n.local && n.content_gen != n.hashed_gen => (n.content_gen, n.data_local),
-                _ => return Ok(()),
+        }
+        failed.extend(self.store_small(small));
+        (failed, read)
+    }
+
+    /// Takes `ino` for hashing if it needs it: changed, synced, and nobody
+    /// hashes it now (else it is queued again). An open file written in the
+    /// last [`FSYNC_HASH_DELAY`] waits until it pauses (unless `now`, or
+    /// the queue is closed: shutdown hashes everything).
+    fn claim(&self, ino: u64, now: bool) -> Claim {
+        let mut st = lock(self.table);
+        st.hash_queued.remove(&ino);
+        let Some(n) = st.nodes.get_mut(&ino) else { return Claim::Skip };
+        if !is_reg(n.rec.mode) || n.local || n.content_gen == n.hashed_gen {
+            return Claim::Skip;
+        }
+        if n.hashing {
+            self.hasher.queue_after(&mut st, ino, HASH_DELAY);
+            return Claim::Skip;
+        }
+        if n.opens > 0 && !now && self.hasher.is_open() {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            let mtime = std::time::Duration::new(n.rec.mtime.0.max(0) as u64, n.rec.mtime.1.min(999_999_999));
+            if let Some(quiet) = now.checked_sub(mtime).filter(|q| *q < FSYNC_HASH_DELAY) {
+                self.hasher.queue_after(&mut st, ino, FSYNC_HASH_DELAY - quiet);
+                return Claim::Skip;
             }
-        };
+        }
+        n.hashing = true;
+        Claim::Go(n.content_gen, n.data_local)
+    }
+
+    /// Ends the hashing of `ino` that [`Wc::claim`] began.
+    fn unclaim(&self, ino: u64) {
+        if let Some(n) = lock(self.table).nodes.get_mut(&ino) {
+            n.hashing = false;
+        }
+    }
+
+    /// Reads and cuts the working copy of `ino` (at generation `gen`):
+    /// `None` if it is gone. A small file's bytes are kept.
+    fn prepare(&self, ino: u64, gen: u64, data_local: bool) -> Result<Option<Prepared>> {
         let f = match self.dirs.data_dir(data_local).open_ro(&ino.to_string()) {
             Ok(f) => f,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
+        let meta = f.metadata()?;
+        let mut size = meta.len();
+        let blocks = std::os::unix::fs::MetadataExt::blocks(&meta);
         let mut manifest = Vec::new();
-        let size = f.metadata()?.len();
-        // Only the data extents are cut and hashed (lseek(2) SEEK_DATA /
-        // SEEK_HOLE): holes are not in the manifest, and a restore leaves
-        // them unwritten (set_len), so a 1 TiB sparse file costs nothing.
-        for (start, end) in data_extents(&f, size)? {
-            let reader = std::io::Read::take(ReadAt { file: &f, pos: start }, end - start);
-            chunk::chunk_stream(std::io::BufReader::with_capacity(1 << 20, reader), |off, b| {
-                manifest.push(ChunkRef { offset: start + off, len: b.len() as u32, hash: *blake3::hash(b).as_bytes() });
-                Ok(())
-            })?;
-        }
-        let blocks = f.metadata().map(|m| std::os::unix::fs::MetadataExt::blocks(&m)).unwrap_or(0);
-        let mut txn = self.store.begin_write().map_err(db_errno)?;
-        txn.set_durability(Durability::None).map_err(db_errno)?;
-        {
-            let st = lock(self.table);
-            match st.nodes.get(&ino) {
-                Some(n) if n.content_gen == gen && !n.local => {}
-                _ => {
-                    let _ = txn.abort();
-                    return Ok(()); // freed, changed again (a later release re-hashes) or now local-only
+        let mut data = None;
+        if size <= SMALL_FILE {
+            let mut buf = vec![0u8; size as usize];
+            let mut got = 0usize;
+            while got < buf.len() {
+                match f.read_at(&mut buf[got..], got as u64) {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e.into()),
                 }
             }
+            // Shrunk meanwhile: store what is there (a later change re-hashes).
+            buf.truncate(got);
+            size = got as u64;
+            for (start, end) in data_extents(&f, size)? {
+                chunk::chunk_slice(&buf[start as usize..end as usize], |off, b| {
+                    manifest.push(ChunkRef { offset: start + off, len: b.len() as u32, hash: *blake3::hash(b).as_bytes() });
+                    Ok::<(), std::convert::Infallible>(())
+                })
+                .unwrap_or_else(|e| match e {});
+            }
+            data = Some(buf);
+        } else {
+            // Only the data extents are cut and hashed (lseek(2) SEEK_DATA /
+            // SEEK_HOLE): holes are not in the manifest, and a restore leaves
+            // them unwritten (set_len), so a 1 TiB sparse file costs nothing.
+            for (start, end) in data_extents(&f, size)? {
+                let reader = std::io::Read::take(ReadAt { file: &f, pos: start }, end - start);
+                chunk::chunk_stream(std::io::BufReader::with_capacity(1 << 20, reader), |off, b| {
+                    manifest.push(ChunkRef { offset: start + off, len: b.len() as u32, hash: *blake3::hash(b).as_bytes() });
+                    Ok(())
+                })?;
+            }
         }
-        let stored = self.store.put_content(&txn, ino, size, &manifest, |c, buf| {
-            f.read_exact_at(buf, c.offset).is_ok() && blake3::hash(buf).as_bytes() == &c.hash
+        let file = if data.is_some() { None } else { Some(f) };
+        Ok(Some(Prepared { ino, gen, size, blocks, manifest, data, file }))
+    }
+
+    /// Is `p` still what the file holds (same generation, still synced)?
+    fn current(&self, p: &Prepared) -> bool {
+        matches!(lock(self.table).nodes.get(&p.ino), Some(n) if n.content_gen == p.gen && !n.local)
+    }
+
+    /// After `p`'s transaction committed: its content counts as stored.
+    fn stored(&self, p: &Prepared, dc: i64, db: i64) {
+        self.store.content_committed(p.ino, dc, db);
+        let mut st = lock(self.table);
+        if let Some(n) = st.nodes.get_mut(&p.ino) {
+            if n.hashed_gen < p.gen {
+                n.hashed_gen = p.gen;
+            }
+            // Only if nothing changed the file since we read it.
+            if n.content_gen == p.gen && (n.rec.size != p.size || n.rec.blocks != p.blocks) {
+                n.rec.size = p.size;
+                n.rec.blocks = p.blocks;
+                st.dirty_inodes.insert(p.ino);
+            }
+        }
+    }
+
+    /// Stores a big file in a transaction of its own; its chunks are read
+    /// again from the working copy and must still hash to the manifest.
+    fn store_one(&self, p: &Prepared) -> Result<()> {
+        let mut txn = self.store.begin_write().map_err(db_errno)?;
+        txn.set_durability(Durability::None).map_err(db_errno)?;
+        if !self.current(p) {
+            let _ = txn.abort();
+            return Ok(()); // freed, changed again (a later release re-hashes) or now local-only
+        }
+        let stored = self.store.put_content(&txn, p.ino, p.size, &p.manifest, |c, buf| match &p.data {
+            Some(d) => {
+                buf.copy_from_slice(&d[c.offset as usize..c.offset as usize + c.len as usize]);
+                true
+            }
+            None => p.file.as_ref().is_some_and(|f| f.read_exact_at(buf, c.offset).is_ok()) && blake3::hash(buf).as_bytes() == &c.hash,
         });
         match stored {
             Ok(Some((_, dc, db))) => {
                 txn.commit().map_err(db_errno)?;
-                self.store.content_committed(ino, dc, db);
-                let mut st = lock(self.table);
-                if let Some(n) = st.nodes.get_mut(&ino) {
-                    if n.hashed_gen < gen {
-                        n.hashed_gen = gen;
-                    }
-                    // Only if nothing changed the file since we checked.
-                    if n.content_gen == gen && (n.rec.size != size || n.rec.blocks != blocks) {
-                        n.rec.size = size;
-                        n.rec.blocks = blocks;
-                        st.dirty_inodes.insert(ino);
-                    }
-                }
+                self.stored(p, dc, db);
                 Ok(())
             }
             Ok(None) => {
@@ -156,10 +289,64 @@ impl Wc<'_> {
             }
             Err(e) => {
                 let _ = txn.abort();
-                tracing::error!("storing content of inode {ino}: {e}");
+                tracing::error!("storing content of inode {}: {e}", p.ino);
                 Err(Errno::EIO)
             }
         }
+    }
+
+    /// Stores small files (bytes in memory) in one write transaction; if
+    /// it fails, each on its own (so one bad file does not hold back the
+    /// others). Unclaims them all. Returns the failures.
+    fn store_small(&self, items: Vec<Prepared>) -> Vec<(u64, Errno)> {
+        if items.is_empty() {
+            return Vec::new();
+        }
+        let shared = (|| -> std::result::Result<Vec<(usize, i64, i64)>, redb::Error> {
+            let mut txn = self.store.begin_write()?;
+            txn.set_durability(Durability::None)?;
+            let mut done = Vec::new();
+            for (i, p) in items.iter().enumerate() {
+                if !self.current(p) {
+                    continue;
+                }
+                let d = p.data.as_ref().expect("small files keep their bytes");
+                let r = self.store.put_content(&txn, p.ino, p.size, &p.manifest, |c, buf| {
+                    buf.copy_from_slice(&d[c.offset as usize..c.offset as usize + c.len as usize]);
+                    true
+                });
+                match r {
+                    Ok(Some((_, dc, db))) => done.push((i, dc, db)),
+                    Ok(None) => {}
+                    Err(e) => {
+                        let _ = txn.abort();
+                        return Err(e);
+                    }
+                }
+            }
+            txn.commit()?;
+            Ok(done)
+        })();
+        let mut failed = Vec::new();
+        match shared {
+            Ok(done) => {
+                for (i, dc, db) in done {
+                    self.stored(&items[i], dc, db);
+                }
+            }
+            Err(e) => {
+                tracing::warn!("storing {} small files in one transaction: {e}; storing them one by one", items.len());
+                for p in &items {
+                    if let Err(e) = self.store_one(p) {
+                        failed.push((p.ino, e));
+                    }
+                }
+            }
+        }
+        for p in &items {
+            self.unclaim(p.ino);
+        }
+        failed
     }
 }
 

@@ -8,13 +8,17 @@
 //!   noticing writes that bypassed the daemon ([`note_bypass`]);
 //! - [`pool`]: ready empty backing files for new files, so a create does no
 //!   file-system create on the request path;
-//! - [`hash`]: cutting and hashing a working copy into the store, the queue
-//!   and the background priority of the hash workers.
+//! - [`hash`]: cutting and hashing working copies into the store, many
+//!   small files to a transaction, and the background priority of the hash
+//!   workers;
+//! - [`queue`]: the files waiting to be hashed, their delays, the batches
+//!   the workers take.
 //!
 //! Must not touch: FUSE, the group commit, path policy.
 
 pub(crate) mod hash;
 pub(crate) mod pool;
+pub(crate) mod queue;
 
 use std::fs::File;
 use std::os::unix::io::AsRawFd;
@@ -52,6 +56,8 @@ pub(crate) struct Wc<'a> {
     pub(crate) table: &'a Mutex<State>,
     pub(crate) store: &'a Store,
     pub(crate) dirs: &'a Dirs,
+    /// The hash queue (a file busy hashing is queued again).
+    pub(crate) hasher: &'a queue::Hasher,
 }
 
 impl Wc<'_> {

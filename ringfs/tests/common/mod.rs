@@ -280,6 +280,8 @@ pub struct TestMount {
     /// fusectl connection of the current mount, "major:minor".
     dev: Option<String>,
     watchdog: Option<mpsc::Sender<()>>,
+    /// What the last successful `ringfs umount` printed on stderr.
+    last_umount: String,
 }
 
 impl TestMount {
@@ -319,6 +321,7 @@ impl TestMount {
             generation: 0,
             dev: None,
             watchdog: None,
+            last_umount: String::new(),
         };
         tm.spawn_daemon();
         tm
@@ -534,7 +537,10 @@ impl TestMount {
                         let _ = e.read_to_string(&mut se);
                     }
                     match um_status {
-                        Some(st) if st.success() => break,
+                        Some(st) if st.success() => {
+                            self.last_umount = se;
+                            break;
+                        }
                         Some(_) if se.contains("(EBUSY)") && !lazy => {
                             if busy_since.elapsed() > Duration::from_secs(10) {
                                 eprintln!("[{}] still busy after 10 s, detaching lazily: {se}", self.name);
@@ -600,6 +606,11 @@ impl TestMount {
             self.mp.display(),
             self.daemon_log()
         );
+    }
+
+    /// What the last clean `ringfs umount` printed on stderr (its progress).
+    pub fn last_umount_output(&self) -> &str {
+        &self.last_umount
     }
 
     /// Replaces the mount args for the next mount (RINGFS_TEST_MOUNT_ARGS still apply).

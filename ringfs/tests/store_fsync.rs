@@ -1,0 +1,102 @@
+//! fsync and the final commit through real mounts (durable stores): a small
+//! write fsynced in a big file survives kill -9 of the daemon (the working
+//! copy is the truth until hashed, recovery re-hashes it); a few thousand
+//! files never fsynced are all stored by a clean `ringfs umount`, whose
+//! progress lines say what it waits for. No timing is asserted.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+
+/// `ringfs fsck --store` of the mount's store: its report (asserting exit 0).
+fn fsck(m: &TestMount) -> String {
+    let o = run_timeout(Command::new(RINGFS).arg("fsck").arg("--store").arg(m.store_dir()), Duration::from_secs(300));
+    let (so, se) = out_str(&o);
+    assert!(o.status.success(), "ringfs fsck --store {} exited {}:\n{so}\n{se}", m.store_dir().display(), o.status);
+    so
+}
+
+#[test]
+fn fsync_of_a_small_write_in_a_big_file_survives_kill_9() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    // 24 MiB of known bytes, stored (closed long enough to be hashed or not:
+    // either way the test holds), then 4 KiB in its middle, fsynced, and
+    // the daemon killed at once.
+    let o = m.sh(
+        r#"python3 - <<'PY'
+import os, hashlib
+data = bytearray(os.urandom(1 << 20)) * 24
+with open("big", "wb") as f:
+    f.write(data)
+fd = os.open("big", os.O_RDWR)
+patch = b"P" * 4096
+os.pwrite(fd, patch, 17 * (1 << 20) + 123)
+os.fsync(fd)
+data[17 * (1 << 20) + 123 : 17 * (1 << 20) + 123 + 4096] = patch
+open(os.environ["TMPDIR"] + "/want", "w").write(hashlib.sha256(data).hexdigest())
+print("fsynced")
+PY"#,
+    );
+    let (so, se) = out_str(&o);
+    assert!(o.status.success() && so.contains("fsynced"), "{so}{se}");
+    m.kill_daemon();
+    m.mount_again();
+    let want = std::fs::read_to_string(m.host_tmp().join("want")).unwrap();
+    let o = m.sh(r#"sha256sum big | cut -d' ' -f1; stat -c %s big"#);
+    let (so, se) = out_str(&o);
+    assert!(o.status.success(), "{se}");
+    let mut lines = so.lines();
+    assert_eq!(lines.next(), Some(want.trim()), "content after kill -9 and remount");
+    assert_eq!(lines.next(), Some((24u64 << 20).to_string().as_str()), "size after kill -9 and remount");
+    m.unmount_checked();
+    // The clean unmount stored the re-hashed working copy: the store holds it.
+    let report = fsck(&m);
+    assert!(report.contains("clean"), "{report}");
+}
+
+#[test]
+fn final_commit_stores_every_file_and_says_what_it_waits_for() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    let n = 3000;
+    let o = m.sh(&format!(
+        r#"python3 - <<'PY'
+import os
+for i in range({n}):
+    d = "a%d/b%d" % (i // 1000, (i // 100) % 10)
+    os.makedirs(d, exist_ok=True)
+    with open("%s/f%d.txt" % (d, i), "w") as f:
+        f.write("file %d %s\n" % (i, "x" * 90))
+PY"#
+    ));
+    assert!(o.status.success(), "{:?}", out_str(&o));
+    m.unmount_checked();
+    // Progress lines, if the commit took long enough to print any, name the
+    // daemon and what it waits for; never "files still open" (none are).
+    for line in m.last_umount_output().lines() {
+        assert!(line.starts_with("ringfs: waiting for the daemon (pid "), "{line}");
+        assert!(line.contains(": committing"), "{line}");
+        assert!(!line.contains("open"), "{line}");
+    }
+    let report = fsck(&m);
+    assert!(report.contains("clean"), "{report}");
+    let manifests: u64 = report
+        .split(", ")
+        .find_map(|p| p.strip_suffix(" manifests").and_then(|x| x.rsplit(' ').next()).and_then(|x| x.parse().ok()))
+        .unwrap_or_else(|| panic!("no manifest count in {report}"));
+    assert!(manifests >= n, "{manifests} manifests for {n} files: {report}");
+    // And they read back after a remount.
+    m.mount_again();
+    let o = m.sh("cat a2/b9/f2999.txt; find . -name 'f*.txt' | wc -l");
+    let (so, _) = out_str(&o);
+    assert!(so.starts_with("file 2999 "), "{so}");
+    assert_eq!(so.lines().last().map(str::trim), Some("3000"), "{so}");
+    m.unmount_checked();
+}
