@@ -22,6 +22,12 @@ fn gc_on_a_mount_and_on_an_unmounted_store() {
         m.sh_ok(&format!("head -c 25165824 /dev/urandom > {f} && dd if={f} of={f}.x bs=1M conv=fsync status=none && mv {f}.x {f}"));
     }
     let sum = m.sh_ok("sha256sum c");
+    // fsync makes the working copies durable; the files are stored (cut into
+    // packs) in the background moments later (docs/SEMANTICS.md, Durability).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while packs(&store) < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     let before = packs(&store);
     assert!(before >= 2, "{before} packs");
     m.sh_ok("rm a b && sync");
