@@ -144,7 +144,7 @@ impl Fs {
             // that bypass us make it newer than ours.
             if let Some(f) = &n.file {
                 set_mtime(&f.file, n.rec.mtime);
-                n.wc_seen = f.file.metadata().ok().map(|m| wc_stamp(&m));
+                *f.seen() = f.file.metadata().ok().map(|m| wc_stamp(&m));
             }
         }
         if let Some(c) = s.ctime {

@@ -14,7 +14,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use redb::Durability;
 
@@ -72,7 +72,7 @@ impl Fs {
                         Some(f) => f,
                         None => self.inner.open_wc(ino)?,
                     };
-                    Arc::new(OpenFile { file: f, append: Mutex::new(()) })
+                    Arc::new(OpenFile::new(f))
                 }
             })
         } else {
@@ -84,7 +84,7 @@ impl Fs {
         let file = match (&n.file, file) {
             (Some(f), Some(_)) => Some(f.clone()),
             (None, Some(f)) => {
-                n.wc_seen = f.file.metadata().ok().map(|m| wc_stamp(&m));
+                *f.seen() = f.file.metadata().ok().map(|m| wc_stamp(&m));
                 n.file = Some(f.clone());
                 Some(f)
             }

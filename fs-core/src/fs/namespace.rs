@@ -139,7 +139,7 @@ impl Fs {
             node.xattrs.insert(k, v);
         }
         let root = dir && local && self.inner.native_roots && !st.is_local(parent);
-        st.nodes.insert(ino, node);
+        st.nodes.insert(ino, Box::new(node));
         if root {
             // Under the lock: no request can see the directory before its tree exists.
             if let Err(e) = self.inner.host.create_root(ino, m, u, g) {
@@ -536,7 +536,7 @@ impl Fs {
         let mut node = Node::new(rec);
         node.local = local;
         node.data_local = local;
-        st.nodes.insert(ino, node);
+        st.nodes.insert(ino, Box::new(node));
         st.touch_inode(ino);
         st.add_entry(parent, name, ino);
     }
@@ -662,7 +662,7 @@ impl Fs {
                 break;
             }
             let child = d.by_name[name].0;
-            out.push((child, cookie, 0, name.clone(), None));
+            out.push((child, cookie, 0, name.to_vec(), None));
         }
         for e in out.iter_mut().filter(|e| e.1 > 2) {
             if let Some(c) = st.nodes.get_mut(&e.0) {

@@ -84,7 +84,7 @@ impl Inner {
         while let Some(d) = stack.pop() {
             let Some(dd) = st.nodes.get(&d).and_then(|n| n.dir.as_ref()) else { continue };
             for (name, (c, _)) in &dd.by_name {
-                order.push((*c, d, name.clone()));
+                order.push((*c, d, name.to_vec()));
                 match st.nodes.get(c) {
                     Some(n) if n.dir.is_some() => stack.push(*c),
                     Some(_) => *links.entry(*c).or_default() += 1,
@@ -257,7 +257,7 @@ impl Inner {
                 .into_iter()
                 .filter_map(|i| {
                     let n = st.nodes.get(&i)?;
-                    let (parent, name) = (n.rec.parent, n.dname.clone());
+                    let (parent, name) = (n.rec.parent, n.dname().to_vec());
                     (n.rec.nlink > 0 && !self.local_for(&st, parent, &name, true)).then_some((i, name))
                 })
                 .collect()
@@ -373,7 +373,7 @@ impl Inner {
             for (k, v) in &n.xattrs {
                 st.dirty_xattrs.insert((i, k.clone()), Some(v.clone()));
             }
-            st.nodes.insert(i, n);
+            st.nodes.insert(i, Box::new(n));
             st.dirty_inodes.insert(i);
         }
         let root_xattrs = xattrs_of(&top);
@@ -397,7 +397,7 @@ impl Inner {
             n.local = false;
             n.data_local = false;
             n.xattrs = root_xattrs.clone();
-            entry = Some((n.rec.parent, n.dname.clone()));
+            entry = Some((n.rec.parent, n.dname().to_vec()));
         }
         for (k, v) in root_xattrs {
             st.dirty_xattrs.insert((root, k), Some(v));

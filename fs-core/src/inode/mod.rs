@@ -53,17 +53,62 @@ pub(crate) fn root_rec() -> InodeRec {
     }
 }
 
-/// Directory contents: name → (child, cookie) and cookie → name.
+/// An entry name, stored once and shared by [`DirData::by_name`] and
+/// [`DirData::by_cookie`] (one heap allocation per entry).
+pub(crate) type Name = Arc<[u8]>;
+
+/// Directory contents: name → (child, cookie) and cookie → name (the same
+/// [`Name`] allocation), and the directory's own name in its parent.
 #[derive(Default)]
 pub(crate) struct DirData {
-    pub(crate) by_name: HashMap<Vec<u8>, (u64, u64)>,
-    pub(crate) by_cookie: BTreeMap<u64, Vec<u8>>,
+    pub(crate) by_name: HashMap<Name, (u64, u64)>,
+    pub(crate) by_cookie: BTreeMap<u64, Name>,
+    /// This directory's name in its parent (for path-based policy; empty
+    /// for the root).
+    pub(crate) dname: Box<[u8]>,
+}
+
+impl DirData {
+    /// Adds `name` → (child, cookie) to both maps (replacing an entry of
+    /// that name in `by_name`; the caller removes its old cookie).
+    pub(crate) fn insert(&mut self, name: &[u8], child: u64, cookie: u64) {
+        let n: Name = Arc::from(name);
+        self.by_cookie.insert(cookie, n.clone());
+        self.by_name.insert(n, (child, cookie));
+    }
 }
 
 /// The working-copy fd of an open inode, shared by its handles.
 pub(crate) struct OpenFile {
     pub(crate) file: File,
     pub(crate) append: Mutex<()>,
+    /// The working copy's (mtime, ctime, size) when we last looked: writes
+    /// that bypass the daemon (passthrough, shared mmap) change it. Set when
+    /// the inode's first handle opens it.
+    pub(crate) seen: Mutex<Option<WcStamp>>,
+}
+
+impl OpenFile {
+    /// A fresh shared fd; `seen` is taken from its metadata now.
+    pub(crate) fn new(file: File) -> OpenFile {
+        let seen = file.metadata().ok().map(|m| wc_stamp(&m));
+        OpenFile { file, append: Mutex::new(()), seen: Mutex::new(seen) }
+    }
+    /// Locks `seen`; a poisoned lock is taken over.
+    pub(crate) fn seen(&self) -> MutexGuard<'_, Option<WcStamp>> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Number of stripes in the [`hash_lock`] table.
+const HASH_STRIPES: usize = 64;
+static HASH_LOCKS: [Mutex<()>; HASH_STRIPES] = [const { Mutex::new(()) }; HASH_STRIPES];
+
+/// The lock that serializes hashing of inode `ino`'s working copy: one of
+/// [`HASH_STRIPES`] mutexes chosen by `ino` (inodes sharing a stripe hash
+/// one after the other). Hold at most one at a time.
+pub(crate) fn hash_lock(ino: u64) -> &'static Mutex<()> {
+    &HASH_LOCKS[(ino % HASH_STRIPES as u64) as usize]
 }
 
 /// One inode: its persistent record, how it is referenced (lookups, open
@@ -80,16 +125,10 @@ pub(crate) struct Node {
     pub(crate) xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
     pub(crate) content_gen: u64,
     pub(crate) hashed_gen: u64,
-    pub(crate) hash_lock: Arc<Mutex<()>>,
-    /// The working copy's (mtime, ctime, size) when we last looked: writes
-    /// that bypass the daemon (passthrough, shared mmap) change it.
-    pub(crate) wc_seen: Option<WcStamp>,
     /// Local-only: metadata in the LOCAL_* tables, never hashed or journaled.
     pub(crate) local: bool,
     /// The bytes live in the local backing directory (else in `wc/`).
     pub(crate) data_local: bool,
-    /// Directories: their name in their parent (for path-based policy).
-    pub(crate) dname: Vec<u8>,
     /// An O_TMPFILE inode opened without O_EXCL that has had no name yet:
     /// link(2) may give it one although its link count is 0 (the kernel's
     /// I_LINKABLE).
@@ -99,6 +138,7 @@ pub(crate) struct Node {
 /// (mtime, ctime, size) of a working copy.
 pub(crate) type WcStamp = ((i64, u32), (i64, u32), u64);
 
+/// The [`WcStamp`] of a working copy's metadata.
 pub(crate) fn wc_stamp(m: &std::fs::Metadata) -> WcStamp {
     use std::os::unix::fs::MetadataExt;
     ((m.mtime(), m.mtime_nsec() as u32), (m.ctime(), m.ctime_nsec() as u32), m.size())
@@ -117,13 +157,15 @@ impl Node {
             xattrs: BTreeMap::new(),
             content_gen: 0,
             hashed_gen: 0,
-            hash_lock: Arc::new(Mutex::new(())),
-            wc_seen: None,
             local: false,
             data_local: false,
-            dname: Vec::new(),
             linkable: false,
         }
+    }
+    /// Directories: their name in their parent (empty for the root and for
+    /// other kinds).
+    pub(crate) fn dname(&self) -> &[u8] {
+        self.dir.as_ref().map(|d| &d.dname[..]).unwrap_or(b"")
     }
 }
 
@@ -145,7 +187,8 @@ pub(crate) struct Handle {
 /// inode counter, open handles, and what changed since the last commit.
 #[derive(Default)]
 pub(crate) struct State {
-    pub(crate) nodes: HashMap<u64, Node>,
+    /// Boxed: the map's slots stay 16 bytes, so growing it copies little.
+    pub(crate) nodes: HashMap<u64, Box<Node>>,
     pub(crate) next_ino: u64,
     pub(crate) handles: HashMap<u64, Handle>,
     pub(crate) dirty_inodes: HashSet<u64>,
@@ -163,10 +206,10 @@ pub(crate) struct State {
 
 impl State {
     pub(crate) fn node(&self, ino: u64) -> Result<&Node> {
-        self.nodes.get(&ino).ok_or(Errno(libc::ENOENT))
+        self.nodes.get(&ino).map(|n| &**n).ok_or(Errno(libc::ENOENT))
     }
     pub(crate) fn node_mut(&mut self, ino: u64) -> Result<&mut Node> {
-        self.nodes.get_mut(&ino).ok_or(Errno(libc::ENOENT))
+        self.nodes.get_mut(&ino).map(|n| &mut **n).ok_or(Errno(libc::ENOENT))
     }
     /// A directory that can receive new entries.
     pub(crate) fn live_dir(&self, ino: u64) -> Result<&Node> {
@@ -187,7 +230,7 @@ impl State {
         let mut parts: Vec<&[u8]> = Vec::new();
         while dir != ROOT && parts.len() < 4096 {
             let Some(n) = self.nodes.get(&dir) else { break };
-            parts.push(&n.dname);
+            parts.push(n.dname());
             dir = n.rec.parent;
         }
         parts.reverse();
@@ -198,8 +241,8 @@ impl State {
     }
     pub(crate) fn set_dname(&mut self, child: u64, name: &[u8]) {
         if let Some(c) = self.nodes.get_mut(&child) {
-            if c.dir.is_some() {
-                c.dname = name.to_vec();
+            if let Some(d) = c.dir.as_mut() {
+                d.dname = name.into();
             }
         }
     }
@@ -225,8 +268,7 @@ impl State {
         let cookie = p.rec.next_cookie.max(3);
         p.rec.next_cookie = cookie + 1;
         let d = p.dir.as_mut().expect("dir");
-        d.by_name.insert(name.to_vec(), (child, cookie));
-        d.by_cookie.insert(cookie, name.to_vec());
+        d.insert(name, child, cookie);
         self.dirty_inodes.insert(parent);
         self.dirty_dirents.insert((parent, name.to_vec()), Some((child, cookie)));
         self.set_dname(child, name);

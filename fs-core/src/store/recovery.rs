@@ -82,7 +82,7 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
             let (k, v) = r.map_err(|e| c(e.into()))?;
             let rec: InodeRec = dec(v.value()).map_err(|e| corrupt(dbpath, format!("inode {}: {e}", k.value())))?;
             st.next_ino = st.next_ino.max(k.value() + 1);
-            st.nodes.insert(k.value(), Node::new(rec));
+            st.nodes.insert(k.value(), Box::new(Node::new(rec)));
         }
         let t = txn.open_table(SYMLINKS).map_err(|e| c(e.into()))?;
         for r in t.iter().map_err(|e| c(e.into()))? {
@@ -111,7 +111,7 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
             let mut n = Node::new(rec);
             n.local = true;
             n.data_local = true;
-            st.nodes.insert(k.value(), n);
+            st.nodes.insert(k.value(), Box::new(n));
         }
         let t = txn.open_table(LOCAL_SYMLINKS).map_err(|e| c(e.into()))?;
         for r in t.iter().map_err(|e| c(e.into()))? {
@@ -151,11 +151,10 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
                 let p = st.nodes.get_mut(&parent).unwrap();
                 p.rec.next_cookie = p.rec.next_cookie.max(cookie + 1);
                 let d = p.dir.as_mut().unwrap();
-                d.by_name.insert(name.to_vec(), (child, cookie));
-                d.by_cookie.insert(cookie, name.to_vec());
+                d.insert(name, child, cookie);
                 if let Some(ch) = st.nodes.get_mut(&child) {
-                    if ch.dir.is_some() {
-                        ch.dname = name.to_vec();
+                    if let Some(d) = ch.dir.as_mut() {
+                        d.dname = name.into();
                     }
                 }
             }

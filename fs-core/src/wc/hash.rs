@@ -87,7 +87,7 @@ impl Wc<'_> {
             let mut st = lock(self.table);
             st.hash_queued.remove(&ino);
             match st.nodes.get(&ino) {
-                Some(n) if is_reg(n.rec.mode) && !n.local && n.content_gen != n.hashed_gen => n.hash_lock.clone(),
+                Some(n) if is_reg(n.rec.mode) && !n.local && n.content_gen != n.hashed_gen => crate::inode::hash_lock(ino),
                 _ => return Ok(()),
             }
         };
