@@ -216,7 +216,7 @@ impl Fs {
             return self.inner.host.readlink(ino);
         }
         let st = self.inner.lock();
-        st.node(ino)?.symlink.clone().ok_or(Errno(libc::EINVAL))
+        st.node(ino)?.symlink().map(<[u8]>::to_vec).ok_or(Errno(libc::EINVAL))
     }
 
     /// statfs(2): space from the host filesystem holding the store, inode

@@ -130,13 +130,13 @@ impl Fs {
         };
         let (m, u, g) = (rec.mode, rec.uid, rec.gid);
         let mut node = Node::new(rec);
-        node.symlink = link;
+        node.set_symlink(link);
         node.lookups = 1;
         node.local = local;
         node.data_local = local;
         for (k, v) in acls {
             st.dirty_xattrs.insert((ino, k.clone()), Some(v.clone()));
-            node.xattrs.insert(k, v);
+            node.xattrs_mut().insert(k, v);
         }
         let root = dir && local && self.inner.native_roots && !st.is_local(parent);
         st.nodes.insert(ino, Box::new(node));
@@ -146,7 +146,7 @@ impl Fs {
                 tracing::warn!("native root for inode {ino}: making its tree failed ({e}); served as a plain local-only directory");
             } else {
                 // Its inherited ACLs are the tree's (the root is served from there).
-                for (k, v) in &st.node(ino)?.xattrs {
+                for (k, v) in st.node(ino)?.xattrs() {
                     if let Err(e) = self.inner.host.setxattr(ino, OsStr::from_bytes(k), v, 0) {
                         tracing::warn!("native root for inode {ino}: setting {}: {e}", String::from_utf8_lossy(k));
                     }

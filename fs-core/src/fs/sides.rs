@@ -90,7 +90,7 @@ impl Inner {
                 // Now synced: its content enters the store.
                 n.content_gen += 1;
             }
-            let xattrs: Vec<(Vec<u8>, Vec<u8>)> = n.xattrs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let xattrs: Vec<(Vec<u8>, Vec<u8>)> = n.xattrs().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             let children: Vec<(Vec<u8>, (u64, u64))> =
                 n.dir.as_ref().map(|d| d.by_name.iter().map(|(k, v)| (k.to_vec(), *v)).collect()).unwrap_or_default();
             let opens = n.opens;

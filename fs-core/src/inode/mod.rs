@@ -121,8 +121,8 @@ pub(crate) struct Node {
     pub(crate) opens: u32,
     pub(crate) file: Option<Arc<OpenFile>>,
     pub(crate) dir: Option<Box<DirData>>,
-    pub(crate) symlink: Option<Vec<u8>>,
-    pub(crate) xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// Symlink target and xattrs, allocated when either is set.
+    extra: Option<Box<NodeExtra>>,
     pub(crate) content_gen: u64,
     pub(crate) hashed_gen: u64,
     /// Local-only: metadata in the LOCAL_* tables, never hashed or journaled.
@@ -134,6 +134,16 @@ pub(crate) struct Node {
     /// I_LINKABLE).
     pub(crate) linkable: bool,
 }
+
+/// The rarely used parts of a [`Node`], kept out of line so that a plain
+/// file or directory costs one pointer for them.
+#[derive(Default)]
+struct NodeExtra {
+    symlink: Option<Vec<u8>>,
+    xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+static NO_XATTRS: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
 
 /// (mtime, ctime, size) of a working copy.
 pub(crate) type WcStamp = ((i64, u32), (i64, u32), u64);
@@ -153,14 +163,33 @@ impl Node {
             opens: 0,
             file: None,
             dir,
-            symlink: None,
-            xattrs: BTreeMap::new(),
+            extra: None,
             content_gen: 0,
             hashed_gen: 0,
             local: false,
             data_local: false,
             linkable: false,
         }
+    }
+    /// Symlinks: the target (None for other kinds).
+    pub(crate) fn symlink(&self) -> Option<&[u8]> {
+        self.extra.as_ref()?.symlink.as_deref()
+    }
+    /// Sets (or clears) the symlink target.
+    pub(crate) fn set_symlink(&mut self, target: Option<Vec<u8>>) {
+        match (&mut self.extra, target) {
+            (Some(e), t) => e.symlink = t,
+            (None, Some(t)) => self.extra = Some(Box::new(NodeExtra { symlink: Some(t), xattrs: BTreeMap::new() })),
+            (None, None) => {}
+        }
+    }
+    /// Extended attributes: name → value (empty if none).
+    pub(crate) fn xattrs(&self) -> &BTreeMap<Vec<u8>, Vec<u8>> {
+        self.extra.as_ref().map(|e| &e.xattrs).unwrap_or(&NO_XATTRS)
+    }
+    /// Extended attributes, for changing (allocates the side part).
+    pub(crate) fn xattrs_mut(&mut self) -> &mut BTreeMap<Vec<u8>, Vec<u8>> {
+        &mut self.extra.get_or_insert_with(Box::default).xattrs
     }
     /// Directories: their name in their parent (empty for the root and for
     /// other kinds).
@@ -298,7 +327,7 @@ impl State {
             return None;
         }
         let n = self.nodes.remove(&ino).unwrap();
-        for name in n.xattrs.keys() {
+        for name in n.xattrs().keys() {
             self.dirty_xattrs.insert((ino, name.clone()), None);
         }
         self.dirty_inodes.remove(&ino);
@@ -347,11 +376,12 @@ impl State {
                             rec.nlink = rec.nlink.saturating_sub(local_subdirs);
                         }
                     }
-                    (rec, n.symlink.clone())
+                    (rec, n.symlink().map(<[u8]>::to_vec))
                 });
                 (i, v)
             })
             .collect();
+        st.shrink_idle();
         let dirents = std::mem::take(&mut st.dirty_dirents);
         let xattrs = std::mem::take(&mut st.dirty_xattrs);
         // Which of the inodes named here are local-only now.
@@ -383,6 +413,23 @@ impl State {
             freed_local: std::mem::take(&mut st.freed_local),
             loc,
             next_ino: st.next_ino,
+        }
+    }
+
+    /// Gives back the memory of tables that grew large and emptied (hash
+    /// tables never shrink by themselves): the hash queue, open handles, and
+    /// the node table itself after mass deletion (kept at ≥ twice its
+    /// length, so that refilling it does not rehash at once).
+    fn shrink_idle(&mut self) {
+        const SMALL: usize = 1024;
+        if self.hash_queued.capacity() > SMALL && self.hash_queued.capacity() > 4 * self.hash_queued.len() {
+            self.hash_queued.shrink_to(2 * self.hash_queued.len());
+        }
+        if self.handles.capacity() > SMALL && self.handles.capacity() > 4 * self.handles.len() {
+            self.handles.shrink_to(2 * self.handles.len());
+        }
+        if self.nodes.capacity() > 16 * SMALL && self.nodes.capacity() > 4 * self.nodes.len() {
+            self.nodes.shrink_to(2 * self.nodes.len());
         }
     }
 

@@ -88,7 +88,7 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
         for r in t.iter().map_err(|e| c(e.into()))? {
             let (k, v) = r.map_err(|e| c(e.into()))?;
             if let Some(n) = st.nodes.get_mut(&k.value()) {
-                n.symlink = Some(v.value().to_vec());
+                n.set_symlink(Some(v.value().to_vec()));
             }
         }
         let t = txn.open_table(XATTRS).map_err(|e| c(e.into()))?;
@@ -96,7 +96,7 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
             let (k, v) = r.map_err(|e| c(e.into()))?;
             let (ino, name) = k.value();
             if let Some(n) = st.nodes.get_mut(&ino) {
-                n.xattrs.insert(name.to_vec(), v.value().to_vec());
+                n.xattrs_mut().insert(name.to_vec(), v.value().to_vec());
             }
         }
         // Local-only inodes: same layouts in the LOCAL_* tables.
@@ -117,7 +117,7 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
         for r in t.iter().map_err(|e| c(e.into()))? {
             let (k, v) = r.map_err(|e| c(e.into()))?;
             if let Some(n) = st.nodes.get_mut(&k.value()).filter(|n| n.local) {
-                n.symlink = Some(v.value().to_vec());
+                n.set_symlink(Some(v.value().to_vec()));
             }
         }
         let t = txn.open_table(LOCAL_XATTRS).map_err(|e| c(e.into()))?;
@@ -125,7 +125,7 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
             let (k, v) = r.map_err(|e| c(e.into()))?;
             let (ino, name) = k.value();
             if let Some(n) = st.nodes.get_mut(&ino).filter(|n| n.local) {
-                n.xattrs.insert(name.to_vec(), v.value().to_vec());
+                n.xattrs_mut().insert(name.to_vec(), v.value().to_vec());
             }
         }
         let t = txn.open_table(MANIFESTS).map_err(|e| c(e.into()))?;
@@ -209,7 +209,7 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
             }
             for xtab in [XATTRS, LOCAL_XATTRS] {
                 let mut xt = txn.open_table(xtab).map_err(|e| c(e.into()))?;
-                for name in n.xattrs.keys() {
+                for name in n.xattrs().keys() {
                     xt.remove((*ino, &name[..])).map_err(|e| c(e.into()))?;
                 }
             }
