@@ -144,7 +144,7 @@ impl Fs {
             // that bypass us make it newer than ours.
             if let Some(f) = &n.file {
                 set_mtime(&f.file, n.rec.mtime);
-                n.wc_seen = f.file.metadata().ok().map(|m| wc_stamp(&m));
+                *f.seen() = f.file.metadata().ok().map(|m| wc_stamp(&m));
             }
         }
         if let Some(c) = s.ctime {
@@ -216,7 +216,7 @@ impl Fs {
             return self.inner.host.readlink(ino);
         }
         let st = self.inner.lock();
-        st.node(ino)?.symlink.clone().ok_or(Errno(libc::EINVAL))
+        st.node(ino)?.symlink().map(<[u8]>::to_vec).ok_or(Errno(libc::EINVAL))
     }
 
     /// statfs(2): space from the host filesystem holding the store, inode

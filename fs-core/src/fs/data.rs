@@ -14,7 +14,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use redb::Durability;
 
@@ -73,7 +73,7 @@ impl Fs {
                         Some(f) => f,
                         None => self.inner.open_wc(ino)?,
                     };
-                    Arc::new(OpenFile { file: f, append: Mutex::new(()) })
+                    Arc::new(OpenFile::new(f))
                 }
             })
         } else {
@@ -85,7 +85,7 @@ impl Fs {
         let file = match (&n.file, file) {
             (Some(f), Some(_)) => Some(f.clone()),
             (None, Some(f)) => {
-                n.wc_seen = f.file.metadata().ok().map(|m| wc_stamp(&m));
+                *f.seen() = f.file.metadata().ok().map(|m| wc_stamp(&m));
                 n.file = Some(f.clone());
                 Some(f)
             }
@@ -393,7 +393,7 @@ impl Fs {
         let file = match f {
             Some(f) => Some(f),
             None => match self.inner.data_dir(data_local).open_ro(&ino.to_string()) {
-                Ok(file) => Some(Arc::new(OpenFile { file, append: Mutex::new(()) })),
+                Ok(file) => Some(Arc::new(OpenFile::new(file))),
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
                 Err(e) => return Err(e.into()),
             },

@@ -316,7 +316,7 @@ impl Fs {
                 .node(ROOT)
                 .ok()
                 .and_then(|r| r.dir.as_ref())
-                .map(|d| d.by_name.iter().map(|(k, (c, _))| (k.clone(), *c, st.nodes.get(c).map(|n| n.dir.is_some()).unwrap_or(false))).collect())
+                .map(|d| d.by_name.iter().map(|(k, (c, _))| (k.to_vec(), *c, st.nodes.get(c).map(|n| n.dir.is_some()).unwrap_or(false))).collect())
                 .unwrap_or_default();
             let mut plan = Vec::new();
             for (name, c, dir) in top {

@@ -130,23 +130,23 @@ impl Fs {
         };
         let (m, u, g) = (rec.mode, rec.uid, rec.gid);
         let mut node = Node::new(rec);
-        node.symlink = link;
+        node.set_symlink(link);
         node.lookups = 1;
         node.local = local;
         node.data_local = local;
         for (k, v) in acls {
             st.dirty_xattrs.insert((ino, k.clone()), Some(v.clone()));
-            node.xattrs.insert(k, v);
+            node.xattrs_mut().insert(k, v);
         }
         let root = dir && local && self.inner.native_roots && !st.is_local(parent);
-        st.nodes.insert(ino, node);
+        st.nodes.insert(ino, Box::new(node));
         if root {
             // Under the lock: no request can see the directory before its tree exists.
             if let Err(e) = self.inner.host.create_root(ino, m, u, g) {
                 tracing::warn!("native root for inode {ino}: making its tree failed ({e}); served as a plain local-only directory");
             } else {
                 // Its inherited ACLs are the tree's (the root is served from there).
-                for (k, v) in &st.node(ino)?.xattrs {
+                for (k, v) in st.node(ino)?.xattrs() {
                     if let Err(e) = self.inner.host.setxattr(ino, OsStr::from_bytes(k), v, 0) {
                         tracing::warn!("native root for inode {ino}: setting {}: {e}", String::from_utf8_lossy(k));
                     }
@@ -536,7 +536,7 @@ impl Fs {
         let mut node = Node::new(rec);
         node.local = local;
         node.data_local = local;
-        st.nodes.insert(ino, node);
+        st.nodes.insert(ino, Box::new(node));
         st.touch_inode(ino);
         st.add_entry(parent, name, ino);
     }
@@ -662,7 +662,7 @@ impl Fs {
                 break;
             }
             let child = d.by_name[name].0;
-            out.push((child, cookie, 0, name.clone(), None));
+            out.push((child, cookie, 0, name.to_vec(), None));
         }
         for e in out.iter_mut().filter(|e| e.1 > 2) {
             if let Some(c) = st.nodes.get_mut(&e.0) {

@@ -84,7 +84,7 @@ impl Inner {
         while let Some(d) = stack.pop() {
             let Some(dd) = st.nodes.get(&d).and_then(|n| n.dir.as_ref()) else { continue };
             for (name, (c, _)) in &dd.by_name {
-                order.push((*c, d, name.clone()));
+                order.push((*c, d, name.to_vec()));
                 match st.nodes.get(c) {
                     Some(n) if n.dir.is_some() => stack.push(*c),
                     Some(_) => *links.entry(*c).or_default() += 1,
@@ -144,7 +144,7 @@ impl Inner {
                         first.insert(*c, path.clone());
                     }
                     libc::S_IFLNK => {
-                        let t = n.symlink.clone().unwrap_or_default();
+                        let t = n.symlink().map(<[u8]>::to_vec).unwrap_or_default();
                         std::os::unix::fs::symlink(OsStr::from_bytes(&t), &path)?;
                     }
                     _ => {
@@ -167,7 +167,7 @@ impl Inner {
                     if !lnk && libc::chmod(cp.as_ptr(), n.rec.mode & 0o7777) != 0 {
                         return Err(std::io::Error::last_os_error());
                     }
-                    for (k, v) in &n.xattrs {
+                    for (k, v) in n.xattrs() {
                         let kc = std::ffi::CString::new(k.clone())?;
                         libc::lsetxattr(cp.as_ptr(), kc.as_ptr(), v.as_ptr().cast(), v.len(), 0);
                     }
@@ -257,7 +257,7 @@ impl Inner {
                 .into_iter()
                 .filter_map(|i| {
                     let n = st.nodes.get(&i)?;
-                    let (parent, name) = (n.rec.parent, n.dname.clone());
+                    let (parent, name) = (n.rec.parent, n.dname().to_vec());
                     (n.rec.nlink > 0 && !self.local_for(&st, parent, &name, true)).then_some((i, name))
                 })
                 .collect()
@@ -340,12 +340,12 @@ impl Inner {
                     }
                     let ino = st.alloc_ino();
                     let mut node = Node::new(rec_of(&m, dino));
-                    node.xattrs = xattrs_of(&path);
+                    *node.xattrs_mut() = xattrs_of(&path);
                     if m.is_dir() {
                         node.dir = Some(Box::default());
                         stack.push((path, ino));
                     } else if m.file_type().is_symlink() {
-                        node.symlink = Some(std::fs::read_link(&path)?.as_os_str().as_bytes().to_vec());
+                        node.set_symlink(Some(std::fs::read_link(&path)?.as_os_str().as_bytes().to_vec()));
                     } else if m.is_file() {
                         let wc = self.dirs.wc.path().join(ino.to_string());
                         if std::fs::hard_link(&path, &wc).is_err() {
@@ -370,10 +370,10 @@ impl Inner {
         let root_meta = std::fs::symlink_metadata(&top)?;
         let files = linked.len();
         for (i, n) in made {
-            for (k, v) in &n.xattrs {
+            for (k, v) in n.xattrs() {
                 st.dirty_xattrs.insert((i, k.clone()), Some(v.clone()));
             }
-            st.nodes.insert(i, n);
+            st.nodes.insert(i, Box::new(n));
             st.dirty_inodes.insert(i);
         }
         let root_xattrs = xattrs_of(&top);
@@ -396,8 +396,8 @@ impl Inner {
             (n.rec.mode, n.rec.uid, n.rec.gid, n.rec.atime, n.rec.mtime, n.rec.ctime) = (m.mode, m.uid, m.gid, m.atime, m.mtime, m.ctime);
             n.local = false;
             n.data_local = false;
-            n.xattrs = root_xattrs.clone();
-            entry = Some((n.rec.parent, n.dname.clone()));
+            *n.xattrs_mut() = root_xattrs.clone();
+            entry = Some((n.rec.parent, n.dname().to_vec()));
         }
         for (k, v) in root_xattrs {
             st.dirty_xattrs.insert((root, k), Some(v));

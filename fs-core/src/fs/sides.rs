@@ -58,7 +58,7 @@ impl Inner {
                     let Some(cn) = st.nodes.get(c) else { continue };
                     let cpath = if local || self.policy.is_none() { Vec::new() } else { join_path(&path, cname) };
                     let cl = local || self.policy.as_ref().map(|p| p.matches(&cpath, cn.dir.is_some())).unwrap_or(false);
-                    stack.push((*c, cl, i, cname.clone(), cpath));
+                    stack.push((*c, cl, i, cname.to_vec(), cpath));
                 }
             }
         }
@@ -90,9 +90,9 @@ impl Inner {
                 // Now synced: its content enters the store.
                 n.content_gen += 1;
             }
-            let xattrs: Vec<(Vec<u8>, Vec<u8>)> = n.xattrs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let xattrs: Vec<(Vec<u8>, Vec<u8>)> = n.xattrs().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             let children: Vec<(Vec<u8>, (u64, u64))> =
-                n.dir.as_ref().map(|d| d.by_name.iter().map(|(k, v)| (k.clone(), *v)).collect()).unwrap_or_default();
+                n.dir.as_ref().map(|d| d.by_name.iter().map(|(k, v)| (k.to_vec(), *v)).collect()).unwrap_or_default();
             let opens = n.opens;
             st.dirty_inodes.insert(ino);
             st.dirty_inodes.insert(*parent);

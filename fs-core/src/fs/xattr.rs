@@ -40,7 +40,7 @@ impl Fs {
         let mut st = self.inner.lock();
         let n = st.node_mut(ino)?;
         may_unlink(n.rec.flags)?; // xattr_permission(): not on immutable or append-only inodes
-        let exists = n.xattrs.contains_key(name);
+        let exists = n.xattrs().contains_key(name);
         if flags as i32 & libc::XATTR_CREATE != 0 && exists {
             return err(libc::EEXIST);
         }
@@ -52,8 +52,8 @@ impl Fs {
             Some(a) => Self::acl_set(n, name, a, flags & XATTR_ACL_KILL_SGID != 0)?,
         };
         match &stored {
-            Some(v) => n.xattrs.insert(name.to_vec(), v.clone()),
-            None => n.xattrs.remove(name),
+            Some(v) => n.xattrs_mut().insert(name.to_vec(), v.clone()),
+            None => n.xattrs_mut().remove(name),
         };
         n.rec.ctime = now();
         st.touch_inode(ino);
@@ -88,10 +88,10 @@ impl Fs {
     /// (`posix_acl_chmod`), as ext4's setattr does.
     pub(super) fn acl_chmod(st: &mut State, ino: u64) {
         let Some(n) = st.nodes.get_mut(&ino) else { return };
-        let Some(mut a) = n.xattrs.get(acl::ACCESS).and_then(|v| Acl::parse(v).ok()) else { return };
+        let Some(mut a) = n.xattrs().get(acl::ACCESS).and_then(|v| Acl::parse(v).ok()) else { return };
         a.chmod(n.rec.mode);
         let v = a.encode();
-        n.xattrs.insert(acl::ACCESS.to_vec(), v.clone());
+        n.xattrs_mut().insert(acl::ACCESS.to_vec(), v.clone());
         st.dirty_xattrs.insert((ino, acl::ACCESS.to_vec()), Some(v));
     }
 
@@ -105,7 +105,7 @@ impl Fs {
         if mode & S_IFMT == S_IFLNK {
             return (mode, Vec::new());
         }
-        let default = st.nodes.get(&parent).and_then(|p| p.xattrs.get(acl::DEFAULT));
+        let default = st.nodes.get(&parent).and_then(|p| p.xattrs().get(acl::DEFAULT));
         let Some((raw, mut a)) = default.and_then(|v| Acl::parse(v).ok().map(|a| (v.clone(), a))) else {
             return (mode & !(c.umask & 0o777), Vec::new());
         };
@@ -127,7 +127,7 @@ impl Fs {
             return self.inner.host.getxattr(ino, name, size);
         }
         let st = self.inner.lock();
-        let v = st.node(ino)?.xattrs.get(name.as_bytes()).ok_or(Errno(libc::ENODATA))?;
+        let v = st.node(ino)?.xattrs().get(name.as_bytes()).ok_or(Errno(libc::ENODATA))?;
         sized(v.clone(), size)
     }
 
@@ -139,7 +139,7 @@ impl Fs {
         }
         let st = self.inner.lock();
         let mut out = Vec::new();
-        for k in st.node(ino)?.xattrs.keys() {
+        for k in st.node(ino)?.xattrs().keys() {
             out.extend_from_slice(k);
             out.push(0);
         }
@@ -155,7 +155,7 @@ impl Fs {
         let mut st = self.inner.lock();
         let n = st.node_mut(ino)?;
         may_unlink(n.rec.flags)?;
-        if n.xattrs.remove(name.as_bytes()).is_none() {
+        if n.xattrs_mut().remove(name.as_bytes()).is_none() {
             return if acl::is_acl(name.as_bytes()) { Ok(()) } else { err(libc::ENODATA) };
         }
         n.rec.ctime = now();

@@ -53,17 +53,51 @@ pub(crate) fn root_rec() -> InodeRec {
     }
 }
 
-/// Directory contents: name → (child, cookie) and cookie → name.
+/// An entry name, stored once and shared by [`DirData::by_name`] and
+/// [`DirData::by_cookie`] (one heap allocation per entry).
+pub(crate) type Name = Arc<[u8]>;
+
+/// Directory contents: name → (child, cookie) and cookie → name (the same
+/// [`Name`] allocation), and the directory's own name in its parent.
 #[derive(Default)]
 pub(crate) struct DirData {
-    pub(crate) by_name: HashMap<Vec<u8>, (u64, u64)>,
-    pub(crate) by_cookie: BTreeMap<u64, Vec<u8>>,
+    pub(crate) by_name: HashMap<Name, (u64, u64)>,
+    pub(crate) by_cookie: BTreeMap<u64, Name>,
+    /// This directory's name in its parent (for path-based policy; empty
+    /// for the root).
+    pub(crate) dname: Box<[u8]>,
+}
+
+impl DirData {
+    /// Adds `name` → (child, cookie) to both maps (replacing an entry of
+    /// that name in `by_name`; the caller removes its old cookie).
+    pub(crate) fn insert(&mut self, name: &[u8], child: u64, cookie: u64) {
+        let n: Name = Arc::from(name);
+        self.by_cookie.insert(cookie, n.clone());
+        self.by_name.insert(n, (child, cookie));
+    }
 }
 
 /// The working-copy fd of an open inode, shared by its handles.
 pub(crate) struct OpenFile {
     pub(crate) file: File,
     pub(crate) append: Mutex<()>,
+    /// The working copy's (mtime, ctime, size) when we last looked: writes
+    /// that bypass the daemon (passthrough, shared mmap) change it. Set when
+    /// the inode's first handle opens it.
+    pub(crate) seen: Mutex<Option<WcStamp>>,
+}
+
+impl OpenFile {
+    /// A fresh shared fd; `seen` is taken from its metadata now.
+    pub(crate) fn new(file: File) -> OpenFile {
+        let seen = file.metadata().ok().map(|m| wc_stamp(&m));
+        OpenFile { file, append: Mutex::new(()), seen: Mutex::new(seen) }
+    }
+    /// Locks `seen`; a poisoned lock is taken over.
+    pub(crate) fn seen(&self) -> MutexGuard<'_, Option<WcStamp>> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// One inode: its persistent record, how it is referenced (lookups, open
@@ -76,8 +110,8 @@ pub(crate) struct Node {
     pub(crate) opens: u32,
     pub(crate) file: Option<Arc<OpenFile>>,
     pub(crate) dir: Option<Box<DirData>>,
-    pub(crate) symlink: Option<Vec<u8>>,
-    pub(crate) xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// Symlink target and xattrs, allocated when either is set.
+    extra: Option<Box<NodeExtra>>,
     pub(crate) content_gen: u64,
     pub(crate) hashed_gen: u64,
     /// A hash worker (or the shutdown) is hashing this inode now: one at a
@@ -87,24 +121,30 @@ pub(crate) struct Node {
     /// a new inode, or not known): fdatasync skips the commit while the
     /// size is still this one (`fs::data` `Fs::fsync`).
     pub(crate) durable_size: Option<u64>,
-    /// The working copy's (mtime, ctime, size) when we last looked: writes
-    /// that bypass the daemon (passthrough, shared mmap) change it.
-    pub(crate) wc_seen: Option<WcStamp>,
     /// Local-only: metadata in the LOCAL_* tables, never hashed or journaled.
     pub(crate) local: bool,
     /// The bytes live in the local backing directory (else in `wc/`).
     pub(crate) data_local: bool,
-    /// Directories: their name in their parent (for path-based policy).
-    pub(crate) dname: Vec<u8>,
     /// An O_TMPFILE inode opened without O_EXCL that has had no name yet:
     /// link(2) may give it one although its link count is 0 (the kernel's
     /// I_LINKABLE).
     pub(crate) linkable: bool,
 }
 
+/// The rarely used parts of a [`Node`], kept out of line so that a plain
+/// file or directory costs one pointer for them.
+#[derive(Default)]
+struct NodeExtra {
+    symlink: Option<Vec<u8>>,
+    xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+static NO_XATTRS: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+
 /// (mtime, ctime, size) of a working copy.
 pub(crate) type WcStamp = ((i64, u32), (i64, u32), u64);
 
+/// The [`WcStamp`] of a working copy's metadata.
 pub(crate) fn wc_stamp(m: &std::fs::Metadata) -> WcStamp {
     use std::os::unix::fs::MetadataExt;
     ((m.mtime(), m.mtime_nsec() as u32), (m.ctime(), m.ctime_nsec() as u32), m.size())
@@ -119,18 +159,40 @@ impl Node {
             opens: 0,
             file: None,
             dir,
-            symlink: None,
-            xattrs: BTreeMap::new(),
+            extra: None,
             content_gen: 0,
             hashed_gen: 0,
             hashing: false,
             durable_size: None,
-            wc_seen: None,
             local: false,
             data_local: false,
-            dname: Vec::new(),
             linkable: false,
         }
+    }
+    /// Symlinks: the target (None for other kinds).
+    pub(crate) fn symlink(&self) -> Option<&[u8]> {
+        self.extra.as_ref()?.symlink.as_deref()
+    }
+    /// Sets (or clears) the symlink target.
+    pub(crate) fn set_symlink(&mut self, target: Option<Vec<u8>>) {
+        match (&mut self.extra, target) {
+            (Some(e), t) => e.symlink = t,
+            (None, Some(t)) => self.extra = Some(Box::new(NodeExtra { symlink: Some(t), xattrs: BTreeMap::new() })),
+            (None, None) => {}
+        }
+    }
+    /// Extended attributes: name → value (empty if none).
+    pub(crate) fn xattrs(&self) -> &BTreeMap<Vec<u8>, Vec<u8>> {
+        self.extra.as_ref().map(|e| &e.xattrs).unwrap_or(&NO_XATTRS)
+    }
+    /// Extended attributes, for changing (allocates the side part).
+    pub(crate) fn xattrs_mut(&mut self) -> &mut BTreeMap<Vec<u8>, Vec<u8>> {
+        &mut self.extra.get_or_insert_with(Box::default).xattrs
+    }
+    /// Directories: their name in their parent (empty for the root and for
+    /// other kinds).
+    pub(crate) fn dname(&self) -> &[u8] {
+        self.dir.as_ref().map(|d| &d.dname[..]).unwrap_or(b"")
     }
 }
 
@@ -152,7 +214,8 @@ pub(crate) struct Handle {
 /// inode counter, open handles, and what changed since the last commit.
 #[derive(Default)]
 pub(crate) struct State {
-    pub(crate) nodes: HashMap<u64, Node>,
+    /// Boxed: the map's slots stay 16 bytes, so growing it copies little.
+    pub(crate) nodes: HashMap<u64, Box<Node>>,
     pub(crate) next_ino: u64,
     pub(crate) handles: HashMap<u64, Handle>,
     pub(crate) dirty_inodes: HashSet<u64>,
@@ -170,10 +233,10 @@ pub(crate) struct State {
 
 impl State {
     pub(crate) fn node(&self, ino: u64) -> Result<&Node> {
-        self.nodes.get(&ino).ok_or(Errno(libc::ENOENT))
+        self.nodes.get(&ino).map(|n| &**n).ok_or(Errno(libc::ENOENT))
     }
     pub(crate) fn node_mut(&mut self, ino: u64) -> Result<&mut Node> {
-        self.nodes.get_mut(&ino).ok_or(Errno(libc::ENOENT))
+        self.nodes.get_mut(&ino).map(|n| &mut **n).ok_or(Errno(libc::ENOENT))
     }
     /// A directory that can receive new entries.
     pub(crate) fn live_dir(&self, ino: u64) -> Result<&Node> {
@@ -194,7 +257,7 @@ impl State {
         let mut parts: Vec<&[u8]> = Vec::new();
         while dir != ROOT && parts.len() < 4096 {
             let Some(n) = self.nodes.get(&dir) else { break };
-            parts.push(&n.dname);
+            parts.push(n.dname());
             dir = n.rec.parent;
         }
         parts.reverse();
@@ -205,8 +268,8 @@ impl State {
     }
     pub(crate) fn set_dname(&mut self, child: u64, name: &[u8]) {
         if let Some(c) = self.nodes.get_mut(&child) {
-            if c.dir.is_some() {
-                c.dname = name.to_vec();
+            if let Some(d) = c.dir.as_mut() {
+                d.dname = name.into();
             }
         }
     }
@@ -232,8 +295,7 @@ impl State {
         let cookie = p.rec.next_cookie.max(3);
         p.rec.next_cookie = cookie + 1;
         let d = p.dir.as_mut().expect("dir");
-        d.by_name.insert(name.to_vec(), (child, cookie));
-        d.by_cookie.insert(cookie, name.to_vec());
+        d.insert(name, child, cookie);
         self.dirty_inodes.insert(parent);
         self.dirty_dirents.insert((parent, name.to_vec()), Some((child, cookie)));
         self.set_dname(child, name);
@@ -263,7 +325,7 @@ impl State {
             return None;
         }
         let n = self.nodes.remove(&ino).unwrap();
-        for name in n.xattrs.keys() {
+        for name in n.xattrs().keys() {
             self.dirty_xattrs.insert((ino, name.clone()), None);
         }
         self.dirty_inodes.remove(&ino);
@@ -312,11 +374,12 @@ impl State {
                             rec.nlink = rec.nlink.saturating_sub(local_subdirs);
                         }
                     }
-                    (rec, n.symlink.clone())
+                    (rec, n.symlink().map(<[u8]>::to_vec))
                 });
                 (i, v)
             })
             .collect();
+        st.shrink_idle();
         let dirents = std::mem::take(&mut st.dirty_dirents);
         let xattrs = std::mem::take(&mut st.dirty_xattrs);
         // Which of the inodes named here are local-only now.
@@ -348,6 +411,23 @@ impl State {
             freed_local: std::mem::take(&mut st.freed_local),
             loc,
             next_ino: st.next_ino,
+        }
+    }
+
+    /// Gives back the memory of tables that grew large and emptied (hash
+    /// tables never shrink by themselves): the hash queue, open handles, and
+    /// the node table itself after mass deletion (kept at ≥ twice its
+    /// length, so that refilling it does not rehash at once).
+    fn shrink_idle(&mut self) {
+        const SMALL: usize = 1024;
+        if self.hash_queued.capacity() > SMALL && self.hash_queued.capacity() > 4 * self.hash_queued.len() {
+            self.hash_queued.shrink_to(2 * self.hash_queued.len());
+        }
+        if self.handles.capacity() > SMALL && self.handles.capacity() > 4 * self.handles.len() {
+            self.handles.shrink_to(2 * self.handles.len());
+        }
+        if self.nodes.capacity() > 16 * SMALL && self.nodes.capacity() > 4 * self.nodes.len() {
+            self.nodes.shrink_to(2 * self.nodes.len());
         }
     }
 

@@ -82,13 +82,13 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
             let (k, v) = r.map_err(|e| c(e.into()))?;
             let rec: InodeRec = dec(v.value()).map_err(|e| corrupt(dbpath, format!("inode {}: {e}", k.value())))?;
             st.next_ino = st.next_ino.max(k.value() + 1);
-            st.nodes.insert(k.value(), Node::new(rec));
+            st.nodes.insert(k.value(), Box::new(Node::new(rec)));
         }
         let t = txn.open_table(SYMLINKS).map_err(|e| c(e.into()))?;
         for r in t.iter().map_err(|e| c(e.into()))? {
             let (k, v) = r.map_err(|e| c(e.into()))?;
             if let Some(n) = st.nodes.get_mut(&k.value()) {
-                n.symlink = Some(v.value().to_vec());
+                n.set_symlink(Some(v.value().to_vec()));
             }
         }
         let t = txn.open_table(XATTRS).map_err(|e| c(e.into()))?;
@@ -96,7 +96,7 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
             let (k, v) = r.map_err(|e| c(e.into()))?;
             let (ino, name) = k.value();
             if let Some(n) = st.nodes.get_mut(&ino) {
-                n.xattrs.insert(name.to_vec(), v.value().to_vec());
+                n.xattrs_mut().insert(name.to_vec(), v.value().to_vec());
             }
         }
         // Local-only inodes: same layouts in the LOCAL_* tables.
@@ -111,13 +111,13 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
             let mut n = Node::new(rec);
             n.local = true;
             n.data_local = true;
-            st.nodes.insert(k.value(), n);
+            st.nodes.insert(k.value(), Box::new(n));
         }
         let t = txn.open_table(LOCAL_SYMLINKS).map_err(|e| c(e.into()))?;
         for r in t.iter().map_err(|e| c(e.into()))? {
             let (k, v) = r.map_err(|e| c(e.into()))?;
             if let Some(n) = st.nodes.get_mut(&k.value()).filter(|n| n.local) {
-                n.symlink = Some(v.value().to_vec());
+                n.set_symlink(Some(v.value().to_vec()));
             }
         }
         let t = txn.open_table(LOCAL_XATTRS).map_err(|e| c(e.into()))?;
@@ -125,7 +125,7 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
             let (k, v) = r.map_err(|e| c(e.into()))?;
             let (ino, name) = k.value();
             if let Some(n) = st.nodes.get_mut(&ino).filter(|n| n.local) {
-                n.xattrs.insert(name.to_vec(), v.value().to_vec());
+                n.xattrs_mut().insert(name.to_vec(), v.value().to_vec());
             }
         }
         let t = txn.open_table(MANIFESTS).map_err(|e| c(e.into()))?;
@@ -151,11 +151,10 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
                 let p = st.nodes.get_mut(&parent).unwrap();
                 p.rec.next_cookie = p.rec.next_cookie.max(cookie + 1);
                 let d = p.dir.as_mut().unwrap();
-                d.by_name.insert(name.to_vec(), (child, cookie));
-                d.by_cookie.insert(cookie, name.to_vec());
+                d.insert(name, child, cookie);
                 if let Some(ch) = st.nodes.get_mut(&child) {
-                    if ch.dir.is_some() {
-                        ch.dname = name.to_vec();
+                    if let Some(d) = ch.dir.as_mut() {
+                        d.dname = name.into();
                     }
                 }
             }
@@ -210,7 +209,7 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
             }
             for xtab in [XATTRS, LOCAL_XATTRS] {
                 let mut xt = txn.open_table(xtab).map_err(|e| c(e.into()))?;
-                for name in n.xattrs.keys() {
+                for name in n.xattrs().keys() {
                     xt.remove((*ino, &name[..])).map_err(|e| c(e.into()))?;
                 }
             }

@@ -751,3 +751,14 @@ fn bulk_recovery_commit() {
     drop(fs);
     fsck_clean(t.path());
 }
+
+/// The inode table's per-file sizes (issue #12, "bounded memory"); run with
+/// `--nocapture` to see them. `Node` is boxed in the table.
+#[test]
+fn inode_table_sizes() {
+    use crate::inode::{DirData, Node};
+    use std::mem::size_of;
+    let (node, rec, dir) = (size_of::<Node>(), size_of::<crate::schema::InodeRec>(), size_of::<DirData>());
+    eprintln!("size_of: Node {node} B, InodeRec {rec} B, DirData {dir} B");
+    assert!(node <= 216, "Node grew to {node} bytes; keep rarely used fields out of line");
+}

@@ -121,8 +121,7 @@ pub(crate) fn note_bypass(st: &mut State, ino: u64, f: &OpenFile) {
     let stamp = wc_stamp(&m);
     // Any change since we last looked (the coarse host clock can leave a
     // passthrough write's mtime below ours, so compare stamps too).
-    let seen_moved = n.wc_seen.is_some_and(|s| s != stamp);
-    n.wc_seen = Some(stamp);
+    let seen_moved = f.seen().replace(stamp).is_some_and(|s| s != stamp);
     let moved = wm > n.rec.mtime || n.rec.size != m.size() || seen_moved;
     if moved || n.rec.blocks != m.blocks() {
         n.rec.size = m.size();
