@@ -62,7 +62,16 @@ fn remount(args: &MountArgs) -> Result<()> {
     plan::require_root(&vfs)?;
     let mut opts = fuse_uring::session::MountOptions::default();
     vfs.apply_to(&mut opts);
-    fuse_uring::session::remount(&mp, &opts).map_err(|e| match e.raw_os_error() {
+    // Going read-only is refused (EBUSY) while a file is open for writing;
+    // a file just closed can hold the kernel's count a moment longer (its
+    // RELEASE still on its way to the daemon), so EBUSY is retried for 2 s.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let mut r = fuse_uring::session::remount(&mp, &opts);
+    while vfs.read_only && r.as_ref().is_err_and(|e| e.raw_os_error() == Some(libc::EBUSY)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        r = fuse_uring::session::remount(&mp, &opts);
+    }
+    r.map_err(|e| match e.raw_os_error() {
         Some(libc::EBUSY) if vfs.read_only => {
             anyhow::anyhow!("cannot remount {} read-only: files are open for writing in it (EBUSY): close them first", mp.display())
         }
