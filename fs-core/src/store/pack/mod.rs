@@ -204,17 +204,26 @@ impl Packs {
                 let valid = scan_pack_until(&path, |_, _, _| true)?;
                 let f = OpenOptions::new().read(true).write(true).open(&path)?;
                 let len = f.metadata()?.len();
-                if len > valid {
-                    tracing::warn!("packs: {} ends in {} bytes of a torn record (a crash while appending): truncated", pack_name(id), len - valid);
-                    f.set_len(valid)?;
+                // Only bytes past what a durable commit recorded can be a
+                // torn tail: a record that fails its hash before that is
+                // damage, and the records after it are still committed, so
+                // nothing the index knows is ever cut.
+                let durable = known[&id].total;
+                let keep = valid.max(durable).min(len);
+                if len > keep {
+                    tracing::warn!("packs: {} ends in {} bytes of a torn record (a crash while appending): truncated", pack_name(id), len - keep);
+                    f.set_len(keep)?;
                     f.sync_data()?;
                 }
-                if valid < known[&id].total {
-                    tracing::error!("packs: {} holds {valid} valid bytes but the index expects {}: some chunks are damaged (ringfs fsck lists them)", pack_name(id), known[&id].total);
+                if valid < durable {
+                    tracing::error!(
+                        "packs: {} is damaged at byte {valid} (the index expects {durable} bytes): kept as it is; `ringfs fsck --full` lists the damaged chunks, the files' working copies still hold their bytes",
+                        pack_name(id)
+                    );
                 }
-                if valid < SEAL_AT {
+                if keep < SEAL_AT {
                     rolled.remove(&id);
-                    open = Some(OpenPack { id, file: Arc::new(f), len: valid });
+                    open = Some(OpenPack { id, file: Arc::new(f), len: keep });
                 }
             } else {
                 tracing::error!("packs: the open pack {} is missing: its chunks are lost (ringfs fsck lists them)", path.display());

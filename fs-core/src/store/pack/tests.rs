@@ -110,6 +110,37 @@ fn open_truncates_the_open_packs_torn_tail_only() {
 }
 
 #[test]
+fn open_never_cuts_what_the_index_committed() {
+    // A damaged record in the middle of the open pack is damage, not a torn
+    // tail: the records after it are committed and stay.
+    let t = tempfile::tempdir().unwrap();
+    let p = fresh(t.path());
+    let mut locs = Vec::new();
+    for i in 0..5u64 {
+        let b = bytes(i, 40_000);
+        locs.push((p.append(&hash(&b), &b).unwrap(), b));
+    }
+    p.sync().unwrap();
+    let open = p.open_id().unwrap();
+    drop(p);
+    let path = t.path().join("packs").join(pack_name(open));
+    let len = std::fs::metadata(&path).unwrap().len();
+    OpenOptions::new().write(true).open(&path).unwrap().write_all_at(&[0x55u8; 100], locs[1].0.offset + 10).unwrap();
+    let mut known = BTreeMap::new();
+    known.insert(open, PackInfo { total: len, live: len - HEADER_LEN, sealed: false });
+    let p = Packs::open(t.path().join("packs"), None, &known, 0).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), len, "committed bytes were cut");
+    let mut buf = Vec::new();
+    for (l, b) in &locs[2..] {
+        p.read(*l, &mut buf).unwrap();
+        assert_eq!(&buf, b, "a record after the damage");
+    }
+    let b = bytes(99, 1000);
+    let loc = p.append(&hash(&b), &b).unwrap();
+    assert_eq!(loc.offset, len + RECORD_HEADER, "appends go after the committed bytes");
+}
+
+#[test]
 fn scan_refuses_other_files() {
     let t = tempfile::tempdir().unwrap();
     let f = t.path().join("x.pack");
