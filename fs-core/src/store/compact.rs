@@ -109,6 +109,13 @@ impl Store {
             }
             m
         };
+        // `ringfs gc`: the pack being appended to is sealed first when it
+        // has dead bytes, so that they are reclaimed too.
+        if let Some((total, live, _)) = self.packs.open_id().and_then(|id| rows.get(&id)).filter(|_| all) {
+            if *live < total.saturating_sub(HEADER_LEN) {
+                self.packs.seal_open();
+            }
+        }
         let open = self.packs.open_id();
         // (id, record bytes, dead bytes) of the sealed packs.
         let sealed: Vec<(u32, u64, u64)> = rows

@@ -386,6 +386,17 @@ impl Packs {
         File::open(&self.dir)?.sync_all()
     }
 
+    /// Seals the open pack now (the next append starts a new one), so that
+    /// `ringfs gc` can reclaim the dead bytes of the pack being appended to.
+    pub(crate) fn seal_open(&self) {
+        let mut w = lock(&self.writer);
+        if let Some(o) = w.open.take() {
+            w.unsynced.push(o.file);
+            w.rolled.insert(o.id);
+            w.dirty = true;
+        }
+    }
+
     /// Records in `txn` what appends since the last call did: `touched`
     /// maps a pack id to (live bytes added, end of its last record); the
     /// PACKS rows of packs no longer open say sealed; META `next_pack`.
