@@ -137,14 +137,52 @@ struct Meta {
     symlinks: HashMap<u64, Vec<u8>>,
     xattrs: HashMap<u64, Xattrs>,
     manifests: HashMap<u64, Vec<ChunkRef>>,
+    /// The store's meta says it was shut down cleanly: every file's bytes
+    /// are in the store, so a working copy that disagrees is damage.
+    clean: bool,
+}
+
+/// Whether an inode record read without redb's checksums can be real: a
+/// known file type, no mode bits beyond the permission and set-id bits,
+/// times within ±2^34 s (about year 2500) with nanoseconds below 10^9.
+/// Random bytes that happen to decode fail this nearly always.
+fn plausible(r: &InodeRec) -> bool {
+    let kinds = [libc::S_IFREG, libc::S_IFDIR, libc::S_IFLNK, libc::S_IFCHR, libc::S_IFBLK, libc::S_IFIFO, libc::S_IFSOCK];
+    let time = |t: (i64, u32)| t.0.unsigned_abs() < (1 << 34) && t.1 < 1_000_000_000;
+    kinds.contains(&(r.mode & libc::S_IFMT))
+        && r.mode & !(libc::S_IFMT | 0o7777) == 0
+        && [r.atime, r.mtime, r.ctime, r.btime].into_iter().all(time)
+}
+
+/// Whether the working copy at `p` holds what `manifest` (a file of `size`
+/// bytes) says: its size, and each chunk's range hashing to the chunk.
+fn wc_matches(p: &Path, size: u64, manifest: &[ChunkRef]) -> bool {
+    let Ok(f) = File::open(p) else { return false };
+    if f.metadata().map(|m| m.len()).ok() != Some(size) {
+        return false;
+    }
+    let mut buf = Vec::new();
+    manifest.iter().all(|c| {
+        buf.resize(c.len as usize, 0);
+        f.read_exact_at(&mut buf, c.offset).is_ok() && blake3::hash(&buf).as_bytes() == &c.hash
+    })
 }
 
 /// Reads every table it can, record by record (see [`walk`]).
 fn read_meta(rtx: &ReadTransaction, damage: &mut Vec<Damage>) -> Meta {
     let schema = schema_of(rtx).unwrap_or(SCHEMA_VERSION);
     let mut m = Meta::default();
+    walk(rtx, META, |k, v| {
+        if k == "clean" {
+            m.clean = v == 1;
+        }
+    });
     for (def, local) in [(INODES, false), (LOCAL_INODES, true)] {
         let w = walk(rtx, def, |k, v| match dec_inode(v, schema) {
+            Ok(r) if !plausible(&r) => damage.push(Damage {
+                place: format!("{} key {k}", if local { "local_inodes" } else { "inodes" }),
+                what: "a record that decodes but cannot be real (file type, times or mode out of range): taken as damage".into(),
+            }),
             Ok(r) => {
                 m.inodes.entry(k).or_insert((r, local));
             }
@@ -376,7 +414,12 @@ impl Builder<'_> {
             }
             return None;
         };
-        let fmt = rec.mode & libc::S_IFMT;
+        let mut fmt = rec.mode & libc::S_IFMT;
+        if fmt != libc::S_IFREG && fmt != libc::S_IFDIR && (self.wc_path(old, false).is_file() || self.wc_path(old, true).is_file()) {
+            // Only regular files have working copies: the record is wrong.
+            self.rep.notes.push(format!("{path}: its inode record says file type {fmt:o} but it has a working copy: recovered as a regular file"));
+            fmt = libc::S_IFREG;
+        }
         let made = match fmt {
             libc::S_IFDIR => match self.fs.mkdir(&ROOT_CALLER, parent, name_os, 0o700) {
                 Ok(a) => {
@@ -427,7 +470,16 @@ impl Builder<'_> {
             }
         };
         let mut missing = Vec::new();
-        let wc = [self.wc_path(old, local), self.wc_path(old, !local)].into_iter().find(|p| p.is_file());
+        let mut wc = [self.wc_path(old, local), self.wc_path(old, !local)].into_iter().find(|p| p.is_file());
+        // After a clean shutdown the store holds every file's bytes: a
+        // working copy that disagrees with its manifest is damage, and the
+        // manifest wins when all its chunks are at hand.
+        if let (Some(p), Some(r), Some(m)) = (&wc, rec, self.meta.manifests.get(&old)) {
+            if self.meta.clean && !local && !wc_matches(p, r.size, m) && m.iter().all(|c| self.chunks.get(&c.hash).is_some()) {
+                self.rep.notes.push(format!("{path}: its working copy {} does not match the stored content (size or chunk hashes); rebuilt from the store", p.display()));
+                wc = None;
+            }
+        }
         if let Some(p) = wc {
             if let Err(e) = self.copy_from(&p, fh) {
                 missing.push(format!("its working copy {} could not be read whole ({e})", p.display()));

@@ -233,7 +233,7 @@ fn truncated_database_messages_point_elsewhere() {
 #[test]
 fn scribbled_working_copy_is_found_by_fsck() {
     skip_if_raw!();
-    let (m, _) = populated();
+    let (m, want) = populated();
     let store = m.store_dir().to_path_buf();
     let wc = store.join("wc");
     let mut files: Vec<(u64, PathBuf)> =
@@ -255,6 +255,16 @@ fn scribbled_working_copy_is_found_by_fsck() {
     let (code, out) = fsck(&store, false);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains(&name) && out.contains("bytes"), "{out}");
+    // After a clean shutdown the store's chunks are the truth: salvage
+    // rebuilds the file from them, not from the damaged working copy.
+    let (mut m, want) = (m, want);
+    let (to, code, report) = salvage(&store);
+    assert_eq!(code, 0, "{report}");
+    assert!(report.contains("does not match the stored content"), "{report}");
+    mount_salvaged(&mut m, &to);
+    for (name, b) in &want {
+        assert_eq!(&fs::read(m.p(name)).unwrap(), b, "{name}");
+    }
 }
 
 /// A small tmpfs of our own, unmounted on drop (every path, panics too).
