@@ -30,8 +30,9 @@ pub enum Command {
     /// Per-opcode request counts and latency percentiles, bytes through the
     /// daemon, store size and journal position of a mount.
     Stats(StatsArgs),
-    /// Verify a store: every table readable, chunk hashes, manifests,
-    /// reference counts, dirents, working copies against their manifests.
+    /// Verify a store: every table readable, chunk locations inside their
+    /// pack files, manifests, reference counts, dirents, working copies'
+    /// sizes (with --full: every chunk's and working copy's hash).
     ///
     /// Read-only: writes nothing, works on a read-only filesystem. Exits 0
     /// when the store is clean, 1 with a report of what is damaged and where
@@ -300,8 +301,9 @@ pub struct FsckArgs {
     /// filesystem is fine).
     #[arg(long, value_name = "DIR")]
     pub store: PathBuf,
-    /// Also hash every working copy (STORE/wc) of a stored file and compare
-    /// it with its manifest (reads every byte; without it sizes are compared).
+    /// Also hash every chunk in the pack files and every working copy
+    /// (STORE/wc) of a stored file against its manifest (reads every byte;
+    /// without it, chunk locations and working-copy sizes are checked).
     #[arg(long)]
     pub full: bool,
 }
