@@ -248,7 +248,15 @@ fn cmd_salvage(args: SalvageArgs) -> ExitCode {
         eprintln!("ringfs: salvage: {msg}");
         return ExitCode::from(2);
     }
-    match fs_core::salvage(d, to).map_err(|e| plan::explain_store_error(e, "--store")) {
+    // Errors about the new store name --to, the rest --store.
+    let flag_of = |e: &fs_core::StoreError| match e {
+        fs_core::StoreError::Io { path, .. } | fs_core::StoreError::Corrupt { path, .. } | fs_core::StoreError::Locked { path, .. } if path.starts_with(to) => "--to",
+        _ => "--store",
+    };
+    match fs_core::salvage(d, to).map_err(|e| {
+        let flag = flag_of(&e);
+        plan::explain_store_error(e, flag)
+    }) {
         Ok(report) => {
             print!("{report}");
             let mount = format!("mount it with `ringfs mount MOUNTPOINT --store {}`; {} is left as it is", to.display(), d.display());

@@ -86,6 +86,7 @@ pub fn check(args: &MountArgs) -> Result<Plan> {
             if d.exists() && !d.is_dir() {
                 bail!("--store {} exists and is not a directory: give a directory (created if missing)", d.display());
             }
+            not_someone_elses("--store", &d)?;
             writable("--store", &d, &["ringfs.lock", "store.redb", "wc", "local"])?;
             StorePlan::Dir(d)
         }
@@ -199,6 +200,28 @@ fn access_w(p: &Path) -> std::io::Result<()> {
 
 /// Checks that `dir` (or, when missing, its nearest existing ancestor, in
 /// which it will be created) and its existing `files` can be written.
+/// Names a store directory holds (docs/FORMATS.md); one of them marks a
+/// directory as a store.
+const STORE_NAMES: &[&str] = &["store.redb", "ringfs.lock", "wc", "packs", "local", "lost+found"];
+
+/// A non-empty directory with none of a store's names is someone else's
+/// (a home directory, another store's `wc/`): never filled with a store.
+fn not_someone_elses(flag: &str, dir: &Path) -> Result<()> {
+    let Ok(rd) = std::fs::read_dir(dir) else { return Ok(()) };
+    let names: Vec<String> = rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    if names.is_empty() || names.iter().any(|n| STORE_NAMES.contains(&n.as_str()) || n.starts_with("store.redb")) {
+        return Ok(());
+    }
+    let mut some: Vec<&str> = names.iter().map(|n| n.as_str()).take(3).collect();
+    some.sort();
+    bail!(
+        "{flag} {} is not empty and holds no ringfs store (it has {}{}): give a new or empty directory, or the directory of an existing store",
+        dir.display(),
+        some.join(", "),
+        if names.len() > 3 { ", …" } else { "" }
+    )
+}
+
 fn writable(flag: &str, dir: &Path, files: &[&str]) -> Result<()> {
     let mut at = dir;
     while !at.exists() {

@@ -162,6 +162,13 @@ fn refused_mounts_leave_nothing_behind() {
     refused(&["mount", &s(&local), "--store", &store], &[], &["inside the store", "outside the store"]);
     assert_eq!(tree(&d.store), vec![PathBuf::from("local")]);
     fs::remove_dir_all(&d.store).unwrap();
+    // A non-empty directory that holds no store (someone's files, another
+    // store's wc/) is never filled with a store.
+    fs::create_dir(&d.store).unwrap();
+    fs::write(d.store.join("notes.txt"), "mine").unwrap();
+    refused(&["mount", &mp, "--store", &store], &[], &["not empty", "holds no ringfs store", "notes.txt"]);
+    assert_eq!(tree(&d.store), vec![PathBuf::from("notes.txt")]);
+    fs::remove_dir_all(&d.store).unwrap();
     // A non-empty mountpoint, unless --nonempty.
     fs::write(d.mp.join("file"), "x").unwrap();
     refused(&["mount", &mp, "--store", &store], &[], &["not empty", "--nonempty"]);
