@@ -82,6 +82,21 @@ impl Store {
 /// The group-commit thread's loop: `commit()` every `interval` until `stop`
 /// is set (and `stop_cv` notified). Failures are logged at most once a
 /// minute (`store.trouble`), and their end once.
+/// Gives freed memory back to the system (malloc_trim(3): glibc keeps freed
+/// heap pages otherwise, so the daemon's RSS stays at its peak after a big
+/// hash or a burst of work). A no-op on other C libraries.
+pub(crate) fn give_back_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only releases free heap memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Commit intervals without a change (the sync position still) after which
+/// the commit thread gives freed memory back once ([`give_back_memory`]).
+const QUIET_INTERVALS_BEFORE_TRIM: u32 = 3;
+
 pub(crate) fn run_group_commits(
     store: &Store,
     interval: Duration,
@@ -90,6 +105,7 @@ pub(crate) fn run_group_commits(
     commit: impl Fn() -> std::result::Result<(), redb::Error>,
 ) {
     let mut stopped = stop.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut last_pos, mut quiet, mut trimmed) = (store.sync_pos.load(Ordering::SeqCst), 0u32, true);
     loop {
         // Set while we committed (its notify missed): stop now.
         if *stopped {
@@ -111,6 +127,18 @@ pub(crate) fn run_group_commits(
                 if store.trouble.reset() {
                     tracing::warn!("store: commits work again");
                 }
+            }
+        }
+        // After a burst of work, once the workspace is quiet, the memory it
+        // freed goes back to the system (RSS falls back towards idle).
+        let pos = store.sync_pos.load(Ordering::SeqCst);
+        if pos != last_pos {
+            (last_pos, quiet, trimmed) = (pos, 0, false);
+        } else if !trimmed {
+            quiet += 1;
+            if quiet >= QUIET_INTERVALS_BEFORE_TRIM {
+                give_back_memory();
+                trimmed = true;
             }
         }
         stopped = stop.lock().unwrap_or_else(|p| p.into_inner());

@@ -39,16 +39,7 @@ pub(crate) fn foreground_priority() {
     }
 }
 
-/// Gives memory freed by a big hash back to the system (malloc_trim(3):
-/// glibc keeps freed heap pages otherwise, so the daemon's RSS stays at
-/// its peak). A no-op on other C libraries.
-pub(crate) fn give_back_memory() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only releases free heap memory.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
+pub(crate) use crate::store::commit::give_back_memory;
 
 /// Hashing runs in the background: a lower CPU priority (nice 5: about a
 /// quarter of a foreground thread's share when they compete, never starved)
