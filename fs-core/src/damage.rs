@@ -182,6 +182,10 @@ fn check_working_copies(dir: &Path, opts: FsckOptions, rep: &mut FsckReport) {
         rep.working_copies += 1;
         let place = format!("wc/{ino}");
         let size = sizes[&ino];
+        if !meta.is_file() {
+            problem(rep, &place, format!("working copy is not a regular file (a directory or other): remove {} while the store is not mounted, it is rebuilt from the store at the next open", p.display()));
+            continue;
+        }
         if meta.len() != size {
             problem(
                 rep,

@@ -50,8 +50,8 @@ pub fn cmd_gc(args: GcArgs) -> Result<()> {
     let r = match (&args.mountpoint, &args.store) {
         (Some(mp), None) => from_doc(&ask(mp, control::Request::Gc)?)?,
         (None, Some(dir)) => {
-            if !dir.join("store.redb").exists() {
-                bail!("{} is not a ringfs store (it has no store.redb): give the --store DIR of a ringfs workspace", dir.display());
+            if let Some(m) = crate::plan::not_a_store("--store", dir) {
+                bail!("{m}");
             }
             match fs_core::gc_store(dir) {
                 Ok(r) => r,

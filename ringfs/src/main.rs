@@ -186,16 +186,7 @@ fn cmd_status(args: StatusArgs) -> Result<()> {
 fn cmd_fsck(args: FsckArgs) -> ExitCode {
     // Nothing is created in a directory that holds no store.
     let d = &args.store;
-    let is_store = ["store.redb", "wc", "packs"].iter().any(|f| d.join(f).exists());
-    let refuse = if !d.exists() {
-        Some(format!("{} does not exist: give the --store DIR of a ringfs workspace", d.display()))
-    } else if !d.is_dir() {
-        Some(format!("{} is not a directory: give the --store DIR of a ringfs workspace", d.display()))
-    } else if !is_store {
-        Some(format!("{} is not a ringfs store (it has no store.redb): give the --store DIR of a ringfs workspace", d.display()))
-    } else {
-        None
-    };
+    let refuse = plan::not_a_store("--store", d);
     if let Some(msg) = refuse {
         eprintln!("ringfs: fsck: {msg}");
         return ExitCode::from(2);
@@ -228,10 +219,8 @@ fn cmd_fsck(args: FsckArgs) -> ExitCode {
 /// report lists them), 2 nothing built (refused or failed).
 fn cmd_salvage(args: SalvageArgs) -> ExitCode {
     let (d, to) = (&args.store, &args.to);
-    let refuse = if !d.is_dir() {
-        Some(format!("--store {} is not a directory: give the store directory of the damaged workspace", d.display()))
-    } else if !["store.redb", "wc", "packs"].iter().any(|f| d.join(f).exists()) {
-        Some(format!("--store {} is not a ringfs store (no store.redb, wc/ or packs/ in it): give the store directory of the damaged workspace", d.display()))
+    let refuse = if let Some(m) = plan::not_a_store("--store", d) {
+        Some(m)
     } else if to.exists() && !to.is_dir() {
         Some(format!("--to {} exists and is not a directory: give a new directory for the rebuilt store", to.display()))
     } else if std::fs::read_dir(to).map(|mut r| r.next().is_some()).unwrap_or(false) {

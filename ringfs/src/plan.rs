@@ -200,6 +200,26 @@ fn access_w(p: &Path) -> std::io::Result<()> {
 
 /// Checks that `dir` (or, when missing, its nearest existing ancestor, in
 /// which it will be created) and its existing `files` can be written.
+/// Why `dir` (given as `flag`) cannot be the store of an existing workspace
+/// for a command that only reads one (fsck, salvage, gc --store): missing,
+/// not a directory, unreadable, or holding no store.redb, wc/ or packs/.
+/// `None`: it looks like a store.
+pub fn not_a_store(flag: &str, dir: &Path) -> Option<String> {
+    let d = dir.display();
+    match std::fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(format!("{flag} {d} does not exist: give the store directory of a ringfs workspace")),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Some(format!("{flag} {d} is not a directory: give the store directory of a ringfs workspace")),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            Some(format!("{flag} {d} cannot be read by this user ({e}): run as its owner or root, or fix its permissions"))
+        }
+        Err(e) => Some(format!("{flag} {d} cannot be read ({e})")),
+        Ok(_) if !["store.redb", "wc", "packs"].iter().any(|f| dir.join(f).exists()) => {
+            Some(format!("{flag} {d} is not a ringfs store (no store.redb, wc/ or packs/ in it): give the store directory of a ringfs workspace"))
+        }
+        Ok(_) => None,
+    }
+}
+
 /// Names a store directory holds (docs/FORMATS.md); one of them marks a
 /// directory as a store.
 const STORE_NAMES: &[&str] = &["store.redb", "ringfs.lock", "wc", "packs", "local", "lost+found"];
