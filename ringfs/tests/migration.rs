@@ -3,8 +3,8 @@
 //! files and the database is compacted), the old database kept as
 //! `store.redb.schema<N>` until the first clean unmount, and nothing in them
 //! lost. The fixtures (ringfs/tests/fixtures/store-schema1 and
-//! store-schema2, made by `scripts/make-schema1-fixture.sh` and
-//! `scripts/make-schema2-fixture.sh` with the releases before schema 2 and
+//! store-schema2, made by `scripts/make-store-fixture.sh 1` and
+//! `scripts/make-store-fixture.sh 2` with the releases before schema 2 and
 //! before schema 3) hold:
 //! `a.txt` ("hello\n", user.k=v), `dir/` (0750) with `b` (0640, 1 MiB of a
 //! pattern, several chunks), `link` → a.txt, `hard` = a hard link of

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Makes ringfs/tests/fixtures/store-schema1: a small store written by a ringfs
-# of schema 1 (the release before schema 2), for ringfs/tests/migration.rs.
-#   scripts/make-schema1-fixture.sh OLD_RINGFS_BINARY
-# Build OLD_RINGFS_BINARY from a commit before schema 2 (e.g. 322d4de):
-#   git worktree add /tmp/old 322d4de && cargo build --release -p ringfs --manifest-path /tmp/old/Cargo.toml
+# Makes ringfs/tests/fixtures/store-schemaN: a small store written by a ringfs
+# release of schema N, for ringfs/tests/migration.rs.
+#   scripts/make-store-fixture.sh N OLD_RINGFS_BINARY
+# Build OLD_RINGFS_BINARY from the last commit of schema N, e.g. 322d4de
+# (schema 1) or 0b4381d (schema 2):
+#   git worktree add /tmp/old 0b4381d && cargo build --release -p ringfs --manifest-path /tmp/old/Cargo.toml
 # Needs root (FUSE). The fixture's contents are listed in migration.rs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-old=${1:?usage: $0 OLD_RINGFS_BINARY}
-[ "$(id -u)" -eq 0 ] || { echo "make-schema1-fixture: needs root (FUSE mount)" >&2; exit 1; }
-out=ringfs/tests/fixtures/store-schema1
+schema=${1:?usage: $0 SCHEMA OLD_RINGFS_BINARY}
+old=${2:?usage: $0 SCHEMA OLD_RINGFS_BINARY}
+[ "$(id -u)" -eq 0 ] || { echo "make-store-fixture: needs root (FUSE mount)" >&2; exit 1; }
+out=ringfs/tests/fixtures/store-schema$schema
 tmp=$(mktemp -d)
 trap 'mountpoint -q "$tmp/mnt" && "$old" umount "$tmp/mnt"; rm -rf "$tmp"' EXIT
 mkdir "$tmp/mnt"
