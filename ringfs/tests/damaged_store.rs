@@ -291,18 +291,6 @@ impl Drop for Tmpfs {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let t = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &t);
-        } else {
-            fs::copy(e.path(), &t).unwrap();
-        }
-    }
-}
 
 #[test]
 fn fsck_checks_a_store_on_a_read_only_filesystem() {

@@ -21,18 +21,6 @@ fn fixture(schema: u32) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/store-schema{schema}"))
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let t = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &t);
-        } else {
-            fs::copy(e.path(), &t).unwrap();
-        }
-    }
-}
 
 fn pattern() -> Vec<u8> {
     (0..1u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect()
