@@ -687,6 +687,20 @@ fn perf_numbers() {
     }
 }
 
+/// `n` files of ~100 bytes, 1 000 to a directory (`d0/f0` …), written and
+/// closed without fsync (the bulk measurements below).
+fn make_small_files(fs: &Fs, n: u32) {
+    let mut dir = ROOT;
+    for i in 0..n {
+        if i % 1000 == 0 {
+            dir = fs.mkdir(&C, ROOT, os(&format!("d{}", i / 1000)), 0o755).unwrap().ino;
+        }
+        let (_, fh) = fs.create(&C, dir, os(&format!("f{i}")), 0o644, libc::O_RDWR as u32).unwrap();
+        fs.write(fh, 0, format!("file {i} {}\n", "x".repeat(90)).as_bytes()).unwrap();
+        fs.release(fh).unwrap();
+    }
+}
+
 /// Measurement, not a check (run by hand): the final commit after
 /// `RINGFS_BULK_FILES` (default 200 000) small files made faster than the
 /// workers hash them. `cargo test --release -p fs-core bulk_final_commit -- --ignored --nocapture`
@@ -697,16 +711,7 @@ fn bulk_final_commit() {
     let t = tempfile::tempdir().unwrap();
     let fs = dir_fs(t.path());
     let t0 = std::time::Instant::now();
-    let mut dir = ROOT;
-    for i in 0..n {
-        if i % 1000 == 0 {
-            let a = fs.mkdir(&C, ROOT, os(&format!("d{}", i / 1000)), 0o755).unwrap().ino;
-            dir = a;
-        }
-        let (_, fh) = fs.create(&C, dir, os(&format!("f{i}")), 0o644, libc::O_RDWR as u32).unwrap();
-        fs.write(fh, 0, format!("file {i} {}\n", "x".repeat(90)).as_bytes()).unwrap();
-        fs.release(fh).unwrap();
-    }
+    make_small_files(&fs, n);
     let made = t0.elapsed();
     let left = fs.stats();
     let t1 = std::time::Instant::now();
@@ -726,15 +731,7 @@ fn bulk_recovery_commit() {
     let n: u32 = std::env::var("RINGFS_BULK_FILES").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
     let t = tempfile::tempdir().unwrap();
     let fs = dir_fs(t.path());
-    let mut dir = ROOT;
-    for i in 0..n {
-        if i % 1000 == 0 {
-            dir = fs.mkdir(&C, ROOT, os(&format!("d{}", i / 1000)), 0o755).unwrap().ino;
-        }
-        let (_, fh) = fs.create(&C, dir, os(&format!("f{i}")), 0o644, libc::O_RDWR as u32).unwrap();
-        fs.write(fh, 0, format!("file {i} {}\n", "x".repeat(90)).as_bytes()).unwrap();
-        fs.release(fh).unwrap();
-    }
+    make_small_files(&fs, n);
     fs.fsyncdir(0).unwrap();
     fs.simulate_crash();
     let t0 = std::time::Instant::now();

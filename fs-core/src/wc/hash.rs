@@ -24,19 +24,25 @@ use crate::types::{Errno, Result};
 use crate::wc::queue::{FSYNC_HASH_DELAY, HASH_DELAY};
 use crate::wc::Wc;
 
+/// Sets the calling thread's CPU priority (`nice`, setpriority(2)) and its
+/// best-effort I/O priority level (`io_level` 0–7, ioprio_set(2)).
+fn thread_priority(nice: i32, io_level: libc::c_long) {
+    // SAFETY: per-thread settings of the calling thread (its tid).
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
+        const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+        const IOPRIO_CLASS_BE: libc::c_long = 2;
+        libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid as libc::c_long, (IOPRIO_CLASS_BE << 13) | io_level);
+    }
+}
+
 /// Back to the default priorities (nice 0, best-effort I/O level 4) for
 /// the calling thread: at shutdown somebody waits for the hashing. Lowering
 /// the nice value needs CAP_SYS_NICE (or RLIMIT_NICE); without it the
 /// thread stays at nice 5.
 pub(crate) fn foreground_priority() {
-    // SAFETY: per-thread settings of the calling thread (its tid).
-    unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 0);
-        const IOPRIO_WHO_PROCESS: libc::c_long = 1;
-        const IOPRIO_CLASS_BE: libc::c_long = 2;
-        libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid as libc::c_long, (IOPRIO_CLASS_BE << 13) | 4);
-    }
+    thread_priority(0, 4);
 }
 
 pub(crate) use crate::store::commit::give_back_memory;
@@ -46,14 +52,7 @@ pub(crate) use crate::store::commit::give_back_memory;
 /// and the lowest best-effort I/O priority (ioprio_set(2)) for this thread,
 /// so that the processes using the workspace go first on a busy machine.
 pub(crate) fn background_priority() {
-    // SAFETY: per-thread settings of the calling thread (its tid).
-    unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 5);
-        const IOPRIO_WHO_PROCESS: libc::c_long = 1;
-        const IOPRIO_CLASS_BE: libc::c_long = 2;
-        libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid as libc::c_long, (IOPRIO_CLASS_BE << 13) | 7);
-    }
+    thread_priority(5, 7);
 }
 
 
