@@ -544,7 +544,12 @@ impl Builder<'_> {
     fn place_unnamed(&mut self) {
         let mut orphans = 0;
         let mut ids: Vec<u64> = self.meta.inodes.keys().copied().filter(|i| *i != ROOT && !self.placed.contains_key(i)).collect();
-        ids.sort();
+        // The tops of unnamed subtrees first (inodes no unplaced directory
+        // names), so that each subtree comes along with its directory
+        // whatever the inode numbers; then whatever is left (cycles).
+        let unplaced: HashSet<u64> = ids.iter().copied().collect();
+        let named_inside: HashSet<u64> = unplaced.iter().filter_map(|d| self.meta.dirents.get(d)).flatten().map(|(_, c)| *c).collect();
+        ids.sort_by_key(|i| (named_inside.contains(i), *i));
         for old in ids {
             if self.placed.contains_key(&old) {
                 continue; // placed inside an unnamed directory's subtree

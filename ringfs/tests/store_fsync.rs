@@ -60,6 +60,63 @@ PY"#,
 }
 
 #[test]
+fn fsync_without_a_commit_keeps_size_and_mtime_and_commits_what_it_must() {
+    if raw_mode() {
+        return;
+    }
+    // No group commit in the test's time: the only durable commits are the
+    // ones fsync and fsyncdir make.
+    let mut m = TestMount::builder(Backend::Store).args(["--commit-interval-ms", "600000"]).mount();
+    // `log` is made durable (fsync, then fsync of its directory), then grows
+    // and changes in place and is fsynced: only its size and times are
+    // pending, and that fsync makes no commit (recovery takes them from the
+    // working copy). `stamp` has its mode and times set explicitly while
+    // closed, then is fsynced: that fsync must commit.
+    let o = m.sh(
+        r#"python3 - <<'PY'
+import os, hashlib, time
+def sync_dir():
+    d = os.open(".", os.O_RDONLY); os.fsync(d); os.close(d)
+with open("log", "wb") as f:
+    f.write(os.urandom(100000)); f.flush(); os.fsync(f.fileno())
+open("stamp", "wb").write(b"s")
+sync_dir()
+time.sleep(1.5)
+os.chmod("stamp", 0o600)
+os.utime("stamp", (978307200, 978307200))
+fd = os.open("stamp", os.O_RDONLY); os.fsync(fd); os.close(fd)
+with open("log", "r+b") as f:
+    f.seek(5000); f.write(b"X" * 4096)
+    f.seek(0, 2); f.write(os.urandom(1 << 20))
+    f.flush(); os.fsync(f.fileno())
+st = os.stat("log")
+want = hashlib.sha256(open("log", "rb").read()).hexdigest()
+open(os.environ["TMPDIR"] + "/want", "w").write(f"{want} {st.st_size} {st.st_mtime}")
+print("fsynced")
+PY"#,
+    );
+    let (so, se) = out_str(&o);
+    assert!(o.status.success() && so.contains("fsynced"), "{so}{se}");
+    m.kill_daemon();
+    m.mount_again();
+    let want = std::fs::read_to_string(m.host_tmp().join("want")).unwrap();
+    let want: Vec<&str> = want.split(' ').collect();
+    let got = m.sh_ok(r#"sha256sum log | cut -d' ' -f1; stat -c '%s %.3Y' log; stat -c '%a %Y' stamp"#);
+    let got: Vec<&str> = got.lines().collect();
+    assert_eq!(got[0], want[0], "content of log after kill -9 and remount");
+    let (size, mtime) = got[1].split_once(' ').unwrap();
+    assert_eq!(size, want[1], "size of log after kill -9 and remount");
+    let (mtime, want_mtime): (f64, f64) = (mtime.parse().unwrap(), want[2].parse().unwrap());
+    // The working copy's mtime (the host's clock) stands in for ours: the
+    // write's time, not the time of the last durable commit 1.5 s before.
+    assert!((mtime - want_mtime).abs() < 1.0, "mtime of log after kill -9: {mtime}, before: {want_mtime}");
+    assert_eq!(got[2], "600 978307200", "mode and mtime set explicitly, then fsynced");
+    m.unmount_checked();
+    let report = fsck(&m);
+    assert!(report.contains("clean"), "{report}");
+}
+
+#[test]
 fn final_commit_stores_every_file_and_says_what_it_waits_for() {
     if raw_mode() {
         return;

@@ -137,15 +137,23 @@ impl Fs {
             n.rec.atime = pick(a);
             changed = true;
         }
+        let mut closed_wc = None;
         if let Some(m) = s.mtime {
             n.rec.mtime = pick(m);
             changed = true;
             // Keep the working copy's mtime in step, so that only writes
-            // that bypass us make it newer than ours.
+            // that bypass us make it newer than ours, and recovery after a
+            // crash can take it from there (docs/SEMANTICS.md, "Durability").
             if let Some(f) = &n.file {
                 set_mtime(&f.file, n.rec.mtime);
                 *f.seen() = f.file.metadata().ok().map(|m| wc_stamp(&m));
+            } else if is_reg(n.rec.mode) {
+                closed_wc = Some((n.data_local, n.rec.mtime));
             }
+        }
+        if s.atime.is_some() || s.mtime.is_some() || s.ctime.is_some() {
+            // Times set explicitly are not what a write sets: fsync commits.
+            n.durable_meta = None;
         }
         if let Some(c) = s.ctime {
             n.rec.ctime = c;
@@ -157,6 +165,12 @@ impl Fs {
         }
         st.touch_inode(ino);
         drop(st);
+        if let Some((data_local, t)) = closed_wc {
+            // A file not open: its working copy (if it has one yet) in step too.
+            if let Ok(f) = self.inner.data_dir(data_local).open_ro(&ino.to_string()) {
+                set_mtime(&f, t);
+            }
+        }
         self.attr_now(ino)
     }
 

@@ -371,9 +371,10 @@ impl Fs {
     /// reading the file: fdatasync(2) (`datasync`) or fsync(2) of the
     /// working copy, an fsync(2) of its directory if a working copy was made
     /// there since the last one ([`crate::local::BackDir::sync_entries`]),
-    /// then a durable group commit of the metadata (size, times, names) —
-    /// for fdatasync only if the size changed since a durable commit held it.
-    /// The content is queued for hashing ([`FSYNC_HASH_DELAY`]); until it is
+    /// then a durable group commit of the pending metadata — unless all that
+    /// is pending is sizes and times of files a durable commit already holds
+    /// ([`crate::inode::State::only_data_pending`]): recovery after a crash
+    /// takes those from the working copies, durable now. The content is queued for hashing ([`FSYNC_HASH_DELAY`]); until it is
     /// stored the working copy is the truth, and recovery re-hashes it after
     /// a crash (docs/SEMANTICS.md, "Durability"). Errors: the working
     /// copy's fsync errors (EIO), EIO if the commit fails, EBADF.
@@ -406,28 +407,20 @@ impl Fs {
             }
         }
         self.inner.data_dir(data_local).sync_entries()?;
-        let size = {
+        {
             let mut st = self.inner.lock();
             let Some(n) = st.nodes.get(&ino) else { return Ok(()) };
-            let size = n.rec.size;
-            let durable = n.durable_size == Some(size);
             if !n.local && n.content_gen != n.hashed_gen && n.rec.nlink > 0 {
                 self.inner.hasher.queue_after(&mut st, ino, FSYNC_HASH_DELAY);
             }
-            // fdatasync(2) needs only the metadata that reading the bytes
-            // back needs: the size. The store holds it already: no commit
-            // (the times go with the next group commit, as on ext4).
-            if datasync && durable {
+            // What is pending is only sizes and times of inodes the store
+            // holds: recovery takes those from the working copies, which
+            // are durable now. No commit (the next group commit writes them).
+            if st.only_data_pending(ino) {
                 return Ok(());
             }
-            size
-        };
-        self.inner.commit(Durability::Immediate, true, None).map_err(db_errno)?;
-        if let Some(n) = self.inner.lock().nodes.get_mut(&ino) {
-            // The commit drained this size or a later one; a later one
-            // differs, and the next fdatasync commits again.
-            n.durable_size = Some(size);
         }
+        self.inner.commit(Durability::Immediate, true, None).map_err(db_errno)?;
         Ok(())
     }
 

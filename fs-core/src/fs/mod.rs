@@ -29,7 +29,7 @@ use std::thread::JoinHandle;
 use redb::{Database, Durability};
 
 use crate::host::HostTrees;
-use crate::inode::{self, Freed, State, POOL_LOCAL, ROOT};
+use crate::inode::{self, meta_key, Freed, State, POOL_LOCAL, ROOT};
 use crate::local::{BackDir, IgnorePolicy};
 use crate::posix::*;
 use crate::store::commit::run_group_commits;
@@ -114,8 +114,31 @@ impl Inner {
     }
 
     /// One group commit of everything dirty (see [`Store::group_commit`]).
+    /// After a durable one, the drained inodes count as durable
+    /// ([`State::note_durable`]), which lets `fsync` skip later commits.
     fn commit(&self, durability: Durability, force: bool, clean: Option<bool>) -> std::result::Result<(), redb::Error> {
-        self.store.group_commit(durability, force, clean, self.local_tables, || self.lock().drain(self.local_tables), |b| self.lock().put_back(b))
+        let durable = matches!(durability, Durability::Immediate);
+        let mut drained = Vec::new();
+        let mut drew = false;
+        let drain = || {
+            let mut st = self.lock();
+            let b = st.drain(self.local_tables);
+            if durable {
+                drained = b.inodes.iter().filter_map(|(i, v)| v.as_ref().and(st.nodes.get(i)).map(|n| (*i, meta_key(&n.rec)))).collect();
+            }
+            st.commits_in_flight += 1;
+            drew = true;
+            b
+        };
+        let r = self.store.group_commit(durability, force, clean, self.local_tables, drain, |b| self.lock().put_back(b));
+        if drew {
+            let mut st = self.lock();
+            st.commits_in_flight -= 1;
+            if r.is_ok() {
+                st.note_durable(drained);
+            }
+        }
+        r
     }
 
     fn tell_root(&self, ino: u64) {
@@ -214,12 +237,12 @@ impl Fs {
         }
         let mut loaded = loaded;
         {
-            // Loaded and unchanged by recovery: the store holds their size.
+            // Loaded and unchanged by recovery: the store holds their records.
             let st = &mut loaded.state;
             let dirty = std::mem::take(&mut st.dirty_inodes);
             for (ino, n) in st.nodes.iter_mut() {
                 if !dirty.contains(ino) {
-                    n.durable_size = Some(n.rec.size);
+                    n.durable_meta = Some(meta_key(&n.rec));
                 }
             }
             st.dirty_inodes = dirty;

@@ -117,10 +117,11 @@ pub(crate) struct Node {
     /// A hash worker (or the shutdown) is hashing this inode now: one at a
     /// time; another request for it is queued again (`wc::hash`).
     pub(crate) hashing: bool,
-    /// The size a durable commit is known to hold for this inode (`None`:
-    /// a new inode, or not known): fdatasync skips the commit while the
-    /// size is still this one (`fs::data` `Fs::fsync`).
-    pub(crate) durable_size: Option<u64>,
+    /// [`meta_key`] of the record a durable commit is known to hold for
+    /// this inode (`None`: a new inode, not known, or times set explicitly
+    /// since): fsync skips the commit while the record differs from it only
+    /// in what recovery takes from the working copy (`fs::data` `Fs::fsync`).
+    pub(crate) durable_meta: Option<u64>,
     /// Local-only: metadata in the LOCAL_* tables, never hashed or journaled.
     pub(crate) local: bool,
     /// The bytes live in the local backing directory (else in `wc/`).
@@ -140,6 +141,17 @@ struct NodeExtra {
 }
 
 static NO_XATTRS: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+
+/// A digest of the parts of an inode record that recovery after a crash
+/// cannot take from the working copy: everything but size, blocks and the
+/// times (mode, owner, link count, rdev, parent, birth time, flags). Two
+/// records with the same key differ at most in what a data write changes.
+pub(crate) fn meta_key(r: &InodeRec) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (r.mode, r.uid, r.gid, r.nlink, r.rdev, r.parent, r.btime, r.flags).hash(&mut h);
+    h.finish()
+}
 
 /// (mtime, ctime, size) of a working copy.
 pub(crate) type WcStamp = ((i64, u32), (i64, u32), u64);
@@ -163,7 +175,7 @@ impl Node {
             content_gen: 0,
             hashed_gen: 0,
             hashing: false,
-            durable_size: None,
+            durable_meta: None,
             local: false,
             data_local: false,
             linkable: false,
@@ -229,6 +241,9 @@ pub(crate) struct State {
     /// `[POOL_WC]` in the working-copy directory, `[POOL_LOCAL]` in the
     /// local-only directory.
     pub(crate) pool: [Vec<u64>; 2],
+    /// Group commits that drained a [`Batch`] and have not yet returned
+    /// (what they drained is not yet durable).
+    pub(crate) commits_in_flight: u32,
 }
 
 impl State {
@@ -433,6 +448,33 @@ impl State {
 
     /// Puts a batch whose commit failed back, so that the next commit
     /// retries it; changes made since it was drained win.
+    /// May `fsync` of `ino` skip its durable commit? Yes when nothing is
+    /// pending but sizes and times of inodes a durable commit already
+    /// holds (by [`meta_key`], `ino` included), i.e. nothing that recovery
+    /// after a crash could not take from the working copies: no names,
+    /// xattrs, frees, new inodes or other attribute changes, and no
+    /// commit in flight whose changes are not yet durable.
+    pub(crate) fn only_data_pending(&self, ino: u64) -> bool {
+        let durable = |i: &u64| self.nodes.get(i).is_some_and(|n| n.durable_meta == Some(meta_key(&n.rec)));
+        self.commits_in_flight == 0
+            && self.dirty_dirents.is_empty()
+            && self.dirty_xattrs.is_empty()
+            && self.freed.is_empty()
+            && self.freed_local.is_empty()
+            && durable(&ino)
+            && self.dirty_inodes.iter().all(durable)
+    }
+
+    /// After a durable commit of `drained` (inode, [`meta_key`] at drain
+    /// time): those records are what the store holds.
+    pub(crate) fn note_durable(&mut self, drained: Vec<(u64, u64)>) {
+        for (i, k) in drained {
+            if let Some(n) = self.nodes.get_mut(&i) {
+                n.durable_meta = Some(k);
+            }
+        }
+    }
+
     pub(crate) fn put_back(&mut self, b: Batch) {
         for (i, _) in b.inodes {
             if self.nodes.contains_key(&i) {

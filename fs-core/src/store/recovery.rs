@@ -317,7 +317,22 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
                     st.dirty_inodes.insert(ino);
                 }
             } else {
+                // fsync may have made only the working copy durable: its
+                // size and mtime are the truth until it is re-hashed
+                // (docs/SEMANTICS.md, "Durability").
                 n.content_gen = 1;
+                let dir = if n.data_local { local } else { wc };
+                if let Ok(m) = dir.open_ro(&ino.to_string()).and_then(|f| f.metadata()) {
+                    use std::os::unix::fs::MetadataExt;
+                    let wm = (m.mtime(), m.mtime_nsec() as u32);
+                    if wm > n.rec.mtime || m.size() != n.rec.size {
+                        n.rec.size = m.size();
+                        n.rec.blocks = m.blocks();
+                        n.rec.mtime = n.rec.mtime.max(wm);
+                        n.rec.ctime = n.rec.ctime.max(wm);
+                        st.dirty_inodes.insert(ino);
+                    }
+                }
                 rehash.push(ino);
             }
         }

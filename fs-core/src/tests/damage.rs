@@ -85,7 +85,7 @@ fn lost_names_go_to_lost_found_and_missing_chunks_are_reported() {
         true
     })
     .unwrap();
-    assert_eq!(names.len(), 1, "{names:?}");
+    assert_eq!(names.len(), 1, "{names:?} {rep}");
     let dir = fs.lookup(&C, lf, OsStr::from_bytes(&names[0]));
     let dir = dir.unwrap().ino;
     let ai = fs.lookup(&C, dir, os("a")).unwrap().ino;
