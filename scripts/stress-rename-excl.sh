@@ -2,8 +2,10 @@
 # Long stress for the git lockfile protocol on a ringfs mount (issue 12's
 # mixed-load failure: a `git commit` found `.git/index.lock` existing).
 #
-#   scripts/stress-rename-excl.sh [SECONDS] [TRANSPORT]   (default 600 auto; TRANSPORT auto|uring|dev)
+#   scripts/stress-rename-excl.sh [SECONDS] [TRANSPORT]   (default 600 auto; TRANSPORT auto|uring|dev|raw)
 #
+# TRANSPORT raw runs the same clients in a plain directory on the host disk
+# (no mount): what ext4 does with the same load.
 # Mounts a fresh durable store (`ringfs mount --store S M --daemon`) and runs,
 # all at once, for SECONDS:
 # - scripts/stress/rename-excl.c: 6 threads in one directory, each looping
@@ -28,11 +30,11 @@ cd "$(dirname "$0")/.."
 secs=${1:-600}
 transport=${2:-auto}
 root=$PWD
-if [ -z "${RINGFS:-}" ]; then
+if [ -z "${RINGFS:-}" ] && [ "$transport" != raw ]; then
     cargo build --release -q -p ringfs
     RINGFS=${CARGO_TARGET_DIR:-target}/release/ringfs
 fi
-RINGFS=$(readlink -f "$RINGFS")
+RINGFS=$(readlink -f "${RINGFS:-ringfs}")
 work=$(mktemp -d /var/tmp/ringfs-stress-excl.XXXXXX)
 mnt=$work/mnt
 logs=$work/logs
@@ -43,10 +45,14 @@ cleanup() {
     local p
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    # git's detached auto gc of our repositories (setsid: not our children).
-    for p in $(pgrep -f "git.*(gc|maintenance|repack|prune|pack-objects)" || true); do
-        case $(readlink "/proc/$p/cwd" 2>/dev/null) in "$mnt"/*) kill "$p" 2>/dev/null || true ;; esac
+    # git's detached auto gc of our repositories (setsid: not our children,
+    # but started by our git commands): whatever still works in our private
+    # mount point, by pid.
+    local d
+    for d in /proc/[0-9]*; do
+        case $(readlink "$d/cwd" 2>/dev/null) in "$mnt"/*) kill "${d#/proc/}" 2>/dev/null || true ;; esac
     done
+    sleep 1
     if [ "$mounted" = 1 ]; then
         "$RINGFS" umount "$mnt" --timeout 60 >/dev/null 2>&1 || "$RINGFS" umount "$mnt" >/dev/null 2>&1 || true
     fi
@@ -61,8 +67,10 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 mkdir -p "$work/bin"
 "${CC:-cc}" -O2 -pthread -o "$work/bin/rename-excl" scripts/stress/rename-excl.c
-"$RINGFS" mount --store "$work/store" "$mnt" --daemon --transport "$transport" 2>"$logs/mount.err"
-mounted=1
+if [ "$transport" != raw ]; then
+    "$RINGFS" mount --store "$work/store" "$mnt" --daemon --transport "$transport" 2>"$logs/mount.err"
+    mounted=1
+fi
 echo "stress-rename-excl: $secs s on $mnt (transport $transport; $("$RINGFS" --version 2>/dev/null || echo ringfs)); load: $(cut -d' ' -f1-3 /proc/loadavg)"
 end=$(( $(date +%s) + secs ))
 touch "$logs/failures"
