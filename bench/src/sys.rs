@@ -48,7 +48,11 @@ impl Ran {
     pub fn ok(&self) -> bool {
         self.status.is_some_and(|s| s.success()) && !self.timed_out
     }
-    /// One line describing a failure: the last stderr/stdout line that says something.
+    /// One line describing a failure: stdout's `FSBENCH_FAIL` line, else the
+    /// last stderr line starting with `fatal:` or `error:` (git's reason; the
+    /// lines after it are advice, the same for every lock file, e.g. "remove
+    /// the file manually to continue."), else the last stderr line that says
+    /// something; prefixed with the exit status.
     pub fn why(&self) -> String {
         if self.timed_out {
             return "timed out".into();
@@ -57,7 +61,8 @@ impl Ran {
             return "interrupted".into();
         }
         let fail = self.stdout.lines().find_map(|l| l.strip_prefix("FSBENCH_FAIL ")).map(str::to_string);
-        let last = fail.or_else(|| self.stderr.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_string));
+        let reason = || self.stderr.lines().rev().find(|l| l.starts_with("fatal:") || l.starts_with("error:")).map(str::to_string);
+        let last = fail.or_else(reason).or_else(|| self.stderr.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_string));
         let code = match self.status {
             Some(s) => format!("exit {}", s.code().map_or("signal".into(), |c| c.to_string())),
             None => "not started".into(),
@@ -222,4 +227,25 @@ pub fn fs_type(path: &Path) -> String {
 pub fn which(prog: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|d| d.join(prog)).find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    fn ran(stderr: &str) -> Ran {
+        Ran { status: Some(ExitStatus::from_raw(128 << 8)), stdout: String::new(), stderr: stderr.into(), ms: 0.0, timed_out: false }
+    }
+
+    #[test]
+    fn why_names_the_fatal_line_not_the_advice_after_it() {
+        let git = "fatal: cannot lock ref 'HEAD': Unable to create '/r/.git/HEAD.lock': File exists.\n\n\
+                   Another git process seems to be running in this repository, e.g.\n\
+                   may have crashed in this repository earlier:\n\
+                   remove the file manually to continue.\n";
+        assert_eq!(ran(git).why(), "exit 128: fatal: cannot lock ref 'HEAD': Unable to create '/r/.git/HEAD.lock': File exists.");
+        assert_eq!(ran("warning: x\nsomething broke\n").why(), "exit 128: something broke");
+        assert_eq!(ran("").why(), "exit 128");
+    }
 }
