@@ -3,7 +3,7 @@
 //! (or unlink it to roll back). Once the rename or unlink has returned, the
 //! next O_EXCL create of `NAME.lock` must succeed. Issue 12's mixed load saw a
 //! `git commit` fail on a lock file that existed, once in 2 464 commits (git's
-//! own detached gc holding HEAD.lock, docs/DECISIONS.md D26-X, not ringfs);
+//! own detached gc holding HEAD.lock, docs/DECISIONS.md D31, not ringfs);
 //! this is the short version of `scripts/stress-rename-excl.sh` (which runs
 //! it for minutes beside git, SQLite and churn), through a real mount on the
 //! io_uring transport (`--transport auto`: /dev/fuse where the kernel has no
