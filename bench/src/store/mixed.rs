@@ -76,7 +76,7 @@ fn walk(dir: &Path, each: &mut dyn FnMut(&Path)) {
 /// '.../HEAD.lock': File exists" once git's 100 ms ref-lock retry runs out
 /// (most likely what failed one commit of 2 464 in issue 12's second run,
 /// about when the repository's first auto gc was due; measured in
-/// docs/DECISIONS.md D26-X).
+/// docs/DECISIONS.md D31).
 const GIT_CONFIG: [&str; 10] = [
     "-c", "user.name=bench", "-c", "user.email=bench@localhost", "-c", "commit.gpgsign=false",
     "-c", "gc.autoDetach=false", "-c", "maintenance.autoDetach=false",
