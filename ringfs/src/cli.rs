@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
 /// ringfs: a FUSE workspace filesystem for AI agents and developers.
 ///
@@ -284,12 +284,17 @@ fn at_least_one(s: &str) -> Result<usize, String> {
     }
 }
 
+/// `ringfs gc`: exactly one of MOUNTPOINT and `--store DIR` (an
+/// [`ArgGroup`] so that clap's error and usage name both forms).
 #[derive(Debug, Args)]
+#[command(
+    override_usage = "ringfs gc MOUNTPOINT\n       ringfs gc --store DIR",
+    group(ArgGroup::new("target").required(true).multiple(false).args(["mountpoint", "store"]))
+)]
 pub struct GcArgs {
-    /// The mountpoint a `ringfs mount` serves.
-    #[arg(required_unless_present = "store", conflicts_with = "store")]
+    /// The mountpoint a `ringfs mount` serves (the daemon compacts while serving).
     pub mountpoint: Option<PathBuf>,
-    /// An unmounted store directory instead.
+    /// An unmounted store directory instead (no daemon may hold it).
     #[arg(long, value_name = "DIR")]
     pub store: Option<PathBuf>,
 }
