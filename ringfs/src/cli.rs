@@ -50,8 +50,10 @@ pub enum Command {
     /// metadata its database still yields, the working copies (the truth for
     /// their files), and chunks from the database or pack files.
     ///
-    /// The damaged store is only read. Files whose names are lost go to
-    /// lost+found/ in the new workspace (named by inode number). Prints what
+    /// The damaged store is only read. Files whose names are lost, or whose
+    /// records disagree with what survives (a manifest naming chunks no pack
+    /// holds, a size its working copy does not have), go to lost+found/ in
+    /// the new workspace (named by inode number). Prints what
     /// was recovered with names, what went to lost+found and what was lost;
     /// exits 0 when every file the surviving metadata names was recovered
     /// whole, 1 otherwise, 2 when nothing could be built.
