@@ -30,7 +30,8 @@ pub enum Command {
     /// Per-opcode request counts and latency percentiles, bytes through the
     /// daemon, store size and journal position of a mount.
     Stats(StatsArgs),
-    /// Verify a store: every table readable, chunk locations inside their
+    /// Verify a store: the pack directory and pack files usable, every table
+    /// readable, chunk locations inside their
     /// pack files, manifests, reference counts, dirents, working copies'
     /// sizes (with --full: every chunk's and working copy's hash).
     ///
