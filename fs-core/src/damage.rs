@@ -46,6 +46,9 @@ fn entries(dir: &Path, sub: &str) -> usize {
 /// [`FsckOptions::full`]. Every redb error, undecodable record or redb panic
 /// is a [`Problem`] in the report (place: table and key, or file).
 ///
+/// A pack directory or pack file that cannot be used (not a directory or
+/// regular file, unreadable) is the one [`Problem`] reported, place `packs`.
+///
 /// Errors (the store could not be checked at all): [`StoreError::Locked`]
 /// while a daemon serves it, [`StoreError::Io`] when its files cannot be
 /// read, [`StoreError::NewerSchema`].
@@ -61,6 +64,12 @@ pub fn fsck_store(dir: &Path, opts: FsckOptions) -> Result<FsckReport, StoreErro
         return Ok(rep);
     }
     let lock = shared_lock(dir)?;
+    if let Some(what) = crate::store::pack::usable::packs_trouble(dir) {
+        // Every chunk is in the packs: nothing past this can be checked.
+        problem(&mut rep, "packs", what);
+        rep.unreadable = true;
+        return Ok(rep);
+    }
     let db = match open_read_only(dir) {
         Ok(db) => db,
         Err(StoreError::Corrupt { reason, .. }) => {

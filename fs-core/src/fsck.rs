@@ -52,7 +52,9 @@ pub struct FsckReport {
     pub full: bool,
     /// What was not checked, and why (one line each).
     pub notes: Vec<String>,
-    /// The database could not be opened or read at all (the counts are 0).
+    /// The store could not be checked past its first problem (the database
+    /// cannot be opened or read, or its pack directory cannot be used): the
+    /// counts are 0.
     pub unreadable: bool,
 }
 
@@ -69,7 +71,7 @@ impl FsckReport {
 impl fmt::Display for FsckReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.unreadable {
-            writeln!(f, "store {}: its database could not be read", self.store.display())?;
+            writeln!(f, "store {}: not checked past the problem below", self.store.display())?;
         } else {
             self.fmt_counts(f)?;
         }

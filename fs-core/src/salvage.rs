@@ -100,9 +100,12 @@ pub struct PackChunks {
 /// the damage. The summary names the packs read and those cut short.
 pub fn salvage_packs(store: &Path) -> PackChunks {
     let dir = store.join("packs");
-    let ids = crate::store::pack::pack_files(&dir).unwrap_or_default();
-    let mut index = HashMap::new();
     let mut short = Vec::new();
+    let ids = crate::store::pack::pack_files(&dir).unwrap_or_else(|e| {
+        short.push(format!("{} cannot be listed ({e}), no chunk was read from it", dir.display()));
+        Default::default()
+    });
+    let mut index = HashMap::new();
     for id in &ids {
         let p = dir.join(crate::store::pack::pack_name(*id));
         let size = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
@@ -114,7 +117,7 @@ pub fn salvage_packs(store: &Path) -> PackChunks {
             Err(e) => short.push(format!("{}: {e}", p.display())),
         }
     }
-    let summary = if ids.is_empty() {
+    let summary = if ids.is_empty() && short.is_empty() {
         "packs: none found".to_string()
     } else if short.is_empty() {
         format!("packs: {} pack files read, {} chunks", ids.len(), index.len())
@@ -152,6 +155,12 @@ fn plausible(r: &InodeRec) -> bool {
     kinds.contains(&(r.mode & libc::S_IFMT))
         && r.mode & !(libc::S_IFMT | 0o7777) == 0
         && [r.atime, r.mtime, r.ctime, r.btime].into_iter().all(time)
+}
+
+/// Whether `name` can be a directory entry's name: not empty, not `.` or
+/// `..`, no `/` or NUL, at most 255 bytes (NAME_MAX).
+fn valid_name(name: &[u8]) -> bool {
+    !name.is_empty() && name != b"." && name != b".." && name.len() <= 255 && !name.iter().any(|b| *b == b'/' || *b == 0)
 }
 
 /// Whether the working copy at `p` holds what `manifest` (a file of `size`
@@ -247,10 +256,7 @@ pub fn salvage(from: &Path, to: &Path) -> Result<SalvageReport, StoreError> {
             Err(StoreError::Locked { pid, path }) => return Err(StoreError::Locked { pid, path }),
             // Damaged (redb would fall back on its own): the commit before.
             Err(e) => {
-                let why = match &e {
-                    StoreError::Corrupt { reason, .. } => reason.clone(),
-                    e => e.to_string(),
-                };
+                let why = reason_of(&e);
                 match open_unverified(from) {
                     Ok(db) => {
                         rep.metadata = format!("read from its last commit without redb's checksums ({why}); records in damaged pages are skipped");
@@ -264,7 +270,11 @@ pub fn salvage(from: &Path, to: &Path) -> Result<SalvageReport, StoreError> {
                                 Some(db)
                             }
                             Err(e2) => {
-                                rep.metadata = format!("none: {e2} (every file goes to lost+found)");
+                                let why2 = reason_of(&e2);
+                                let also = if why2 == why { String::new() } else { format!(": {why2}") };
+                                rep.metadata = format!(
+                                    "none: store.redb could not be read ({why}; its last durable commit neither{also}); what follows was recovered from the working copies and pack files alone, every file under lost+found"
+                                );
                                 None
                             }
                         }
@@ -275,17 +285,30 @@ pub fn salvage(from: &Path, to: &Path) -> Result<SalvageReport, StoreError> {
     };
     let rtx = db.as_ref().and_then(|d| guarded(|| d.begin_read()).ok().and_then(|r| r.ok()));
     if db.is_some() && rtx.is_none() {
-        rep.metadata = "none: store.redb cannot be read (every file goes to lost+found)".into();
+        rep.metadata = "none: store.redb opens but no read transaction can begin on it; what follows was recovered from the working copies and pack files alone, every file under lost+found".into();
     }
     let mut damage = Vec::new();
     let meta = rtx.as_ref().map(|r| read_meta(r, &mut damage)).unwrap_or_default();
     rep.damage = damage;
+    if rtx.is_none() {
+        rep.notes.push("no metadata could be read: names, directories, owners, modes and times are lost; the files' bytes are in lost+found/ of the new workspace, named by inode number (`file` or `head` tells what each is)".into());
+    }
     let packs = salvage_packs(from);
     rep.packs = packs.summary.clone();
     let chunks = Chunks { rtx: rtx.as_ref(), packs: &packs, packs_dir: from.join("packs") };
 
     let fs = Fs::open_store(Config::new(StoreLocation::Dir(to.to_path_buf())))?;
-    let mut b = Builder { fs: &fs, from, meta: &meta, chunks: &chunks, placed: HashMap::new(), done_attrs: Vec::new(), lost_found: None, rep: &mut rep };
+    let mut b = Builder {
+        fs: &fs,
+        from,
+        meta: &meta,
+        chunks: &chunks,
+        placed: HashMap::new(),
+        suspect: HashSet::new(),
+        done_attrs: Vec::new(),
+        lost_found: None,
+        rep: &mut rep,
+    };
     b.done_attrs.push((ROOT, ROOT));
     b.place_tree(ROOT, ROOT, String::new());
     b.place_unnamed();
@@ -296,6 +319,18 @@ pub fn salvage(from: &Path, to: &Path) -> Result<SalvageReport, StoreError> {
         rep.lost.push((String::from("(all)"), "the new store could not be committed".into()));
     }
     Ok(rep)
+}
+
+/// What went wrong with the damaged store's database, without the fix a
+/// [`StoreError`]'s message gives (which for a damaged database is to run
+/// salvage: the command printing this).
+fn reason_of(e: &StoreError) -> String {
+    match e {
+        StoreError::Corrupt { reason, .. } => reason.clone(),
+        StoreError::Damaged { what, .. } | StoreError::Unusable { what, .. } => what.clone(),
+        StoreError::Io { path, source } => format!("{}: {source}", path.display()),
+        e => e.to_string(),
+    }
 }
 
 /// Where chunk bytes come from: the database's chunk table, then packs.
@@ -341,6 +376,9 @@ struct Builder<'a> {
     chunks: &'a Chunks<'a>,
     /// old ino → new ino.
     placed: HashMap<u64, u64>,
+    /// Old inodes whose records did not verify ([`Builder::verify_file`]):
+    /// placed under lost+found, never given a name (nor a hard link).
+    suspect: HashSet<u64>,
     /// (old ino, new ino) in the order made, for attributes at the end.
     done_attrs: Vec<(u64, u64)>,
     lost_found: Option<u64>,
@@ -357,6 +395,18 @@ impl Builder<'_> {
             let Some(children) = self.meta.dirents.get(&od) else { continue };
             for (name, child) in children {
                 let cp = format!("{p}/{}", String::from_utf8_lossy(name));
+                if !valid_name(name) || *child == 0 || *child == od {
+                    // Read unverified from a damaged page: not a real entry.
+                    self.rep.notes.push(format!(
+                        "a directory entry in {} (name {:?}, inode {child}) is not a possible one (garbage in a damaged page): skipped",
+                        if p.is_empty() { "/" } else { &p },
+                        String::from_utf8_lossy(name)
+                    ));
+                    continue;
+                }
+                if self.suspect.contains(child) {
+                    continue; // under lost+found, its names not trusted
+                }
                 if let Some(&n) = self.placed.get(child) {
                     // Another name of a file already made: a hard link.
                     let is_dir = self.meta.inodes.get(child).map(|(r, _)| r.mode & libc::S_IFMT == libc::S_IFDIR).unwrap_or(false);
@@ -430,10 +480,16 @@ impl Builder<'_> {
                 }
                 Err(e) => Err(format!("mkdir: {e:?}")),
             },
-            libc::S_IFREG => match self.make_file(old, parent, name_os, 0o600, Some(&rec), local, path) {
-                Some(n) => Ok(n),
-                None => return None,
-            },
+            libc::S_IFREG => {
+                if let Err(why) = self.verify_file(old, &rec, local) {
+                    self.place_suspect(old, &rec, local, path, &why);
+                    return None;
+                }
+                match self.make_file(old, parent, name_os, 0o600, Some(&rec), local, path) {
+                    Some(n) => Ok(n),
+                    None => return None,
+                }
+            }
             libc::S_IFLNK => match self.meta.symlinks.get(&old) {
                 Some(t) => self.fs.symlink(&ROOT_CALLER, parent, name_os, OsStr::from_bytes(t)).map(|a| a.ino).map_err(|e| format!("symlink: {e:?}")),
                 None => Err("symlink whose target is lost".into()),
@@ -449,6 +505,61 @@ impl Builder<'_> {
             Err(e) => self.rep.lost.push((path.to_string(), e)),
         }
         None
+    }
+
+    /// Whether the inode record `rec` of the regular file `old` (read
+    /// without redb's checksums, so possibly garbage that passed
+    /// [`plausible`]) agrees with what survives independently of the
+    /// database: its working copy's size equal to the record's (any size
+    /// when the store was not shut down cleanly: the working copy is then
+    /// the truth), or else its manifest: chunks in ascending order, not
+    /// overlapping, inside the record's size (holes are not in manifests),
+    /// each found in the database or a pack with bytes hashing to it. An
+    /// empty file with neither verifies. `Err`: why not, one phrase.
+    fn verify_file(&self, old: u64, rec: &InodeRec, local: bool) -> Result<(), String> {
+        let wc = [self.wc_path(old, local), self.wc_path(old, !local)].into_iter().find(|p| p.is_file());
+        let wc_len = wc.as_ref().and_then(|p| std::fs::metadata(p).ok()).map(|m| m.len());
+        if wc_len.is_some_and(|l| !self.meta.clean || l == rec.size) {
+            return Ok(());
+        }
+        let size = rec.size;
+        let Some(m) = self.meta.manifests.get(&old) else {
+            return match wc_len {
+                None if size == 0 => Ok(()),
+                None => Err(format!("its record says {size} bytes but it has neither a working copy nor a manifest")),
+                Some(l) => Err(format!("its record says {size} bytes, its working copy has {l}, and it has no manifest")),
+            };
+        };
+        let mut end = 0u64;
+        for c in m {
+            let (a, b) = (c.offset, c.offset + c.len as u64);
+            if a < end || b > size {
+                return Err(format!("its manifest's chunk at bytes {a}..{b} overlaps the one before or lies past the record's size {size}"));
+            }
+            end = b;
+            if self.chunks.get(&c.hash).is_none() {
+                return Err(format!("its manifest names chunk {} (bytes {a}..{b}), which neither the database nor a pack holds", hex(&c.hash)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Places the regular file `old`, whose records did not verify (`why`),
+    /// as `lost+found/<old>` instead of under its name `path`, with
+    /// whatever bytes survive (its working copy, else its manifest's chunks).
+    fn place_suspect(&mut self, old: u64, rec: &InodeRec, local: bool, path: &str, why: &str) {
+        self.suspect.insert(old);
+        let Some(lf) = self.lost_found_dir() else {
+            self.rep.lost.push((path.to_string(), format!("its records do not verify ({why}) and lost+found could not be made")));
+            return;
+        };
+        let name = old.to_string();
+        let lpath = format!("/lost+found/{name}");
+        if let Some(n) = self.make_file(old, lf, OsStr::new(&name), 0o600, Some(rec), local, &lpath) {
+            self.placed.insert(old, n);
+            self.done_attrs.push((old, n));
+            self.rep.lost_found.push((lpath, format!("inode {old}, named {path} by records that do not verify: {why}")));
+        }
     }
 
     /// `from/wc/N` or (local-only) `from/local/N`.
@@ -566,7 +677,7 @@ impl Builder<'_> {
             if let Some(newdir) = self.place_one(old, lf, name.as_bytes(), &path) {
                 self.place_tree(old, newdir, path.clone());
             }
-            if self.placed.contains_key(&old) {
+            if self.placed.contains_key(&old) && !self.suspect.contains(&old) {
                 self.rep.named.truncate(before.min(self.rep.named.len()));
                 self.rep.lost_found.push((path, format!("inode {old}, whose name is lost")));
             }

@@ -265,6 +265,12 @@ pub enum StoreError {
     /// which table and key, or which files); nothing was written.
     #[error("store {dir} looks damaged: {what}; rebuild it into a new store with `ringfs salvage --store {dir} --to NEWDIR` (it leaves {dir} as it is; `ringfs fsck --store {dir}` lists the damage)", dir = dir.display())]
     Damaged { dir: PathBuf, what: String },
+    /// A part of the store directory `dir` (its pack directory or a pack
+    /// file) cannot be used as it is: `what` is one line naming the path,
+    /// what is wrong and the fix (from `store::pack::usable`); nothing was
+    /// written.
+    #[error("{what}")]
+    Unusable { dir: PathBuf, what: String },
     #[error("invalid ignore pattern `{pattern}`: {reason}")]
     Ignore { pattern: String, reason: String },
     /// The underlying error is the `source` (printed by error chains such

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
 /// ringfs: a FUSE workspace filesystem for AI agents and developers.
 ///
@@ -30,7 +30,8 @@ pub enum Command {
     /// Per-opcode request counts and latency percentiles, bytes through the
     /// daemon, store size and journal position of a mount.
     Stats(StatsArgs),
-    /// Verify a store: every table readable, chunk locations inside their
+    /// Verify a store: the pack directory and pack files usable, every table
+    /// readable, chunk locations inside their
     /// pack files, manifests, reference counts, dirents, working copies'
     /// sizes (with --full: every chunk's and working copy's hash).
     ///
@@ -50,8 +51,10 @@ pub enum Command {
     /// metadata its database still yields, the working copies (the truth for
     /// their files), and chunks from the database or pack files.
     ///
-    /// The damaged store is only read. Files whose names are lost go to
-    /// lost+found/ in the new workspace (named by inode number). Prints what
+    /// The damaged store is only read. Files whose names are lost, or whose
+    /// records disagree with what survives (a manifest naming chunks no pack
+    /// holds, a size its working copy does not have), go to lost+found/ in
+    /// the new workspace (named by inode number). Prints what
     /// was recovered with names, what went to lost+found and what was lost;
     /// exits 0 when every file the surviving metadata names was recovered
     /// whole, 1 otherwise, 2 when nothing could be built.
@@ -284,12 +287,17 @@ fn at_least_one(s: &str) -> Result<usize, String> {
     }
 }
 
+/// `ringfs gc`: exactly one of MOUNTPOINT and `--store DIR` (an
+/// [`ArgGroup`] so that clap's error and usage name both forms).
 #[derive(Debug, Args)]
+#[command(
+    override_usage = "ringfs gc MOUNTPOINT\n       ringfs gc --store DIR",
+    group(ArgGroup::new("target").required(true).multiple(false).args(["mountpoint", "store"]))
+)]
 pub struct GcArgs {
-    /// The mountpoint a `ringfs mount` serves.
-    #[arg(required_unless_present = "store", conflicts_with = "store")]
+    /// The mountpoint a `ringfs mount` serves (the daemon compacts while serving).
     pub mountpoint: Option<PathBuf>,
-    /// An unmounted store directory instead.
+    /// An unmounted store directory instead (no daemon may hold it).
     #[arg(long, value_name = "DIR")]
     pub store: Option<PathBuf>,
 }

@@ -197,8 +197,9 @@ fn cmd_fsck(args: FsckArgs) -> ExitCode {
             print!("{report}");
             if report.is_clean() {
                 ExitCode::SUCCESS
-            } else if report.problems.iter().all(|p| p.place.starts_with("wc/")) {
-                // Each names its own fix (the stored bytes are intact).
+            } else if report.problems.iter().all(|p| p.place.starts_with("wc/") || p.place == "packs") {
+                // Each names its own fix (a working copy: the stored bytes
+                // are intact; the pack directory: its line says what to do).
                 ExitCode::from(1)
             } else {
                 println!(

@@ -87,6 +87,9 @@ pub fn check(args: &MountArgs) -> Result<Plan> {
                 bail!("--store {} exists and is not a directory: give a directory (created if missing)", d.display());
             }
             not_someone_elses("--store", &d)?;
+            if let Some(at) = on_read_only_fs(&d) {
+                bail!("{}", read_only_store(&d, &at, vfs.read_only));
+            }
             writable("--store", &d, &["ringfs.lock", "store.redb", "wc", "local"])?;
             StorePlan::Dir(d)
         }
@@ -196,6 +199,35 @@ fn access_w(p: &Path) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// The nearest existing ancestor of `dir` (or `dir`) when it is on a
+/// read-only filesystem (statvfs(2) `ST_RDONLY`: `mount -o ro`, a read-only
+/// bind mount, a read-only medium), else `None`.
+fn on_read_only_fs(dir: &Path) -> Option<PathBuf> {
+    let at = dir.ancestors().find(|a| a.exists())?;
+    let c = CString::new(at.as_os_str().as_bytes()).ok()?;
+    // SAFETY: a valid NUL-terminated path and a zeroed out-struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    (st.f_flag & libc::ST_RDONLY != 0).then(|| at.to_path_buf())
+}
+
+/// The refusal of a store directory `d` on a read-only filesystem (`at`
+/// is where it is read-only), for a read-only (`ro`) or read-write mount.
+/// Even a read-only mount writes into its store (the lock file holding the
+/// daemon's pid, redb's commit at open and close, the pool of empty working
+/// copies): docs/SEMANTICS.md, "Store on a read-only filesystem".
+fn read_only_store(d: &Path, at: &Path, ro: bool) -> String {
+    let (d, at) = (d.display(), at.display());
+    let copy = format!("copy the store to a writable directory (`cp -a {d} NEWDIR`) and mount that, or remount {at} read-write");
+    if ro {
+        format!("--store {d} is on a read-only filesystem ({at}), and even a read-only mount (-o ro) writes to its store (ringfs.lock, the database's commits, working copies): {copy}; `ringfs fsck --store {d}` checks it where it is")
+    } else {
+        format!("--store {d} is on a read-only filesystem ({at}): a mount writes to its store (-o ro too): {copy}")
+    }
 }
 
 /// Checks that `dir` (or, when missing, its nearest existing ancestor, in

@@ -371,3 +371,182 @@ fn salvage_of_a_store_missing_working_copies_rebuilds_from_chunks() {
     m.unmount_checked();
     assert_eq!(fsck(m.store_dir(), true).0, 0);
 }
+
+/// `args` run as the user nobody (for what root's permission override hides).
+fn run_as_nobody(args: &[&str]) -> Output {
+    run_timeout(Command::new("setpriv").args(["--reuid=65534", "--regid=65534", "--clear-groups", RINGFS]).args(args), Duration::from_secs(60))
+}
+
+/// A name-by-name check of the three commands on a store whose pack
+/// directory or a pack file is not what it should be: each says, in one
+/// line, the path, what is wrong and the fix (never a bare I/O error).
+fn packs_trouble_reported(m: &TestMount, want: &[&str]) {
+    let store = m.store_dir();
+    let err = mount_refused(m, store, want);
+    assert!(!err.contains("I/O error") && !err.contains("Input/output error"), "{err}");
+    let (code, out) = fsck(store, false);
+    assert_eq!(code, 1, "fsck reports it as damage: {out}");
+    for w in want {
+        assert!(out.contains(w), "fsck: `{w}` missing in: {out}");
+    }
+    assert!(!out.contains("I/O error") && !out.contains("run `ringfs fsck"), "{out}");
+    let o = run(&["gc", "--store", &s(store)]);
+    let (gout, gerr) = out_str(&o);
+    assert_eq!(o.status.code(), Some(1), "gc --store: {gout}{gerr}");
+    for w in want {
+        assert!(gerr.contains(w), "gc: `{w}` missing in: {gerr}");
+    }
+    assert_eq!(gerr.trim().lines().count(), 1, "one line: {gerr}");
+}
+
+#[test]
+fn broken_packs_directory_is_named_with_its_fix_by_mount_fsck_and_gc() {
+    skip_if_raw!();
+    let (mut m, want) = populated();
+    let store = m.store_dir().to_path_buf();
+    let packs = store.join("packs");
+    let aside = store.with_file_name("packs-kept");
+    // STORE/packs replaced by a file.
+    fs::rename(&packs, &aside).unwrap();
+    fs::write(&packs, b"not a directory").unwrap();
+    packs_trouble_reported(&m, &["packs is a regular file, not a directory", "move it aside", "ringfs salvage --store"]);
+    fs::remove_file(&packs).unwrap();
+    fs::rename(&aside, &packs).unwrap();
+    // A pack file made a directory.
+    let name = fs::read_dir(&packs).unwrap().map(|e| e.unwrap().file_name()).find(|n| n.to_string_lossy().ends_with(".pack")).expect("a pack file");
+    let pack = packs.join(&name);
+    fs::rename(&pack, &aside).unwrap();
+    fs::create_dir(&pack).unwrap();
+    packs_trouble_reported(&m, &[&format!("{} is a directory, not a regular pack file", name.to_string_lossy()), "ringfs salvage --store"]);
+    fs::remove_dir(&pack).unwrap();
+    fs::rename(&aside, &pack).unwrap();
+    // Unreadable (root's permission override hides it: fsck as nobody, who
+    // can list the store but not its packs).
+    let mode = fs::metadata(&store).unwrap().permissions().mode();
+    fs::set_permissions(&store, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(&packs, fs::Permissions::from_mode(0o700)).unwrap();
+    let o = run_as_nobody(&["fsck", "--store", &s(&store)]);
+    let (out, err) = out_str(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{err}");
+    assert!(out.contains(&format!("{} cannot be read", packs.display())) && out.contains("fix its permissions"), "{out}{err}");
+    fs::set_permissions(&packs, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(&store, fs::Permissions::from_mode(mode)).unwrap();
+    // Put back, the store is whole again.
+    assert_eq!(fsck(&store, true).0, 0);
+    m.mount_again();
+    for (name, b) in &want {
+        assert_eq!(&fs::read(m.p(name)).unwrap(), b, "{name}");
+    }
+}
+
+#[test]
+fn gc_without_arguments_shows_both_forms() {
+    let o = run(&["gc"]);
+    let (_, err) = out_str(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("ringfs gc MOUNTPOINT") && err.contains("ringfs gc --store DIR"), "{err}");
+    assert!(err.contains("<MOUNTPOINT|--store <DIR>>"), "clap names both: {err}");
+    let o = run(&["gc", "--help"]);
+    let (out, _) = out_str(&o);
+    assert!(o.status.success() && out.contains("ringfs gc --store DIR") && out.contains("--store <DIR>"), "{out}");
+    let o = run(&["gc", "/nonexistent-mp", "--store", "/nonexistent-store"]);
+    assert_eq!(o.status.code(), Some(2), "both forms at once: {:?}", out_str(&o));
+}
+
+/// A read-only bind mount of `src`, of our own, unmounted on drop (every path, panics too).
+struct RoBind {
+    dir: tempfile::TempDir,
+}
+
+impl RoBind {
+    fn new(src: &Path) -> RoBind {
+        let dir = tempfile::Builder::new().prefix("ringfs-robind-").tempdir().unwrap();
+        let b = RoBind { dir };
+        let o = Command::new("mount").arg("--bind").arg(src).arg(b.dir.path()).output().unwrap();
+        assert!(o.status.success(), "mount --bind: {}", String::from_utf8_lossy(&o.stderr));
+        let o = Command::new("mount").args(["-o", "remount,bind,ro"]).arg(b.dir.path()).output().unwrap();
+        assert!(o.status.success(), "remount,bind,ro: {}", String::from_utf8_lossy(&o.stderr));
+        b
+    }
+}
+
+impl Drop for RoBind {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).output();
+    }
+}
+
+#[test]
+fn store_on_a_read_only_filesystem_is_refused_naming_it_and_the_fix() {
+    skip_if_raw!();
+    let (m, _) = populated();
+    let ro = RoBind::new(m.store_dir());
+    let store = ro.dir.path();
+    for opts in [&[][..], &["-o", "ro"][..]] {
+        let mut args = vec!["mount".to_string(), s(m.path()), "--store".into(), s(store)];
+        args.extend(opts.iter().map(|o| o.to_string()));
+        let o = run_timeout(Command::new(RINGFS).args(&args), Duration::from_secs(60));
+        let (out, err) = out_str(&o);
+        assert!(!o.status.success(), "{opts:?}: {out}{err}");
+        assert!(!is_mounted(m.path()), "{opts:?}: a refused mount left {} mounted", m.path().display());
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert!(err.contains("read-only filesystem") && err.contains("cp -a") && err.contains("read-write"), "{opts:?}: {err}");
+        if !opts.is_empty() {
+            assert!(err.contains("even a read-only mount (-o ro) writes"), "{err}");
+        }
+    }
+    // fsck checks it where it is.
+    let (code, out) = fsck(store, false);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn destroyed_database_header_salvage_reports_instead_of_sending_back() {
+    skip_if_raw!();
+    let (mut m, want) = populated();
+    let store = m.store_dir().to_path_buf();
+    scribble(&store.join("store.redb"), 0, 8192);
+    let (code, out) = fsck(&store, false);
+    assert_eq!(code, 1, "{out}");
+    assert!(!out.contains("run `ringfs fsck"), "{out}");
+    let (to, code, report) = salvage(&store);
+    assert!(code == 0 || code == 1, "{report}");
+    assert!(!report.contains("ringfs salvage"), "salvage must not send the user back to salvage: {report}");
+    assert!(report.contains("store.redb could not be read") && report.contains("no metadata could be read") && report.contains("/lost+found/"), "{report}");
+    mount_salvaged(&mut m, &to);
+    all_contents_present(&m, &want);
+}
+
+#[test]
+fn salvage_puts_a_file_whose_manifest_does_not_verify_in_lost_found() {
+    skip_if_raw!();
+    let (mut m, want) = populated();
+    let store = m.store_dir().to_path_buf();
+    let db = store.join("store.redb");
+    // src/f0 is 1000 bytes: one chunk, whose hash is in its manifest (and the
+    // chunk index). A byte of it changed in each place makes a manifest that
+    // decodes and passes every plausibility check but names no chunk that
+    // exists: what a scribbled page read unverified can give.
+    let hash = *blake3::hash(&want["src/f0"]).as_bytes();
+    let mut bytes = fs::read(&db).unwrap();
+    let at: Vec<usize> = bytes.windows(32).enumerate().filter(|(_, w)| *w == hash).map(|(i, _)| i).collect();
+    assert!(!at.is_empty(), "the chunk hash of src/f0 in store.redb");
+    for i in &at {
+        bytes[i + 7] ^= 0xa5;
+    }
+    fs::write(&db, &bytes).unwrap();
+    // Its working copy gone: only the manifest could give its bytes.
+    let wc = fs::read_dir(store.join("wc")).unwrap().map(|e| e.unwrap().path()).find(|p| fs::metadata(p).unwrap().len() == 1000).expect("src/f0's working copy");
+    fs::remove_file(&wc).unwrap();
+    let ino = wc.file_name().unwrap().to_string_lossy().into_owned();
+    let (to, code, report) = salvage(&store);
+    assert_eq!(code, 1, "src/f0's bytes are lost: {report}");
+    assert!(report.contains(&format!("/lost+found/{ino}")) && report.contains("named /src/f0 by records that do not verify"), "{report}");
+    assert!(!report.lines().any(|l| l.trim() == "/src/f0"), "not restored under its name: {report}");
+    mount_salvaged(&mut m, &to);
+    assert!(!m.p("src/f0").exists(), "a file whose records do not verify must not get its name back");
+    assert!(m.p(&format!("lost+found/{ino}")).exists());
+    for (name, b) in want.iter().filter(|(n, _)| n.as_str() != "src/f0") {
+        assert_eq!(&fs::read(m.p(name)).unwrap(), b, "{name}");
+    }
+}

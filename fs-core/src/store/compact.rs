@@ -222,13 +222,17 @@ impl Store {
 /// opens the database and packs (the open pack's torn tail truncated, pack
 /// files the index does not know removed) and compacts every sealed pack
 /// with dead bytes. Recovery does not run (the next mount does). Errors:
-/// [`StoreError::Locked`] while a daemon holds it, [`StoreError::Corrupt`],
+/// [`StoreError::Locked`] while a daemon holds it, [`StoreError::Unusable`]
+/// (its pack directory or a pack file cannot be used), [`StoreError::Corrupt`],
 /// [`StoreError::Io`] (also for a store of an earlier schema, whose chunks
 /// are not in packs until it is mounted once).
 pub fn gc_store(dir: &std::path::Path) -> std::result::Result<GcReport, StoreError> {
     let dbpath = dir.join("store.redb");
     if !dbpath.exists() {
         return Err(StoreError::Corrupt { path: dbpath, reason: "no store database".into() });
+    }
+    if let Some(what) = crate::store::pack::usable::packs_trouble(dir) {
+        return Err(StoreError::Unusable { dir: dir.to_path_buf(), what });
     }
     let lock = take_lock(dir)?;
     let db = open_db(dir)?;

@@ -148,7 +148,8 @@ fn has_entries(dir: &Path, sub: &str) -> usize {
 }
 
 /// What `Fs::open_store` checks before it takes the lock or writes anything
-/// in an existing store directory `dir`: a database missing or empty (0
+/// in an existing store directory `dir`: its pack directory and pack files
+/// usable ([`StoreError::Unusable`] naming the path and the fix); a database missing or empty (0
 /// bytes) while working copies (`wc/`) or packs (`packs/`) exist is
 /// [`StoreError::Damaged`] (never a new empty workspace); an existing
 /// database is opened read-only and every table read
@@ -157,6 +158,9 @@ fn has_entries(dir: &Path, sub: &str) -> usize {
 /// too. `Ok` for a new store, and when a daemon holds the database (the lock
 /// then says so).
 pub(crate) fn check_before_open(dir: &Path) -> Result<(), StoreError> {
+    if let Some(what) = crate::store::pack::usable::packs_trouble(dir) {
+        return Err(StoreError::Unusable { dir: dir.to_path_buf(), what });
+    }
     let db = dir.join("store.redb");
     let len = match std::fs::metadata(&db) {
         Ok(m) => Some(m.len()),

@@ -22,6 +22,7 @@
 //! Must not touch: manifests, the inode table, working copies.
 
 pub(crate) mod check;
+pub(crate) mod usable;
 mod scan;
 #[cfg(test)]
 mod tests;
