@@ -102,9 +102,13 @@ impl Store {
         self.dir.as_ref().map(|d| d.join("store.redb")).unwrap_or_else(|| PathBuf::from("memory"))
     }
 
-    /// Releases `ringfs.lock` (after the final commit).
+    /// Releases `ringfs.lock` after the final (clean) commit, emptying it
+    /// first: a lock file that still names a pid nobody holds it for says
+    /// the daemon died without a clean shutdown ([`died_holding_lock`]).
     pub(crate) fn release_lock(&self) {
-        self.lock_file.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(f) = self.lock_file.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = f.set_len(0);
+        }
     }
 
     /// The handle is unusable after an I/O error: reopen it before the next transaction.
@@ -208,6 +212,14 @@ pub(crate) fn io_err(path: &Path, e: std::io::Error) -> StoreError {
 
 pub(crate) fn corrupt(path: &Path, e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt { path: path.to_path_buf(), reason: e.to_string() }
+}
+
+/// Does `dir/ringfs.lock` still name the pid of a daemon (which, when
+/// nobody holds the lock, died without a clean shutdown — a clean one
+/// empties it, [`Store::release_lock`])? False when it is missing, empty or
+/// unreadable.
+pub(crate) fn died_holding_lock(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("ringfs.lock")).ok().and_then(|s| s.trim().parse::<u32>().ok()).is_some()
 }
 
 /// Takes the exclusive flock on `dir/ringfs.lock` and writes our pid into it.

@@ -130,8 +130,10 @@ pub(crate) fn open_read_only(dir: &Path) -> Result<RoDb, StoreError> {
                     // commits in one phase), and going back to the one before
                     // is then right: it never returned. Damage it is only when
                     // that last commit is the clean shutdown's (meta clean = 1,
-                    // read from it as it is), which had returned.
-                    if last_commit_clean(dir) == Some(false) {
+                    // read from it as it is), which had returned. When that
+                    // commit cannot be read at all, the lock file tells: a
+                    // daemon that died left its pid there.
+                    if last_commit_clean(dir) == Some(false) || crate::store::db::died_holding_lock(dir) {
                         tracing::warn!("{}: the last commit before the crash is incomplete; reading the commit before it (as the next mount recovers)", p.display());
                         return open_fallback(dir).map(|d| match d {
                             RoDb::Repaired(d) | RoDb::Previous(d) => RoDb::Previous(d),
