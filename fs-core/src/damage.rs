@@ -17,7 +17,7 @@ use std::path::Path;
 use crate::fsck::{fsck_opts, FsckReport, Problem};
 use crate::schema::*;
 use crate::store::readonly::{guarded, open_read_only, open_unverified, shared_lock};
-use crate::store::scan::{scan_tables, schema_of, walk};
+use crate::store::scan::{damage_outside, scan_tables, schema_of, walk};
 use crate::types::StoreError;
 
 /// How much [`fsck_store`] checks.
@@ -93,6 +93,11 @@ pub fn fsck_store(dir: &Path, opts: FsckOptions) -> Result<FsckReport, StoreErro
             return Ok(rep);
         }
     };
+    if let Some(what) = damage_outside(dir, &rtx) {
+        problem(&mut rep, "store.redb", what);
+        rep.unreadable = true;
+        return Ok(rep);
+    }
     let schema = schema_of(&rtx).unwrap_or(SCHEMA_VERSION);
     if schema > SCHEMA_VERSION {
         return Err(StoreError::NewerSchema { found: schema, supported: SCHEMA_VERSION, path: dbpath });

@@ -221,8 +221,14 @@ fn on_read_only_fs(dir: &Path) -> Option<PathBuf> {
 /// daemon's pid, redb's commit at open and close, the pool of empty working
 /// copies): docs/SEMANTICS.md, "Store on a read-only filesystem".
 fn read_only_store(d: &Path, at: &Path, ro: bool) -> String {
+    let fresh = !d.join("store.redb").exists();
     let (d, at) = (d.display(), at.display());
-    let copy = format!("copy the store to a writable directory (`cp -a {d} NEWDIR`) and mount that, or remount {at} read-write");
+    let copy = if fresh {
+        // No store there yet: nothing to copy.
+        format!("choose another --store on a writable filesystem, or remount {at} read-write")
+    } else {
+        format!("copy the store to a writable directory (`cp -a {d} NEWDIR`) and mount that, or remount {at} read-write")
+    };
     if ro {
         format!("--store {d} is on a read-only filesystem ({at}), and even a read-only mount (-o ro) writes to its store (ringfs.lock, the database's commits, working copies): {copy}; `ringfs fsck --store {d}` checks it where it is")
     } else {

@@ -550,3 +550,74 @@ fn salvage_puts_a_file_whose_manifest_does_not_verify_in_lost_found() {
         assert_eq!(&fs::read(m.p(name)).unwrap(), b, "{name}");
     }
 }
+
+#[test]
+fn gc_of_an_emptied_database_refuses_and_creates_nothing() {
+    skip_if_raw!();
+    let (m, _) = populated();
+    let store = m.store_dir().to_path_buf();
+    fs::write(store.join("store.redb"), b"").unwrap();
+    let before = snapshot(&store);
+    let o = run(&["gc", "--store", &s(&store)]);
+    let (out, err) = out_str(&o);
+    assert!(!o.status.success(), "gc of a store with an emptied database must refuse: {out}{err}");
+    assert!(err.contains("empty") && err.contains("ringfs salvage"), "{err}");
+    assert_eq!(fs::metadata(store.join("store.redb")).unwrap().len(), 0, "gc wrote a new database over the emptied one");
+    assert_eq!(snapshot(&store), before, "a refused gc changed the store");
+    mount_refused(&m, &store, &["looks damaged", "empty", "ringfs salvage"]);
+}
+
+#[test]
+fn gc_leaves_the_lock_file_as_a_clean_shutdown_does() {
+    skip_if_raw!();
+    let (m, _) = populated();
+    let store = m.store_dir().to_path_buf();
+    assert_eq!(fs::metadata(store.join("ringfs.lock")).unwrap().len(), 0, "a clean unmount empties ringfs.lock");
+    let o = run(&["gc", "--store", &s(&store)]);
+    let (out, err) = out_str(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert_eq!(fs::metadata(store.join("ringfs.lock")).unwrap().len(), 0, "gc --store left its pid in ringfs.lock");
+}
+
+#[test]
+fn lost_newest_commit_of_a_clean_store_is_refused() {
+    skip_if_raw!();
+    // The state a damaged newest commit leaves (redb reads the commit
+    // before it, made while mounted) after a clean shutdown (the lock file
+    // emptied): made here by a kill -9 (the database's commit says "in
+    // use") and then emptying the lock file as a clean shutdown would.
+    let (mut m, _) = populated();
+    m.mount_again();
+    fs::write(m.p("after"), b"x").unwrap();
+    m.sh_ok("sync");
+    m.kill_daemon();
+    let store = m.store_dir().to_path_buf();
+    assert!(fs::metadata(store.join("ringfs.lock")).unwrap().len() > 0, "a daemon that died leaves its pid");
+    fs::write(store.join("ringfs.lock"), b"").unwrap();
+    mount_refused(&m, &store, &["newest commit is lost", "ringfs salvage"]);
+    let (code, out) = fsck(&store, false);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("newest commit is lost"), "{out}");
+}
+
+#[test]
+fn truncated_working_copy_is_rebuilt_before_it_is_served() {
+    skip_if_raw!();
+    let (mut m, want) = populated();
+    let store = m.store_dir().to_path_buf();
+    let (name, big) = want.iter().max_by_key(|(_, b)| b.len()).map(|(n, b)| (n.clone(), b.clone())).unwrap();
+    // Its working copy: the one of that size.
+    let victim = fs::read_dir(store.join("wc")).unwrap().map(|e| e.unwrap().path()).find(|p| fs::metadata(p).unwrap().len() == big.len() as u64).unwrap();
+    fs::OpenOptions::new().write(true).open(&victim).unwrap().set_len(1000).unwrap();
+    m.mount_again();
+    assert_eq!(fs::read(m.p(&name)).unwrap(), big, "{name} served from a truncated working copy");
+    fs::OpenOptions::new().append(true).open(m.p(&name)).unwrap().write_all(b"tail").unwrap();
+    assert!(m.daemon_log().contains("changed outside ringfs"), "the rebuild is logged: {}", m.daemon_log());
+    m.unmount_checked();
+    let (code, out) = fsck(&store, true);
+    assert_eq!(code, 0, "{out}");
+    m.mount_again();
+    let mut want_now = big.clone();
+    want_now.extend_from_slice(b"tail");
+    assert_eq!(fs::read(m.p(&name)).unwrap(), want_now);
+}

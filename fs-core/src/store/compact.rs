@@ -231,9 +231,10 @@ pub fn gc_store(dir: &std::path::Path) -> std::result::Result<GcReport, StoreErr
     if !dbpath.exists() {
         return Err(StoreError::Corrupt { path: dbpath, reason: "no store database".into() });
     }
-    if let Some(what) = crate::store::pack::usable::packs_trouble(dir) {
-        return Err(StoreError::Unusable { dir: dir.to_path_buf(), what });
-    }
+    // The checks a mount makes first (packs usable, the database readable,
+    // not empty or lost beside working copies and packs): gc never opens
+    // (or creates) a database a mount would refuse.
+    crate::store::scan::check_before_open(dir)?;
     let lock = take_lock(dir)?;
     let db = open_db(dir)?;
     match schema_of(&db) {
@@ -253,5 +254,9 @@ pub fn gc_store(dir: &std::path::Path) -> std::result::Result<GcReport, StoreErr
     let pd = dir.join("packs");
     let packs = Packs::open(pd.clone(), None, &known, next).map_err(|e| io_err(&pd, e))?;
     let store = Store::new(db, Some(dir.to_path_buf()), dir.display().to_string(), Some(lock), 0, (0, 0), packs);
-    store.compact_packs(true).map_err(|e| io_err(&pd, std::io::Error::other(e.to_string())))
+    let r = store.compact_packs(true).map_err(|e| io_err(&pd, std::io::Error::other(e.to_string())));
+    // Done (or refused) without leaving the store mid-commit: let go of
+    // the lock as a clean shutdown does (its pid would say a daemon died).
+    store.release_lock();
+    r
 }

@@ -262,7 +262,11 @@ pub(crate) fn flock_past_own_children(f: &File, op: i32) -> std::io::Result<std:
         let mut b = [0u8; 32];
         let n = f.read_at(&mut b, 0).unwrap_or(0);
         let pid: Option<u32> = String::from_utf8_lossy(&b[..n]).trim().parse().ok();
-        if pid == Some(std::process::id()) && std::time::Instant::now() < deadline {
+        // Our own pid (a child of ours still holds a descriptor of our
+        // lock), or none yet or any more (a holder between its flock and
+        // writing its pid, or a clean shutdown's emptied file whose
+        // descriptor a child still holds): wait a little.
+        if (n == 0 || pid == Some(std::process::id())) && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(10));
             continue;
         }

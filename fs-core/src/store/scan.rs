@@ -142,6 +142,26 @@ pub(crate) fn schema_of(rtx: &ReadTransaction) -> Option<u64> {
     guarded(|| rtx.open_table(META).ok().and_then(|t| t.get("schema").ok().flatten().map(|g| g.value()))).ok().flatten()
 }
 
+/// Damage that reads as a valid database, found from outside it: `None`
+/// when there is none. (1) No `meta` table (a database redb initialised
+/// afresh, e.g. over an emptied file) while working copies or packs exist.
+/// (2) A clean shutdown's commit lost: `ringfs.lock` is empty — a clean
+/// shutdown empties it, a daemon that died leaves its pid (docs/FORMATS.md)
+/// — yet the commit redb reads says the store was in use (`meta clean` 0),
+/// so redb fell back past the newest commit. Both name the fix (salvage).
+pub(crate) fn damage_outside(dir: &Path, rtx: &ReadTransaction) -> Option<String> {
+    let (wc, packs) = (has_entries(dir, "wc"), has_entries(dir, "packs"));
+    if schema_of(rtx).is_none() && wc + packs > 0 {
+        return Some(format!("its database store.redb holds no store (no meta table: made afresh over a lost one?) but the directory holds {wc} working copies (wc/) and {packs} pack files (packs/)"));
+    }
+    let lock_empty = std::fs::metadata(dir.join("ringfs.lock")).is_ok_and(|m| m.len() == 0);
+    let clean = guarded(|| rtx.open_table(META).ok().and_then(|t| t.get("clean").ok().flatten().map(|g| g.value()))).ok().flatten();
+    if lock_empty && clean == Some(0) {
+        return Some("its newest commit is lost: the store was shut down cleanly (ringfs.lock is empty) but store.redb reads as an earlier commit made while it was mounted (the newest one is damaged); files changed since survive in the working copies".into());
+    }
+    None
+}
+
 /// Whether `dir/sub` holds any entry.
 fn has_entries(dir: &Path, sub: &str) -> usize {
     std::fs::read_dir(dir.join(sub)).map(|r| r.filter_map(|e| e.ok()).count()).unwrap_or(0)
@@ -191,6 +211,9 @@ pub(crate) fn check_before_open(dir: &Path) -> Result<(), StoreError> {
         Ok(Err(e)) => return Err(StoreError::Damaged { dir: dir.to_path_buf(), what: format!("store.redb cannot be read: {e}") }),
         Err(m) => return Err(StoreError::Damaged { dir: dir.to_path_buf(), what: format!("store.redb cannot be read: {m}") }),
     };
+    if let Some(what) = damage_outside(dir, &rtx) {
+        return Err(StoreError::Damaged { dir: dir.to_path_buf(), what });
+    }
     let schema = schema_of(&rtx).unwrap_or(SCHEMA_VERSION);
     let damage = scan_tables(&rtx, schema);
     if let Some(d) = damage.first() {

@@ -66,7 +66,7 @@ impl Wc<'_> {
         let data_local = lock(self.table).node(ino)?.data_local;
         let name = ino.to_string();
         match self.dirs.data_dir(data_local).open_rw(&name) {
-            Ok(f) => return Ok(f),
+            Ok(f) => return self.checked(ino, f),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
             Err(e) => return Err(e.into()),
         }
@@ -101,6 +101,34 @@ impl Wc<'_> {
         set_mtime(&f, mtime);
         dir.rename_to(&tmp, dir, &name)?;
         Ok(f)
+    }
+
+    /// The working copy `f` of `ino` as it was just opened — unless the file
+    /// is stored, not open, and the working copy's size is not the stored
+    /// size: then it was changed outside ringfs (truncated, replaced), and
+    /// it is rebuilt from the store before anything serves it or writes to
+    /// it (a warning names it). Checked and rebuilt under the table lock, so
+    /// no handle can write to the file meanwhile (it is rare).
+    fn checked(&self, ino: u64, f: File) -> Result<File> {
+        let len = f.metadata()?.len();
+        let st = lock(self.table);
+        let n = st.node(ino)?;
+        if n.local || n.file.is_some() || n.opens > 0 || n.content_gen != n.hashed_gen || len == n.rec.size {
+            return Ok(f);
+        }
+        let (size, mtime, dir) = (n.rec.size, n.rec.mtime, self.dirs.data_dir(n.data_local));
+        tracing::warn!(
+            "working copy {}/{ino} is {len} bytes but the stored file is {size}: changed outside ringfs; rebuilt from the store",
+            dir.path().display()
+        );
+        let tmp = format!(".restore-{ino}");
+        let g = dir.create(&tmp, true)?;
+        self.store.restore_content(ino, &g)?;
+        g.set_len(size)?;
+        set_mtime(&g, mtime);
+        dir.rename_to(&tmp, dir, &ino.to_string())?;
+        drop(st);
+        Ok(g)
     }
 }
 

@@ -218,8 +218,9 @@ impl Packs {
                 }
                 if valid < durable {
                     tracing::error!(
-                        "packs: {} is damaged at byte {valid} (the index expects {durable} bytes): kept as it is; `ringfs fsck --full` lists the damaged chunks, the files' working copies still hold their bytes",
-                        pack_name(id)
+                        "packs: {} is damaged at byte {valid} (the index expects {durable} bytes): kept as it is; `ringfs fsck --full --store {}` (unmounted) lists the damaged chunks, the files' working copies still hold their bytes",
+                        pack_name(id),
+                        dir.parent().unwrap_or(&dir).display()
                     );
                 }
                 if keep < SEAL_AT {
