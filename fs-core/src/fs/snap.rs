@@ -1,0 +1,100 @@
+//! Snapshot commands on a live filesystem: [`Fs::snapshot_commit`],
+//! [`Fs::snapshot_log`] and [`Fs::snapshot_diff`]. Each first makes the
+//! store hold the live tree as it is (changed synced files hashed, the
+//! inode table flushed in a group commit), then hands over to
+//! [`crate::snap`], which reads only the store's tables.
+//!
+//! Must not know: the object encoding (`snap::object`), FUSE.
+
+use std::time::Instant;
+
+use redb::Durability;
+
+use crate::fs::{dirty_files, Fs};
+use crate::snap::{self, CommitOptions, CommitReport, DiffReport, LogEntry, Point, SnapError};
+use crate::types::{Errno, Result};
+
+impl Fs {
+    /// Hashes every synced file changed since it was last stored (in the
+    /// calling thread, waiting for files a hash worker has in hand).
+    /// Errors: the first file that could not be stored (EIO).
+    pub(crate) fn store_changed(&self) -> Result<()> {
+        for round in 0.. {
+            let dirty = dirty_files(&self.inner.lock());
+            if dirty.is_empty() {
+                break;
+            }
+            if let Some((_, e)) = self.inner.wc().hash_many(&dirty, true).0.into_iter().next() {
+                return Err(e);
+            }
+            if round > 0 {
+                // A worker holds some of them: let it finish.
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            if round > 2000 {
+                return Err(Errno::EIO);
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the store hold the live tree: changed files hashed, the inode
+    /// table flushed (non-durably; the snapshot's own commit is durable).
+    fn settle(&self) -> std::result::Result<[(&'static str, std::time::Duration); 2], SnapError> {
+        let t = Instant::now();
+        self.store_changed().map_err(|e| SnapError::Store(format!("storing changed files: {e:?}")))?;
+        let hash = t.elapsed();
+        let t = Instant::now();
+        self.inner.commit(Durability::None, false, None).map_err(|e| SnapError::Store(e.to_string()))?;
+        Ok([("hash", hash), ("flush", t.elapsed())])
+    }
+
+    /// `ringfs commit`: a commit of the synced tree on the current branch
+    /// (`main`), including every write that returned before the call began
+    /// (docs/SEMANTICS.md "Snapshots"). Costs what changed since the last
+    /// commit (the journal since the position it covers), not the size of
+    /// the tree; the first commit builds every object. Errors:
+    /// [`SnapError::Store`] (a file could not be stored, the transaction
+    /// failed: the previous head stays).
+    pub fn snapshot_commit(&self, opts: &CommitOptions) -> std::result::Result<CommitReport, SnapError> {
+        let phases = self.settle()?.to_vec();
+        snap::commit_tree(&self.inner.store, opts, phases)
+    }
+
+    /// `ringfs log`: the current branch's commits, newest first.
+    pub fn snapshot_log(&self) -> std::result::Result<Vec<LogEntry>, SnapError> {
+        let rtx = self.inner.store.begin_read().map_err(|e| SnapError::Store(e.to_string()))?;
+        snap::log_of(&rtx)
+    }
+
+    /// `ringfs diff`: `from` and `to` are `live`, a branch name or the start
+    /// of a commit id; `from` defaults to the last commit, `to` to `live`.
+    /// Errors: [`SnapError::Unknown`], [`SnapError::Ambiguous`],
+    /// [`SnapError::NoCommits`] (no default `from`), [`SnapError::Store`].
+    pub fn snapshot_diff(&self, from: Option<&str>, to: Option<&str>) -> std::result::Result<DiffReport, SnapError> {
+        let (a, b) = {
+            let rtx = self.inner.store.begin_read().map_err(|e| SnapError::Store(e.to_string()))?;
+            let a = match from {
+                Some(n) => snap::resolve(&rtx, n)?,
+                None => Point::Commit(snap::head_commit(&rtx)?),
+            };
+            let b = match to {
+                Some(n) => snap::resolve(&rtx, n)?,
+                None => Point::Live,
+            };
+            (a, b)
+        };
+        if a == Point::Live || b == Point::Live {
+            self.settle()?;
+        }
+        snap::diff_of(&self.inner.store, a, b)
+    }
+
+    /// Tests: (root of a from-scratch build of the tables, root of the head
+    /// commit), after settling.
+    #[cfg(test)]
+    pub(crate) fn snapshot_full_root(&self) -> ([u8; 32], [u8; 32]) {
+        self.settle().unwrap();
+        snap::full_root(&self.inner.store).unwrap()
+    }
+}
