@@ -132,8 +132,9 @@ fn head<T: ReadableTable<&'static str, &'static [u8]>>(refs: &T) -> Result<(Stri
 /// Writes a commit of the tree the store's tables hold now on `HEAD`'s
 /// branch, in one durable transaction (a crash leaves the previous head).
 /// The caller has stored changed files and flushed the inode table first.
-/// Nothing changed since the head (same tree) and not `allow_empty`: no
-/// commit, the report says `created: false` with the head's id.
+/// Nothing changed since the head (a diff against it lists no path: at
+/// most directory mtimes moved) and not `allow_empty`: no commit, the
+/// report says `created: false` with the head's id.
 pub(crate) fn commit_tree(store: &Store, opts: &CommitOptions, mut phases: Vec<(&'static str, Duration)>) -> Result<CommitReport, SnapError> {
     let t = Instant::now();
     let mut txn = store.begin_write().map_err(se)?;
@@ -173,7 +174,10 @@ pub(crate) fn commit_tree(store: &Store, opts: &CommitOptions, mut phases: Vec<(
             ChangeKind::Removed => rep.removed += 1,
         }
     }
-    let same = parent.as_ref().map(|p| p.root == built.root && p.root_meta == built.root_meta).unwrap_or(false);
+    // Nothing a diff lists (at most directory mtimes moved, by a change
+    // undone): no commit.
+    let root_same = |p: &CommitObj| (Meta { mtime: built.root_meta.mtime, ..p.root_meta.clone() }) == built.root_meta;
+    let same = parent.as_ref().map(|p| changes.is_empty() && root_same(p)).unwrap_or(false);
     if same && !opts.allow_empty {
         txn.abort().map_err(se)?;
         rep.id = rep.parent.clone().unwrap_or_default();
