@@ -226,3 +226,27 @@ fn log_of_an_unmounted_store() {
     let o = ringfs(&["fsck", "--store", &store]);
     assert!(o.status.success(), "{:?}", out_str(&o));
 }
+
+#[test]
+fn commit_sees_writes_to_a_file_still_open() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    m.sh_ok("echo a > f");
+    let c1 = json(&["commit", mp(&m)]);
+    // Written (through passthrough when it is on) and still open while the
+    // commit runs.
+    let out = m.sh_ok(&format!(
+        "python3 -c 'import os, subprocess\nfd = os.open(\"f\", os.O_WRONLY | os.O_APPEND)\nos.write(fd, b\"more bytes\\n\")\nprint(subprocess.run([\"{RINGFS}\", \"commit\", \"{}\", \"--json\"], capture_output=True, text=True).stdout)\nos.close(fd)'",
+        mp(&m)
+    ));
+    let c2: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(c2["parent"], c1["id"], "{c2}");
+    assert_eq!(n(&c2, "paths", "modified"), 1, "{c2}");
+    let d = json(&["diff", mp(&m), c1["id"].as_str().unwrap(), "main"]);
+    assert_eq!(d["changes"][0]["new"]["size"].as_u64(), Some(13), "{d}");
+    // Closed: the live tree is what was committed.
+    assert_eq!(changes(&json(&["diff", mp(&m)])), Vec::<(String, String)>::new());
+    m.unmount_checked();
+}

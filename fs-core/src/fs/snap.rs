@@ -13,12 +13,14 @@ use redb::Durability;
 use crate::fs::{dirty_files, Fs};
 use crate::snap::{self, CommitOptions, CommitReport, DiffReport, LogEntry, Point, SnapError};
 use crate::types::{Errno, Result};
+use crate::wc::note_bypass;
 
 impl Fs {
     /// Hashes every synced file changed since it was last stored (in the
     /// calling thread, waiting for files a hash worker has in hand).
     /// Errors: the first file that could not be stored (EIO).
     pub(crate) fn store_changed(&self) -> Result<()> {
+        self.take_bypassed();
         for round in 0.. {
             let dirty = dirty_files(&self.inner.lock());
             if dirty.is_empty() {
@@ -38,6 +40,24 @@ impl Fs {
         Ok(())
     }
 
+    /// Takes in writes that bypassed the daemon (passthrough, shared
+    /// mappings) to files open for writing now, as fsync does: a working
+    /// copy whose size or mtime moved is marked changed.
+    fn take_bypassed(&self) {
+        let mut st = self.inner.lock();
+        let open: Vec<(u64, std::sync::Arc<crate::inode::OpenFile>)> = st
+            .handles
+            .values()
+            .filter(|h| h.flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32)
+            .filter_map(|h| h.file.clone().map(|f| (h.ino, f)))
+            .collect();
+        for (ino, f) in open {
+            if !st.is_local(ino) {
+                note_bypass(&mut st, ino, &f);
+            }
+        }
+    }
+
     /// Makes the store hold the live tree: changed files hashed, the inode
     /// table flushed (non-durably; the snapshot's own commit is durable).
     fn settle(&self) -> std::result::Result<[(&'static str, std::time::Duration); 2], SnapError> {
@@ -46,6 +66,10 @@ impl Fs {
         let hash = t.elapsed();
         let t = Instant::now();
         self.inner.commit(Durability::None, false, None).map_err(|e| SnapError::Store(e.to_string()))?;
+        // That commit took the "content stored non-durably" flag without
+        // making it durable: the next durable group commit must still run
+        // (the snapshot's own transaction may be aborted, nothing changed).
+        self.inner.store.content_pending.store(true, std::sync::atomic::Ordering::SeqCst);
         Ok([("hash", hash), ("flush", t.elapsed())])
     }
 

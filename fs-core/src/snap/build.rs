@@ -62,6 +62,10 @@ struct Builder<'t> {
     memo: HashMap<u64, ObjectId>,
     new_objects: HashMap<ObjectId, Vec<u8>>,
     reused: (u64, u64),
+    /// Inodes the journal says left the synced side (freed, or moved to
+    /// the local-only side) since the last commit: what is remembered of
+    /// them is not used (one that came back is built from its tables).
+    removed: HashSet<u64>,
 }
 
 /// Builds the tree the tables hold now. `base`: the journal position the
@@ -89,6 +93,7 @@ pub(crate) fn build(txn: &WriteTransaction, base: Option<u64>) -> Result<Built, 
         memo: HashMap::new(),
         new_objects: HashMap::new(),
         reused: (0, 0),
+        removed: HashSet::new(),
     };
     let journal = txn.open_table(JOURNAL).map_err(e2s)?;
     let covered = journal.last().map_err(e2s)?.map(|(k, _)| k.value()).unwrap_or(0);
@@ -113,6 +118,7 @@ pub(crate) fn build(txn: &WriteTransaction, base: Option<u64>) -> Result<Built, 
                 JournalRecord::Removed { ino } => removed.push(ino),
             }
         }
+        b.removed = removed.iter().copied().collect();
         b.close_upwards()?;
     }
     drop(journal);
@@ -148,6 +154,9 @@ pub(crate) fn build(txn: &WriteTransaction, base: Option<u64>) -> Result<Built, 
 
 impl<'t> Builder<'t> {
     fn cached(&self, ino: u64) -> Result<Option<SnapEntry>, String> {
+        if self.removed.contains(&ino) {
+            return Ok(None);
+        }
         match self.src.snap.get(ino).map_err(e2s)? {
             Some(g) => Ok(Some(dec(g.value()).map_err(|e| format!("snap_inodes {ino}: {e}"))?)),
             None => Ok(None),

@@ -236,10 +236,10 @@ fn write_built(txn: &WriteTransaction, built: &build::Built, branch: &str, cid: 
         for ino in &built.uncache {
             snap.remove(*ino).map_err(|x| e(x.into()))?;
         }
+        // An inode removed from the synced side and back again is in both:
+        // it was rebuilt, so its new row stands.
         for (ino, row) in &built.cache {
-            if !built.uncache.contains(ino) {
-                snap.insert(*ino, &enc(row)[..]).map_err(|x| e(x.into()))?;
-            }
+            snap.insert(*ino, &enc(row)[..]).map_err(|x| e(x.into()))?;
         }
         let mut refs = txn.open_table(REFS).map_err(|x| e(x.into()))?;
         refs.insert(branch, &cid[..]).map_err(|x| e(x.into()))?;

@@ -43,7 +43,17 @@ fn root_of(r: &crate::snap::CommitReport, h: &Harness) -> String {
 }
 
 fn run(ops: Vec<SOp>, loc: StoreLocation) {
-    let fs = Fs::open_store(cfg(loc.clone())).unwrap();
+    run_with(ops, loc, false)
+}
+
+/// `ignore`: paths with a component `c` are local-only (a remount or crash
+/// reopens without the pattern, moving them back to the synced side).
+fn run_with(ops: Vec<SOp>, loc: StoreLocation, ignore: bool) {
+    let mut c = cfg(loc.clone());
+    if ignore {
+        c.local = LocalConfig { ignore: vec!["c".into()], dir: None, native_roots: false };
+    }
+    let fs = Fs::open_store(c).unwrap();
     let mut h = Harness { fs: Some(fs), loc: loc.clone(), looked: Vec::new() };
     for op in &ops {
         match op {
@@ -102,6 +112,12 @@ proptest! {
     }
 
     #[test]
+    fn snap_incremental_equals_full_local_only(ops in prop::collection::vec(sop(), 1..50)) {
+        let t = tempfile::tempdir().unwrap();
+        run_with(ops, StoreLocation::Dir(t.path().join("store")), true);
+    }
+
+    #[test]
     fn snap_incremental_equals_full_dir(ops in prop::collection::vec(sop(), 1..40)) {
         let t = tempfile::tempdir().unwrap();
         run(ops, StoreLocation::Dir(t.path().join("store")));
@@ -140,4 +156,69 @@ fn snap_commit_log_diff_basics() {
         other => panic!("{other:?}"),
     }
     fs.shutdown().unwrap();
+}
+
+/// Local-only paths are not in snapshots: neither in a commit nor in a diff.
+#[test]
+fn snap_leaves_local_only_paths_out() {
+    let mut c = cfg(StoreLocation::Memory);
+    c.local = LocalConfig { ignore: vec!["node_modules".into()], dir: None, native_roots: false };
+    let fs = Fs::open_store(c).unwrap();
+    let nm = fs.mkdir(&C, ROOT, os("node_modules"), 0o755).unwrap().ino;
+    write_file(&fs, nm, "dep.js", b"x");
+    write_file(&fs, ROOT, "app.js", b"y");
+    let r = fs.snapshot_commit(&crate::snap::CommitOptions::default()).unwrap();
+    assert_eq!(r.added, 1, "only app.js: {r:?}");
+    write_file(&fs, nm, "other.js", b"z");
+    assert!(fs.snapshot_diff(None, None).unwrap().changes.is_empty());
+    // Renamed onto the synced side, it is in the next commit.
+    fs.rename(&C, ROOT, os("node_modules"), ROOT, os("vendor"), 0).unwrap();
+    let d = fs.snapshot_diff(None, None).unwrap();
+    let paths: Vec<String> = d.changes.iter().map(|c| String::from_utf8_lossy(&c.path).into_owned()).collect();
+    assert_eq!(paths, ["vendor", "vendor/dep.js", "vendor/other.js"]);
+    let (full, _) = fs.snapshot_full_root();
+    let r = fs.snapshot_commit(&crate::snap::CommitOptions::default()).unwrap();
+    assert_eq!(r.added, 3);
+    assert_eq!(fs.snapshot_full_root(), (full, full));
+    fs.shutdown().unwrap();
+}
+
+/// A schema-3 store (made here by deleting the schema-4 tables and setting
+/// the version back) opens, is migrated to 4, keeps its files, and its first
+/// commit builds every object; a file's manifest without a size row takes
+/// the inode's size.
+#[test]
+fn snap_schema3_store_is_migrated_and_commits() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("store");
+    let fs = dir_fs(&d);
+    let sub = fs.mkdir(&C, ROOT, os("sub"), 0o755).unwrap().ino;
+    write_file(&fs, sub, "f", b"schema three");
+    fs.shutdown().unwrap();
+    drop(fs);
+    {
+        let db = redb::Database::create(d.join("store.redb")).unwrap();
+        let w = db.begin_write().unwrap();
+        w.open_table(store::META).unwrap().insert("schema", 3).unwrap();
+        w.delete_table(store::OBJECTS).unwrap();
+        w.delete_table(store::REFS).unwrap();
+        w.delete_table(store::SNAP_INODES).unwrap();
+        w.delete_table(store::MANIFEST_SIZES).unwrap();
+        w.commit().unwrap();
+    }
+    assert!(fsck(&d).unwrap().is_clean());
+    assert!(crate::snap::log_store(&d).unwrap().is_empty(), "a schema-3 store has no commits");
+    let fs = dir_fs(&d);
+    assert!(d.join("store.redb.schema3").exists(), "the schema-3 database is kept until a clean unmount");
+    let r = fs.snapshot_commit(&crate::snap::CommitOptions { message: "first".into(), author: "t@h".into(), allow_empty: false }).unwrap();
+    assert!(r.created && r.added == 2, "{r:?}");
+    let diff = fs.snapshot_diff(None, None).unwrap();
+    assert!(diff.changes.is_empty(), "{diff:?}");
+    let (full, head) = fs.snapshot_full_root();
+    assert_eq!(full, head);
+    fs.shutdown().unwrap();
+    drop(fs);
+    assert!(fsck(&d).unwrap().is_clean());
+    assert_eq!(crate::snap::log_store(&d).unwrap().len(), 1);
+    assert!(!d.join("store.redb.schema3").exists());
 }
