@@ -17,12 +17,29 @@ use crate::wc::note_bypass;
 
 impl Fs {
     /// Hashes every synced file changed since it was last stored (in the
-    /// calling thread, waiting for files a hash worker has in hand).
+    /// calling thread, waiting for files a hash worker has in hand). After a
+    /// first commit it looks only where such files can be: inodes the
+    /// journal names since that commit, the dirty set, the hash queue, files
+    /// being hashed and open files; before it, the whole inode table.
     /// Errors: the first file that could not be stored (EIO).
     pub(crate) fn store_changed(&self) -> Result<()> {
         self.take_bypassed();
+        // Where files changed since the last commit can be (all of them
+        // before the first commit, or when the journal cannot be read).
+        let journaled = snap::journaled_since_commit(&self.inner.store).ok().flatten();
         for round in 0.. {
-            let dirty = dirty_files(&self.inner.lock());
+            let dirty = match &journaled {
+                Some(j) => {
+                    let st = self.inner.lock();
+                    let mut cands: std::collections::HashSet<u64> = j.iter().copied().collect();
+                    cands.extend(st.dirty_inodes.iter().copied());
+                    cands.extend(st.hash_queued.iter().copied());
+                    cands.extend(st.hashing.iter().copied());
+                    cands.extend(st.handles.values().map(|h| h.ino));
+                    cands.into_iter().filter(|i| st.nodes.get(i).is_some_and(|n| crate::posix::is_reg(n.rec.mode) && !n.local && n.content_gen != n.hashed_gen)).collect()
+                }
+                None => dirty_files(&self.inner.lock()),
+            };
             if dirty.is_empty() {
                 break;
             }

@@ -350,6 +350,31 @@ pub(crate) fn resolve(rtx: &ReadTransaction, name: &str) -> Result<Point, SnapEr
     }
 }
 
+/// Inodes the journal names since the position the last commit covers
+/// (Linked children, Attrs, Content): with the inode table's dirty set,
+/// hash queue and open files, every file whose content may have changed
+/// since (a change to content moves its mtime or size, so it is journaled
+/// at the next group commit). `None` before the first commit. Costs the
+/// records since that commit.
+pub(crate) fn journaled_since_commit(store: &Store) -> Result<Option<std::collections::HashSet<u64>>, SnapError> {
+    let rtx = store.begin_read().map_err(se)?;
+    let refs = rtx.open_table(REFS).map_err(se)?;
+    if head(&refs)?.1.is_none() {
+        return Ok(None);
+    }
+    let Some(base) = rtx.open_table(META).map_err(se)?.get("snap_pos").map_err(se)?.map(|g| g.value()) else { return Ok(None) };
+    let mut out = std::collections::HashSet::new();
+    for r in rtx.open_table(JOURNAL).map_err(se)?.range(base + 1..).map_err(se)? {
+        let (_, v) = r.map_err(se)?;
+        match dec::<JournalRecord>(v.value()).map_err(se)? {
+            JournalRecord::Linked { child, .. } => out.insert(child),
+            JournalRecord::Attrs { ino } | JournalRecord::Content { ino, .. } => out.insert(ino),
+            _ => false,
+        };
+    }
+    Ok(Some(out))
+}
+
 /// The head commit of `HEAD`'s branch. Errors: [`SnapError::NoCommits`].
 pub(crate) fn head_commit(rtx: &ReadTransaction) -> Result<ObjectId, SnapError> {
     let refs = rtx.open_table(REFS).map_err(se)?;
