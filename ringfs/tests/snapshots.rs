@@ -250,3 +250,23 @@ fn commit_sees_writes_to_a_file_still_open() {
     assert_eq!(changes(&json(&["diff", mp(&m)])), Vec::<(String, String)>::new());
     m.unmount_checked();
 }
+
+#[test]
+fn local_only_paths_and_native_roots_are_left_out() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::builder(Backend::Store).args(["--ignore", "node_modules", "--ignore", "*.log"]).name("snap-local").mount();
+    if native_roots_possible() {
+        make_native_root(&m, "node_modules");
+    } else {
+        m.sh_ok("mkdir node_modules");
+    }
+    m.sh_ok("mkdir -p node_modules/dep && echo x > node_modules/dep/index.js && echo y > build.log && echo z > app.js");
+    let c = json(&["commit", mp(&m)]);
+    assert_eq!((n(&c, "paths", "added"), n(&c, "paths", "modified")), (1, 0), "only app.js: {c}");
+    m.sh_ok("echo more > node_modules/dep/other.js && echo more >> build.log");
+    assert_eq!(changes(&json(&["diff", mp(&m)])), Vec::<(String, String)>::new());
+    assert_eq!(json(&["commit", mp(&m)])["created"], false);
+    m.unmount_checked();
+}
