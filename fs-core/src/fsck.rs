@@ -34,6 +34,8 @@ pub struct FsckReport {
     pub inodes: u64,
     pub dirents: u64,
     pub manifests: u64,
+    /// Snapshot objects (schema 4).
+    pub objects: u64,
     pub chunks: u64,
     pub chunk_bytes: u64,
     /// Pack files the index lists.
@@ -100,13 +102,14 @@ impl FsckReport {
     fn fmt_counts(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "store {}: {} inodes, {} directory entries, {} manifests, {} chunks ({} bytes){}",
+            "store {}: {} inodes, {} directory entries, {} manifests, {} chunks ({} bytes){}{}",
             self.store.display(),
             self.inodes,
             self.dirents,
             self.manifests,
             self.chunks,
             self.chunk_bytes,
+            if self.objects > 0 { format!(", {} snapshot objects", self.objects) } else { String::new() },
             if self.clean_shutdown { "" } else { ", not shut down cleanly" }
         )
     }
@@ -281,6 +284,9 @@ pub fn fsck_opts(store_dir: &Path, full: bool) -> Result<FsckReport, StoreError>
             }
         }
     }
+    // Snapshot objects: sound, whole, and their chunk references.
+    let objects = crate::snap::check::check_objects(&rtx, &mut want_refs, &mut |p, w| rep.bad(p, w)).map_err(c)?;
+    rep.objects = objects;
     let counts = if schema >= 3 {
         check_chunks(&rtx, &store_dir.join("packs"), &want_refs, full, rep.clean_shutdown, &mut |p, w| rep.bad(p, w))
     } else {

@@ -89,6 +89,7 @@ mod local;
 mod posix;
 mod salvage;
 mod schema;
+pub mod snap;
 pub mod store;
 mod throttle;
 mod types;

@@ -11,10 +11,10 @@
 use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
-/// Schema version this build writes and reads. Versions 1 and 2 are
+/// Schema version this build writes and reads. Versions 1 to 3 are
 /// migrated in place at mount (`store/migrate.rs`); the layout of each
 /// version is in docs/FORMATS.md.
-pub const SCHEMA_VERSION: u64 = 3;
+pub const SCHEMA_VERSION: u64 = 4;
 
 /// meta: "schema", "store_id", "next_ino", "clean", "chunk_count",
 /// "chunk_bytes", and since schema 3 "next_pack" (the next pack id).
@@ -45,6 +45,21 @@ pub const XATTRS: TableDefinition<(u64, &[u8]), &[u8]> = TableDefinition::new("x
 pub const SYMLINKS: TableDefinition<u64, &[u8]> = TableDefinition::new("symlinks");
 /// journal: sync position → bincode [`JournalRecord`].
 pub const JOURNAL: TableDefinition<u64, &[u8]> = TableDefinition::new("journal");
+
+/// objects (since schema 4): snapshot object id (BLAKE3 of the encoded
+/// bytes, 32 bytes) → the encoded object (docs/FORMATS.md "Snapshot objects,
+/// version 1"). Immutable: an id is written once and never changed.
+pub const OBJECTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("objects");
+/// refs (since schema 4): ref name → value. A branch (`main`) → its head
+/// commit id (32 bytes); `HEAD` → `ref: <branch>` (the branch commits go to).
+pub const REFS: TableDefinition<&str, &[u8]> = TableDefinition::new("refs");
+/// snap_inodes (since schema 4): ino → bincode [`SnapEntry`], the object id
+/// the inode had in the last snapshot and the names it had there, so a
+/// commit reuses unchanged subtrees without walking them.
+pub const SNAP_INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("snap_inodes");
+/// manifest_sizes (since schema 4): ino → the file size its manifest was
+/// cut at (the inode record's size can be newer while a file is written).
+pub const MANIFEST_SIZES: TableDefinition<u64, u64> = TableDefinition::new("manifest_sizes");
 
 /// Local-only inodes (paths matching an ignore pattern) keep their metadata
 /// in these tables, which are never journaled, hashed or synced; their
@@ -165,6 +180,15 @@ pub fn dec<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Result<T, String> {
 
 pub(crate) type StoreResult<T> = std::result::Result<T, redb::Error>;
 
+/// What a snapshot remembers of an inode ([`SNAP_INODES`]): its object id
+/// in the last commit (a file manifest or directory object; zero for other
+/// kinds) and the (parent, name) entries that named it there.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SnapEntry {
+    pub id: [u8; 32],
+    pub links: Vec<(u64, Vec<u8>)>,
+}
+
 /// Drops one reference per manifest entry. A chunk whose count reaches
 /// zero leaves the index and its pack's live bytes fall by its record.
 /// Returns (chunks removed, bytes removed).
@@ -196,6 +220,7 @@ pub(crate) fn remove_manifest(txn: &WriteTransaction, ino: u64) -> StoreResult<(
     let mut mt = txn.open_table(MANIFESTS)?;
     let old = mt.remove(ino)?.map(|g| g.value().to_vec());
     drop(mt);
+    txn.open_table(MANIFEST_SIZES)?.remove(ino)?;
     if let Some(old) = old {
         let m: Vec<ChunkRef> = dec(&old).unwrap_or_default();
         let mut chunks = txn.open_table(CHUNKS)?;
@@ -240,6 +265,10 @@ pub(crate) fn create_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(LOCAL_DIRENTS)?;
     txn.open_table(LOCAL_XATTRS)?;
     txn.open_table(LOCAL_SYMLINKS)?;
+    txn.open_table(OBJECTS)?;
+    txn.open_table(REFS)?;
+    txn.open_table(SNAP_INODES)?;
+    txn.open_table(MANIFEST_SIZES)?;
     Ok(())
 }
 

@@ -62,6 +62,22 @@ pub enum Command {
     /// Detach the native root at PATH: the directory stays, served by the
     /// daemon, until the next mount.
     Unroot(UnrootArgs),
+    /// Record a snapshot (commit) of the workspace's synced files on its
+    /// branch (main): prints the commit id, paths added/modified/removed,
+    /// objects and bytes written vs reused, and the time per phase.
+    ///
+    /// Costs what changed since the last commit, not the size of the tree.
+    /// Local-only paths and native roots are not in snapshots. When nothing
+    /// changed no commit is made (the head is printed; --allow-empty makes one).
+    Commit(CommitArgs),
+    /// List the commits of the workspace's branch, newest first.
+    Log(LogArgs),
+    /// What changed between two commits, or a commit and the live tree:
+    /// per path added/modified/removed with old and new size, kind and mode.
+    ///
+    /// FROM and TO are a commit id (or a unique start of one), a branch
+    /// name, or `live`; FROM defaults to the last commit, TO to `live`.
+    Diff(DiffArgs),
     /// Install ringfs: the binary, the mount(8) helper mount.fuse.ringfs, the
     /// systemd unit ringfs@.service, shell completions and man pages.
     Install(InstallArgs),
@@ -244,6 +260,47 @@ pub struct StatsArgs {
     /// Print the Prometheus text exposition format.
     #[arg(long)]
     pub prometheus: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CommitArgs {
+    /// The mountpoint a `ringfs mount` serves.
+    pub mountpoint: PathBuf,
+    /// The commit message.
+    #[arg(short, long, value_name = "MSG", default_value = "")]
+    pub message: String,
+    /// Make a commit even when the tree equals the last commit's.
+    #[arg(long)]
+    pub allow_empty: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// The mountpoint a `ringfs mount` serves.
+    #[arg(required_unless_present = "store", conflicts_with = "store")]
+    pub mountpoint: Option<PathBuf>,
+    /// An unmounted store directory instead (opened read-only).
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The mountpoint a `ringfs mount` serves.
+    pub mountpoint: PathBuf,
+    /// The old side: a commit id or its start, a branch, or `live` (default: the last commit).
+    pub from: Option<String>,
+    /// The new side (default: `live`).
+    pub to: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -5,7 +5,8 @@
 //! runtime dir is `/run/ringfs` for root (else `$XDG_RUNTIME_DIR/ringfs` or
 //! `/tmp/ringfs-<uid>`) and `<id>` is the first 16 hex digits of the BLAKE3
 //! hash of the absolute mountpoint path. A client sends one JSON line
-//! (`{"cmd":"status"}`, `{"cmd":"stats"}` or `{"cmd":"shutdown"}`) and reads one JSON line back.
+//! (`{"cmd":"status"}`, `{"cmd":"stats"}`, `{"cmd":"shutdown"}`, `{"cmd":"gc"}`,
+//! `{"cmd":"commit",…}`, `{"cmd":"log"}`, `{"cmd":"diff",…}`, …) and reads one JSON line back.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -32,6 +33,12 @@ pub enum Request {
     Unroot { path: PathBuf },
     /// Compact the pack files (`ringfs gc`); answered with the report.
     Gc,
+    /// Make a snapshot commit (`ringfs commit`); answered with its report.
+    Commit { message: String, author: String, allow_empty: bool },
+    /// The branch's commits (`ringfs log`).
+    Log,
+    /// A diff (`ringfs diff`): `None` is the default side.
+    Diff { from: Option<String>, to: Option<String> },
 }
 
 /// The directory holding control sockets.
@@ -106,7 +113,7 @@ fn serve_one(conn: UnixStream, answer: &dyn Fn(&Request) -> Value, shutdown: &dy
     reader.read_line(&mut line)?;
     let mut conn = conn;
     let reply = match serde_json::from_str::<Request>(line.trim()) {
-        Ok(req @ (Request::Status | Request::Stats | Request::Unroot { .. } | Request::Gc)) => answer(&req),
+        Ok(req @ (Request::Status | Request::Stats | Request::Unroot { .. } | Request::Gc | Request::Commit { .. } | Request::Log | Request::Diff { .. })) => answer(&req),
         Ok(Request::Shutdown) => serde_json::json!({ "ok": true, "pid": std::process::id() }),
         Err(e) => serde_json::json!({ "error": format!("bad request: {e}") }),
     };
@@ -129,8 +136,9 @@ pub fn call_within(mountpoint: &Path, req: &Request, wait: Duration) -> Result<V
     let path = socket_path(mountpoint);
     let mut conn = UnixStream::connect(&path)
         .with_context(|| format!("no ringfs daemon answers for {} (control socket {})", mountpoint.display(), path.display()))?;
-    // A gc copies up to a store's worth of packs.
-    conn.set_read_timeout(Some(if matches!(req, Request::Gc) { wait.max(Duration::from_secs(3600)) } else { wait }))?;
+    // A gc copies up to a store's worth of packs; a first commit or a diff
+    // against live hashes every changed file first.
+    conn.set_read_timeout(Some(if matches!(req, Request::Gc | Request::Commit { .. } | Request::Diff { .. }) { wait.max(Duration::from_secs(3600)) } else { wait }))?;
     writeln!(conn, "{}", serde_json::to_string(req)?)?;
     let mut line = String::new();
     BufReader::new(conn).read_line(&mut line)?;

@@ -15,6 +15,7 @@ mod notify;
 mod options;
 mod plan;
 mod roots;
+mod snap;
 mod umount;
 
 use std::ffi::OsString;
@@ -79,6 +80,9 @@ fn main() -> ExitCode {
         Command::Gc(args) => gc::cmd_gc(args),
         Command::Salvage(args) => return cmd_salvage(args),
         Command::Unroot(args) => cmd_unroot(args),
+        Command::Commit(args) => snap::cmd_commit(args),
+        Command::Log(args) => snap::cmd_log(args),
+        Command::Diff(args) => snap::cmd_diff(args),
         Command::Install(args) => install::cmd_install(args),
         Command::Completions(args) => install::cmd_completions(args),
     };
@@ -117,7 +121,7 @@ pub(crate) fn call_daemon(mp: &std::path::Path, req: &control::Request) -> Resul
 
 /// Ask the daemon serving `mountpoint` a question, explaining a dead mount
 /// or a path that is no ringfs mount.
-fn ask(mountpoint: &std::path::Path, req: control::Request) -> Result<serde_json::Value> {
+pub(crate) fn ask(mountpoint: &std::path::Path, req: control::Request) -> Result<serde_json::Value> {
     let mp = mountpoint::resolve(mountpoint)?;
     if !mountpoint::is_ringfs_mount(&mp)? && !control::socket_path(&mp).exists() {
         return Err(umount::not_a_mount(&mp));

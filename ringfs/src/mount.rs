@@ -331,6 +331,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
             Ok(r) => crate::gc::report_doc(&r),
             Err(e) => json!({ "refused": format!("{:#}", anyhow::Error::from(e)) }),
         },
+        control::Request::Commit { .. } | control::Request::Log | control::Request::Diff { .. } => crate::snap::answer(&info.fs, req),
         _ => info.status_doc(),
     });
     let _control = control::Server::start(&mp, answer, stop)?;

@@ -18,6 +18,7 @@ mod data;
 mod namespace;
 mod roots;
 mod sides;
+mod snap;
 mod xattr;
 
 use std::fs::File;
@@ -400,22 +401,7 @@ impl Fs {
     /// Errors: the first file that could not be stored (EIO), EIO if the
     /// commit fails.
     pub fn store_now(&self) -> Result<()> {
-        for round in 0.. {
-            let dirty = dirty_files(&self.inner.lock());
-            if dirty.is_empty() {
-                break;
-            }
-            if let Some((_, e)) = self.inner.wc().hash_many(&dirty, true).0.into_iter().next() {
-                return Err(e);
-            }
-            if round > 0 {
-                // A worker holds some of them: let it finish.
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            if round > 2000 {
-                return Err(Errno::EIO);
-            }
-        }
+        self.store_changed()?;
         self.inner.commit(Durability::Immediate, true, None).map_err(crate::store::db::db_errno)
     }
 
@@ -606,7 +592,7 @@ impl Drop for Fs {
 
 /// The synced regular files whose working copy changed since it was last
 /// stored (`content_gen` ahead of `hashed_gen`).
-fn dirty_files(st: &State) -> Vec<u64> {
+pub(crate) fn dirty_files(st: &State) -> Vec<u64> {
     st.nodes.iter().filter(|(_, n)| is_reg(n.rec.mode) && !n.local && n.content_gen != n.hashed_gen).map(|(&i, _)| i).collect()
 }
 

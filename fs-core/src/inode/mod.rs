@@ -237,6 +237,8 @@ pub(crate) struct State {
     /// Freed local-only inodes (removed from the LOCAL_* tables only).
     pub(crate) freed_local: HashSet<u64>,
     pub(crate) hash_queued: HashSet<u64>,
+    /// Inodes a hash worker (or a caller) is hashing now (their `Node::hashing`).
+    pub(crate) hashing: HashSet<u64>,
     /// Reserved inode numbers whose (empty) backing file already exists:
     /// `[POOL_WC]` in the working-copy directory, `[POOL_LOCAL]` in the
     /// local-only directory.

@@ -69,6 +69,7 @@ impl Store {
         db -= b as i64;
         let manifest = manifest.to_vec();
         txn.open_table(MANIFESTS)?.insert(ino, &enc(&manifest)[..])?;
+        txn.open_table(MANIFEST_SIZES)?.insert(ino, size)?;
         let seq = self.sync_pos.fetch_add(1, Ordering::SeqCst) + 1;
         let rec = JournalRecord::Content { ino, size, chunks: manifest.len() as u32, manifest_hash: *blake3::hash(&enc(&manifest)).as_bytes() };
         txn.open_table(JOURNAL)?.insert(seq, &enc(&rec)[..])?;

@@ -13,6 +13,10 @@
 //!   index `chunk_index` takes their locations and the counts of
 //!   `chunk_refs`; both old tables are deleted, and after the commit the
 //!   database file is compacted ([`compact_db`]) so the space comes back.
+//! - 3 → 4: tables added only (`objects`, `refs`, `snap_inodes`,
+//!   `manifest_sizes`; `schema::create_tables` makes them); nothing is
+//!   rewritten. Manifests stored before have no size row: a snapshot takes
+//!   the inode record's size for them.
 //!
 //! Must not touch: the inode table in memory, working copies.
 

@@ -75,7 +75,7 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
     let chunk_count = meta_get(&txn, "chunk_count").map_err(c)?.unwrap_or(0);
     let chunk_bytes = meta_get(&txn, "chunk_bytes").map_err(c)?.unwrap_or(0);
     let mut has_manifest = HashSet::new();
-    let sync_pos;
+    let mut sync_pos;
     {
         let t = txn.open_table(INODES).map_err(|e| c(e.into()))?;
         for r in t.iter().map_err(|e| c(e.into()))? {
@@ -135,7 +135,8 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
         }
         let t = txn.open_table(JOURNAL).map_err(|e| c(e.into()))?;
         sync_pos = t.last().map_err(|e| c(e.into()))?.map(|(k, _)| k.value()).unwrap_or(0);
-        for table in [DIRENTS, LOCAL_DIRENTS] {
+        drop(t);
+        for (table, synced) in [(DIRENTS, true), (LOCAL_DIRENTS, false)] {
             let t = txn.open_table(table).map_err(|e| c(e.into()))?;
             let mut bad = Vec::new();
             for r in t.iter().map_err(|e| c(e.into()))? {
@@ -162,8 +163,14 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
             if !bad.is_empty() {
                 tracing::warn!("store recovery: removing {} dangling directory entries", bad.len());
                 let mut t = txn.open_table(table).map_err(|e| c(e.into()))?;
+                let mut j = txn.open_table(JOURNAL).map_err(|e| c(e.into()))?;
                 for (p, n) in bad {
                     t.remove((p, &n[..])).map_err(|e| c(e.into()))?;
+                    // A snapshot finds the directories that changed in the journal.
+                    if synced {
+                        sync_pos += 1;
+                        j.insert(sync_pos, &enc(&JournalRecord::Unlinked { parent: p, name: n })[..]).map_err(|e| c(e.into()))?;
+                    }
                 }
             }
         }

@@ -442,6 +442,7 @@ mod local_only;
 mod model;
 mod packs;
 mod persistence;
+mod snap;
 mod tmpfile_acl;
 
 #[test]

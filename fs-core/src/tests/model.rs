@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 
 #[derive(Clone, Debug)]
-enum Op {
+pub(super) enum Op {
     Create(String),
     Mkdir(String),
     Unlink(String),
@@ -22,11 +22,11 @@ enum Op {
     Crash,
 }
 
-fn path() -> impl Strategy<Value = String> {
+pub(super) fn path() -> impl Strategy<Value = String> {
     prop::collection::vec(prop::sample::select(vec!["a", "b", "c"]), 1..=3).prop_map(|v| v.join("/"))
 }
 
-fn op() -> impl Strategy<Value = Op> {
+pub(super) fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => path().prop_map(Op::Create),
         3 => path().prop_map(Op::Mkdir),
@@ -232,22 +232,22 @@ impl Model {
 }
 
 /// Drives an `Fs` by path, forgetting every lookup it took after each op.
-struct Harness {
-    fs: Option<Fs>,
-    loc: StoreLocation,
-    looked: Vec<u64>,
+pub(super) struct Harness {
+    pub(super) fs: Option<Fs>,
+    pub(super) loc: StoreLocation,
+    pub(super) looked: Vec<u64>,
 }
 
 impl Harness {
-    fn fs(&self) -> &Fs {
+    pub(super) fn fs(&self) -> &Fs {
         self.fs.as_ref().unwrap()
     }
-    fn lookup(&mut self, parent: u64, name: &str) -> std::result::Result<Attr, i32> {
+    pub(super) fn lookup(&mut self, parent: u64, name: &str) -> std::result::Result<Attr, i32> {
         let a = self.fs().lookup(&C, parent, os(name)).map_err(|e| e.0)?;
         self.looked.push(a.ino);
         Ok(a)
     }
-    fn dir(&mut self, p: &str) -> std::result::Result<u64, i32> {
+    pub(super) fn dir(&mut self, p: &str) -> std::result::Result<u64, i32> {
         let mut ino = ROOT;
         if p.is_empty() {
             return Ok(ino);
@@ -261,16 +261,16 @@ impl Harness {
         }
         Ok(ino)
     }
-    fn parent(&mut self, p: &str) -> std::result::Result<(u64, String), i32> {
+    pub(super) fn parent(&mut self, p: &str) -> std::result::Result<(u64, String), i32> {
         let (d, n) = split(p);
         Ok((self.dir(d)?, n.to_string()))
     }
-    fn forget_all(&mut self) {
+    pub(super) fn forget_all(&mut self) {
         for ino in std::mem::take(&mut self.looked) {
             self.fs().forget(ino, 1);
         }
     }
-    fn apply(&mut self, op: &Op) -> std::result::Result<(), i32> {
+    pub(super) fn apply(&mut self, op: &Op) -> std::result::Result<(), i32> {
         let r = self.apply_inner(op);
         self.forget_all();
         r

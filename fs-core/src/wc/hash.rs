@@ -168,12 +168,16 @@ impl Wc<'_> {
             }
         }
         n.hashing = true;
-        Claim::Go(n.content_gen, n.data_local)
+        let go = Claim::Go(n.content_gen, n.data_local);
+        st.hashing.insert(ino);
+        go
     }
 
     /// Ends the hashing of `ino` that [`Wc::claim`] began.
     fn unclaim(&self, ino: u64) {
-        if let Some(n) = lock(self.table).nodes.get_mut(&ino) {
+        let mut st = lock(self.table);
+        st.hashing.remove(&ino);
+        if let Some(n) = st.nodes.get_mut(&ino) {
             n.hashing = false;
         }
     }

@@ -1,0 +1,141 @@
+//! Snapshot commands on a live filesystem: [`Fs::snapshot_commit`],
+//! [`Fs::snapshot_log`] and [`Fs::snapshot_diff`]. Each first makes the
+//! store hold the live tree as it is (changed synced files hashed, the
+//! inode table flushed in a group commit), then hands over to
+//! [`crate::snap`], which reads only the store's tables.
+//!
+//! Must not know: the object encoding (`snap::object`), FUSE.
+
+use std::time::Instant;
+
+use redb::Durability;
+
+use crate::fs::{dirty_files, Fs};
+use crate::snap::{self, CommitOptions, CommitReport, DiffReport, LogEntry, Point, SnapError};
+use crate::types::{Errno, Result};
+use crate::wc::note_bypass;
+
+impl Fs {
+    /// Hashes every synced file changed since it was last stored (in the
+    /// calling thread, waiting for files a hash worker has in hand). After a
+    /// first commit it looks only where such files can be: inodes the
+    /// journal names since that commit, the dirty set, the hash queue, files
+    /// being hashed and open files; before it, the whole inode table.
+    /// Errors: the first file that could not be stored (EIO).
+    pub(crate) fn store_changed(&self) -> Result<()> {
+        self.take_bypassed();
+        // Where files changed since the last commit can be (all of them
+        // before the first commit, or when the journal cannot be read).
+        let journaled = snap::journaled_since_commit(&self.inner.store).ok().flatten();
+        for round in 0.. {
+            let dirty = match &journaled {
+                Some(j) => {
+                    let st = self.inner.lock();
+                    let mut cands: std::collections::HashSet<u64> = j.iter().copied().collect();
+                    cands.extend(st.dirty_inodes.iter().copied());
+                    cands.extend(st.hash_queued.iter().copied());
+                    cands.extend(st.hashing.iter().copied());
+                    cands.extend(st.handles.values().map(|h| h.ino));
+                    cands.into_iter().filter(|i| st.nodes.get(i).is_some_and(|n| crate::posix::is_reg(n.rec.mode) && !n.local && n.content_gen != n.hashed_gen)).collect()
+                }
+                None => dirty_files(&self.inner.lock()),
+            };
+            if dirty.is_empty() {
+                break;
+            }
+            if let Some((_, e)) = self.inner.wc().hash_many(&dirty, true).0.into_iter().next() {
+                return Err(e);
+            }
+            if round > 0 {
+                // A worker holds some of them: let it finish.
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            if round > 2000 {
+                return Err(Errno::EIO);
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes in writes that bypassed the daemon (passthrough, shared
+    /// mappings) to files open for writing now, as fsync does: a working
+    /// copy whose size or mtime moved is marked changed.
+    fn take_bypassed(&self) {
+        let mut st = self.inner.lock();
+        let open: Vec<(u64, std::sync::Arc<crate::inode::OpenFile>)> = st
+            .handles
+            .values()
+            .filter(|h| h.flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32)
+            .filter_map(|h| h.file.clone().map(|f| (h.ino, f)))
+            .collect();
+        for (ino, f) in open {
+            if !st.is_local(ino) {
+                note_bypass(&mut st, ino, &f);
+            }
+        }
+    }
+
+    /// Makes the store hold the live tree: changed files hashed, the inode
+    /// table flushed (non-durably; the snapshot's own commit is durable).
+    fn settle(&self) -> std::result::Result<[(&'static str, std::time::Duration); 2], SnapError> {
+        let t = Instant::now();
+        self.store_changed().map_err(|e| SnapError::Store(format!("storing changed files: {e:?}")))?;
+        let hash = t.elapsed();
+        let t = Instant::now();
+        self.inner.commit(Durability::None, false, None).map_err(|e| SnapError::Store(e.to_string()))?;
+        // That commit took the "content stored non-durably" flag without
+        // making it durable: the next durable group commit must still run
+        // (the snapshot's own transaction may be aborted, nothing changed).
+        self.inner.store.content_pending.store(true, std::sync::atomic::Ordering::SeqCst);
+        Ok([("hash", hash), ("flush", t.elapsed())])
+    }
+
+    /// `ringfs commit`: a commit of the synced tree on the current branch
+    /// (`main`), including every write that returned before the call began
+    /// (docs/SEMANTICS.md "Snapshots"). Costs what changed since the last
+    /// commit (the journal since the position it covers), not the size of
+    /// the tree; the first commit builds every object. Errors:
+    /// [`SnapError::Store`] (a file could not be stored, the transaction
+    /// failed: the previous head stays).
+    pub fn snapshot_commit(&self, opts: &CommitOptions) -> std::result::Result<CommitReport, SnapError> {
+        let phases = self.settle()?.to_vec();
+        snap::commit_tree(&self.inner.store, opts, phases)
+    }
+
+    /// `ringfs log`: the current branch's commits, newest first.
+    pub fn snapshot_log(&self) -> std::result::Result<Vec<LogEntry>, SnapError> {
+        let rtx = self.inner.store.begin_read().map_err(|e| SnapError::Store(e.to_string()))?;
+        snap::log_of(&rtx)
+    }
+
+    /// `ringfs diff`: `from` and `to` are `live`, a branch name or the start
+    /// of a commit id; `from` defaults to the last commit, `to` to `live`.
+    /// Errors: [`SnapError::Unknown`], [`SnapError::Ambiguous`],
+    /// [`SnapError::NoCommits`] (no default `from`), [`SnapError::Store`].
+    pub fn snapshot_diff(&self, from: Option<&str>, to: Option<&str>) -> std::result::Result<DiffReport, SnapError> {
+        let (a, b) = {
+            let rtx = self.inner.store.begin_read().map_err(|e| SnapError::Store(e.to_string()))?;
+            let a = match from {
+                Some(n) => snap::resolve(&rtx, n)?,
+                None => Point::Commit(snap::head_commit(&rtx)?),
+            };
+            let b = match to {
+                Some(n) => snap::resolve(&rtx, n)?,
+                None => Point::Live,
+            };
+            (a, b)
+        };
+        if a == Point::Live || b == Point::Live {
+            self.settle()?;
+        }
+        snap::diff_of(&self.inner.store, a, b)
+    }
+
+    /// Tests: (root of a from-scratch build of the tables, root of the head
+    /// commit), after settling.
+    #[cfg(test)]
+    pub(crate) fn snapshot_full_root(&self) -> ([u8; 32], [u8; 32]) {
+        self.settle().unwrap();
+        snap::full_root(&self.inner.store).unwrap()
+    }
+}

@@ -1,0 +1,100 @@
+//! fsck's checks of the snapshot tables ([`check_objects`]): every object's
+//! id is the hash of its bytes and it decodes; every id a commit or
+//! directory object names is stored (the commit graph and the trees are
+//! whole); every ref names a commit; and the chunk references file
+//! manifest objects hold, added to what fsck counts from live manifests.
+//!
+//! Owns: what a sound set of snapshot objects is. Must not touch: writing.
+
+use std::collections::HashMap;
+
+use redb::{ReadTransaction, ReadableTable};
+
+use crate::schema::{OBJECTS, REFS};
+use crate::snap::object::*;
+
+/// Checks the `objects` and `refs` tables of `rtx`, calling `bad(place,
+/// what)` for each problem and adding one reference per chunk entry of every
+/// file manifest object to `want_refs`. Returns the number of objects.
+/// A store without the tables (schema < 4) has none.
+pub(crate) fn check_objects(rtx: &ReadTransaction, want_refs: &mut HashMap<[u8; 32], u64>, bad: &mut dyn FnMut(String, String)) -> Result<u64, redb::Error> {
+    let objects = match rtx.open_table(OBJECTS) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+        Err(e) => return Err(e.into()),
+    };
+    let mut kinds: HashMap<ObjectId, u8> = HashMap::new();
+    let mut named: Vec<(ObjectId, ObjectId, u8)> = Vec::new();
+    let mut n = 0;
+    for r in objects.iter()? {
+        let (k, v) = r?;
+        n += 1;
+        let b = v.value();
+        let Ok(id) = <ObjectId>::try_from(k.value()) else {
+            bad("objects".into(), format!("a key of {} bytes (ids are 32)", k.value().len()));
+            continue;
+        };
+        let place = format!("object {}", hex_id(&id));
+        if id_of(b) != id {
+            bad(place.clone(), "its bytes do not hash to its id".into());
+        }
+        let kind = match kind_of(b) {
+            Ok(k) => k,
+            Err(e) => {
+                bad(place, e);
+                continue;
+            }
+        };
+        kinds.insert(id, kind);
+        match kind {
+            KIND_FILE => match dec_file(b) {
+                Ok(f) => {
+                    for c in f.chunks {
+                        *want_refs.entry(c.hash).or_default() += 1;
+                    }
+                }
+                Err(e) => bad(place, e),
+            },
+            KIND_DIR => match dec_dir(b) {
+                Ok(d) => {
+                    for e in d.entries {
+                        if let Target::Object(c) = e.target {
+                            named.push((id, c, if e.kind == EntryKind::Dir { KIND_DIR } else { KIND_FILE }));
+                        }
+                    }
+                }
+                Err(e) => bad(place, e),
+            },
+            KIND_COMMIT => match dec_commit(b) {
+                Ok(c) => {
+                    named.push((id, c.root, KIND_DIR));
+                    for p in c.parents {
+                        named.push((id, p, KIND_COMMIT));
+                    }
+                }
+                Err(e) => bad(place, e),
+            },
+            k => bad(place, format!("unknown object kind {k}")),
+        }
+    }
+    for (from, to, want) in named {
+        match kinds.get(&to) {
+            Some(k) if *k == want => {}
+            Some(k) => bad(format!("object {}", hex_id(&from)), format!("names {} as kind {want}, but it is kind {k}", hex_id(&to))),
+            None => bad(format!("object {}", hex_id(&from)), format!("names {}, which is missing", hex_id(&to))),
+        }
+    }
+    if let Ok(refs) = rtx.open_table(REFS) {
+        for r in refs.iter()? {
+            let (k, v) = r?;
+            if k.value() == "HEAD" {
+                continue;
+            }
+            match <ObjectId>::try_from(v.value()) {
+                Ok(id) if kinds.get(&id) == Some(&KIND_COMMIT) => {}
+                _ => bad(format!("ref {}", k.value()), "does not name a stored commit".into()),
+            }
+        }
+    }
+    Ok(n)
+}

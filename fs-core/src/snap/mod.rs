@@ -1,0 +1,440 @@
+//! Snapshots: immutable, content-addressed trees of the synced workspace
+//! (docs/FORMATS.md "Snapshot objects, version 1"; docs/SEMANTICS.md
+//! "Snapshots").
+//!
+//! - [`object`]: the objects (file manifest, directory, commit), their
+//!   encoding and ids;
+//! - `build`: the tree the store's tables hold, rebuilt only along what the
+//!   journal says changed since the last commit;
+//! - [`diff`]: comparing two trees, skipping equal subtrees.
+//!
+//! This module writes a commit ([`commit_tree`]: objects, the chunk
+//! references of new file manifests, the `snap_inodes` rows, the branch
+//! head, in one durable transaction), reads the history ([`log_of`]),
+//! resolves names of commits ([`resolve`]) and diffs ([`diff_of`]).
+//! Must not touch: the inode table or working copies (the caller hashes and
+//! flushes them first: `Fs::snapshot_commit`).
+
+pub(crate) mod build;
+pub(crate) mod check;
+pub mod diff;
+pub mod object;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use redb::{Durability, ReadTransaction, ReadableTable, WriteTransaction};
+
+use crate::schema::*;
+use crate::store::db::Store;
+use diff::{diff_trees, Change, ChangeKind};
+use object::*;
+
+/// The branch commits go to (`HEAD` names it).
+pub const MAIN: &str = "main";
+
+/// Errors of snapshot commands, each one line naming the problem and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapError {
+    /// A name is neither `live`, a branch, nor the start of a commit id.
+    #[error("no commit or branch named {name:?}; known: {}", candidates.join(", "))]
+    Unknown { name: String, candidates: Vec<String> },
+    /// A hex prefix names more than one commit.
+    #[error("{prefix:?} is the start of {} commit ids ({}): give more of the id", matches.len(), matches.join(", "))]
+    Ambiguous { prefix: String, matches: Vec<String> },
+    /// There is no commit yet (diff against the last commit, log).
+    #[error("the workspace has no commits yet (ringfs commit MOUNTPOINT makes the first)")]
+    NoCommits,
+    /// The store refused (redb, a record or object that does not decode).
+    #[error("store: {0}")]
+    Store(String),
+}
+
+fn se<E: std::fmt::Display>(e: E) -> SnapError {
+    SnapError::Store(e.to_string())
+}
+
+/// What `ringfs commit` asks for: a message, who commits (`user@host`), and
+/// whether a commit whose tree equals its parent's is made anyway.
+#[derive(Clone, Debug, Default)]
+pub struct CommitOptions {
+    pub message: String,
+    pub author: String,
+    pub allow_empty: bool,
+}
+
+/// What a commit did. `id`: the new commit (or the head when nothing
+/// changed and `created` is false). Paths added, modified and removed
+/// against the parent (see [`diff::Change`]); objects written and their
+/// encoded bytes (`new`), objects computed again that the store already had
+/// (`reused`; unchanged subtrees are shared without being read and are not
+/// counted); journal records read and inodes they named; the phases'
+/// durations in order (hash, flush, build, write).
+#[derive(Clone, Debug, Default)]
+pub struct CommitReport {
+    pub id: String,
+    pub created: bool,
+    pub parent: Option<String>,
+    pub branch: String,
+    pub added: u64,
+    pub modified: u64,
+    pub removed: u64,
+    pub objects_new: u64,
+    pub bytes_new: u64,
+    pub objects_reused: u64,
+    pub bytes_reused: u64,
+    pub journal_pos: u64,
+    pub records: u64,
+    pub changed_inodes: u64,
+    pub phases: Vec<(&'static str, Duration)>,
+}
+
+/// One commit of a history (`ringfs log`): ids in hex, time in seconds and
+/// nanoseconds since the epoch, the journal position it covers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogEntry {
+    pub id: String,
+    pub parents: Vec<String>,
+    pub root: String,
+    pub time: (i64, u32),
+    pub journal_pos: u64,
+    pub author: String,
+    pub message: String,
+}
+
+/// A diff between two trees: what each side is (a commit id, or `live`)
+/// and the changed paths in path order.
+#[derive(Clone, Debug, Default)]
+pub struct DiffReport {
+    pub from: String,
+    pub to: String,
+    pub changes: Vec<Change>,
+}
+
+/// A side of a diff: a commit, or the live tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Point {
+    Commit(ObjectId),
+    Live,
+}
+
+/// The head of `HEAD`'s branch: (branch, commit id or `None` before the first commit).
+fn head<T: ReadableTable<&'static str, &'static [u8]>>(refs: &T) -> Result<(String, Option<ObjectId>), SnapError> {
+    let branch = match refs.get("HEAD").map_err(se)? {
+        Some(g) => String::from_utf8_lossy(g.value()).strip_prefix("ref: ").unwrap_or(MAIN).to_string(),
+        None => MAIN.to_string(),
+    };
+    let id = refs.get(branch.as_str()).map_err(se)?.and_then(|g| <[u8; 32]>::try_from(g.value()).ok());
+    Ok((branch, id))
+}
+
+/// Writes a commit of the tree the store's tables hold now on `HEAD`'s
+/// branch, in one durable transaction (a crash leaves the previous head).
+/// The caller has stored changed files and flushed the inode table first.
+/// Nothing changed since the head (a diff against it lists no path: at
+/// most directory mtimes moved) and not `allow_empty`: no commit, the
+/// report says `created: false` with the head's id.
+pub(crate) fn commit_tree(store: &Store, opts: &CommitOptions, mut phases: Vec<(&'static str, Duration)>) -> Result<CommitReport, SnapError> {
+    let t = Instant::now();
+    let mut txn = store.begin_write().map_err(se)?;
+    txn.set_durability(Durability::Immediate).map_err(se)?;
+    let (branch, head_id) = head(&txn.open_table(REFS).map_err(se)?)?;
+    let base = match head_id {
+        Some(_) => meta_get(&txn, "snap_pos").map_err(se)?,
+        None => None,
+    };
+    let built = build::build(&txn, base).map_err(SnapError::Store)?;
+    let parent = match &head_id {
+        Some(h) => Some(dec_commit(&object_in(&txn, h)?).map_err(se)?),
+        None => None,
+    };
+    let mut changes = Vec::new();
+    {
+        let objects = txn.open_table(OBJECTS).map_err(se)?;
+        let mut load = loader(&built.new_objects, |id| objects.get(&id[..]).map(|o| o.map(|g| g.value().to_vec())).map_err(|e| e.to_string()));
+        diff_trees(&mut load, parent.as_ref().map(|p| &p.root), Some(&built.root), b"", &mut changes).map_err(SnapError::Store)?;
+    }
+    phases.push(("build", t.elapsed()));
+    let t = Instant::now();
+    let mut rep = CommitReport {
+        branch: branch.clone(),
+        parent: head_id.as_ref().map(hex_id),
+        journal_pos: built.covered,
+        records: built.records,
+        changed_inodes: built.changed_inodes,
+        objects_reused: built.reused.0,
+        bytes_reused: built.reused.1,
+        ..Default::default()
+    };
+    for c in &changes {
+        match c.kind {
+            ChangeKind::Added => rep.added += 1,
+            ChangeKind::Modified => rep.modified += 1,
+            ChangeKind::Removed => rep.removed += 1,
+        }
+    }
+    // Nothing a diff lists (at most directory mtimes moved, by a change
+    // undone): no commit.
+    let root_same = |p: &CommitObj| (Meta { mtime: built.root_meta.mtime, ..p.root_meta.clone() }) == built.root_meta;
+    let same = parent.as_ref().map(|p| changes.is_empty() && root_same(p)).unwrap_or(false);
+    if same && !opts.allow_empty {
+        txn.abort().map_err(se)?;
+        rep.id = rep.parent.clone().unwrap_or_default();
+        rep.parent = parent.as_ref().and_then(|p| p.parents.first()).map(hex_id);
+        phases.push(("write", t.elapsed()));
+        rep.phases = phases;
+        return Ok(rep);
+    }
+    let store_id = meta_get(&txn, "store_id").map_err(se)?.unwrap_or(0);
+    let c = CommitObj {
+        root: built.root,
+        root_meta: built.root_meta.clone(),
+        parents: head_id.into_iter().collect(),
+        time: crate::posix::now(),
+        journal_pos: built.covered,
+        store_id,
+        author: opts.author.clone(),
+        message: opts.message.clone(),
+    };
+    let cb = enc_commit(&c);
+    let cid = id_of(&cb);
+    write_built(&txn, &built, &branch, &cid, cb, &mut rep).map_err(se)?;
+    // The manifests' chunks stored since the last durable commit are
+    // durable before this commit is.
+    store.packs.sync().map_err(se)?;
+    txn.commit().map_err(se)?;
+    rep.id = hex_id(&cid);
+    rep.created = true;
+    phases.push(("write", t.elapsed()));
+    rep.phases = phases;
+    Ok(rep)
+}
+
+/// Stores what [`build::build`] computed, the commit object, the branch
+/// head and the journal position its `snap_inodes` rows describe. A new
+/// file manifest object adds one reference to each chunk entry it holds.
+fn write_built(txn: &WriteTransaction, built: &build::Built, branch: &str, cid: &ObjectId, cb: Vec<u8>, rep: &mut CommitReport) -> Result<(), String> {
+    let e = |e: redb::Error| e.to_string();
+    {
+        let mut objects = txn.open_table(OBJECTS).map_err(|x| e(x.into()))?;
+        let mut chunks = txn.open_table(CHUNKS).map_err(|x| e(x.into()))?;
+        for (id, bytes) in built.new_objects.iter().chain(std::iter::once((cid, &cb))) {
+            if kind_of(bytes)? == KIND_FILE {
+                for c in dec_file(bytes)?.chunks {
+                    let Some((pack, off, len, refs)) = chunks.get(&c.hash[..]).map_err(|x| e(x.into()))?.map(|g| g.value()) else {
+                        return Err(format!("chunk {} of a file being committed is not in the chunk index", hex(&c.hash)));
+                    };
+                    chunks.insert(&c.hash[..], (pack, off, len, refs + 1)).map_err(|x| e(x.into()))?;
+                }
+            }
+            objects.insert(&id[..], &bytes[..]).map_err(|x| e(x.into()))?;
+            rep.objects_new += 1;
+            rep.bytes_new += bytes.len() as u64;
+        }
+        let mut snap = txn.open_table(SNAP_INODES).map_err(|x| e(x.into()))?;
+        for ino in &built.uncache {
+            snap.remove(*ino).map_err(|x| e(x.into()))?;
+        }
+        // An inode removed from the synced side and back again is in both:
+        // it was rebuilt, so its new row stands.
+        for (ino, row) in &built.cache {
+            snap.insert(*ino, &enc(row)[..]).map_err(|x| e(x.into()))?;
+        }
+        let mut refs = txn.open_table(REFS).map_err(|x| e(x.into()))?;
+        refs.insert(branch, &cid[..]).map_err(|x| e(x.into()))?;
+        if refs.get("HEAD").map_err(|x| e(x.into()))?.is_none() {
+            refs.insert("HEAD", format!("ref: {branch}").as_bytes()).map_err(|x| e(x.into()))?;
+        }
+    }
+    txn.open_table(META).map_err(|x| e(x.into()))?.insert("snap_pos", built.covered).map_err(|x| e(x.into()))?;
+    Ok(())
+}
+
+/// An object's bytes from a write transaction. Errors: missing.
+fn object_in(txn: &WriteTransaction, id: &ObjectId) -> Result<Vec<u8>, SnapError> {
+    let t = txn.open_table(OBJECTS).map_err(se)?;
+    let v = t.get(&id[..]).map_err(se)?.map(|g| g.value().to_vec());
+    v.ok_or_else(|| SnapError::Store(format!("object {} is missing", hex_id(id))))
+}
+
+/// A loader for [`diff_trees`]: objects computed in this transaction, then
+/// the stored ones through `get`.
+fn loader<'a>(
+    new: &'a HashMap<ObjectId, Vec<u8>>,
+    get: impl Fn(&ObjectId) -> Result<Option<Vec<u8>>, String> + 'a,
+) -> impl FnMut(&ObjectId) -> Result<Vec<u8>, String> + 'a {
+    move |id: &ObjectId| match new.get(id) {
+        Some(b) => Ok(b.clone()),
+        None => get(id)?.ok_or_else(|| format!("object {} is missing", hex_id(id))),
+    }
+}
+
+/// The history of `HEAD`'s branch, newest first (first parents), from a
+/// read transaction. Empty before the first commit.
+pub(crate) fn log_of(rtx: &ReadTransaction) -> Result<Vec<LogEntry>, SnapError> {
+    let refs = rtx.open_table(REFS).map_err(se)?;
+    let objects = rtx.open_table(OBJECTS).map_err(se)?;
+    let (_, mut at) = head(&refs)?;
+    let mut out = Vec::new();
+    while let Some(id) = at {
+        let b = objects.get(&id[..]).map_err(se)?.map(|g| g.value().to_vec()).ok_or_else(|| SnapError::Store(format!("commit {} is missing", hex_id(&id))))?;
+        let c = dec_commit(&b).map_err(|e| SnapError::Store(format!("commit {}: {e}", hex_id(&id))))?;
+        out.push(LogEntry {
+            id: hex_id(&id),
+            parents: c.parents.iter().map(hex_id).collect(),
+            root: hex_id(&c.root),
+            time: c.time,
+            journal_pos: c.journal_pos,
+            author: c.author,
+            message: c.message,
+        });
+        at = c.parents.first().copied();
+    }
+    Ok(out)
+}
+
+/// The history of an unmounted store (`ringfs log --store DIR`), opened
+/// read-only (nothing in it is written). Errors: the store's (locked by a
+/// daemon, missing, damaged) as text.
+pub fn log_store(dir: &Path) -> Result<Vec<LogEntry>, crate::types::StoreError> {
+    let db = crate::store::readonly::open_read_only(dir)?;
+    let rtx = db.begin_read().map_err(|e| crate::store::db::corrupt(&dir.join("store.redb"), e))?;
+    match rtx.open_table(REFS) {
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(crate::store::db::corrupt(&dir.join("store.redb"), e)),
+        Ok(_) => {}
+    }
+    log_of(&rtx).map_err(|e| crate::store::db::corrupt(&dir.join("store.redb"), e))
+}
+
+/// What `name` names: `live`, a branch, or the start of a commit id (hex,
+/// on `HEAD`'s history). Errors: [`SnapError::Unknown`] listing the
+/// branches and the newest commits, [`SnapError::Ambiguous`].
+pub(crate) fn resolve(rtx: &ReadTransaction, name: &str) -> Result<Point, SnapError> {
+    if name == "live" {
+        return Ok(Point::Live);
+    }
+    let refs = rtx.open_table(REFS).map_err(se)?;
+    let mut branches = Vec::new();
+    for r in refs.iter().map_err(se)? {
+        let (k, v) = r.map_err(se)?;
+        if k.value() == "HEAD" {
+            continue;
+        }
+        if k.value() == name {
+            if let Ok(id) = <[u8; 32]>::try_from(v.value()) {
+                return Ok(Point::Commit(id));
+            }
+        }
+        branches.push(k.value().to_string());
+    }
+    let log = log_of(rtx)?;
+    let lname = name.to_ascii_lowercase();
+    let matches: Vec<&LogEntry> = if !lname.is_empty() && lname.chars().all(|c| c.is_ascii_hexdigit()) { log.iter().filter(|e| e.id.starts_with(&lname)).collect() } else { Vec::new() };
+    match matches.len() {
+        1 => {
+            let mut id = [0u8; 32];
+            for (i, b) in id.iter_mut().enumerate() {
+                *b = u8::from_str_radix(&matches[0].id[2 * i..2 * i + 2], 16).map_err(se)?;
+            }
+            Ok(Point::Commit(id))
+        }
+        0 => {
+            let mut candidates: Vec<String> = vec!["live".into()];
+            candidates.extend(branches);
+            candidates.extend(log.iter().take(5).map(|e| e.id[..12].to_string()));
+            Err(SnapError::Unknown { name: name.to_string(), candidates })
+        }
+        _ => Err(SnapError::Ambiguous { prefix: name.to_string(), matches: matches.iter().map(|e| e.id[..16].to_string()).collect() }),
+    }
+}
+
+/// Inodes the journal names since the position the last commit covers
+/// (Linked children, Attrs, Content): with the inode table's dirty set,
+/// hash queue and open files, every file whose content may have changed
+/// since (a change to content moves its mtime or size, so it is journaled
+/// at the next group commit). `None` before the first commit. Costs the
+/// records since that commit.
+pub(crate) fn journaled_since_commit(store: &Store) -> Result<Option<std::collections::HashSet<u64>>, SnapError> {
+    let rtx = store.begin_read().map_err(se)?;
+    let refs = rtx.open_table(REFS).map_err(se)?;
+    if head(&refs)?.1.is_none() {
+        return Ok(None);
+    }
+    let Some(base) = rtx.open_table(META).map_err(se)?.get("snap_pos").map_err(se)?.map(|g| g.value()) else { return Ok(None) };
+    let mut out = std::collections::HashSet::new();
+    for r in rtx.open_table(JOURNAL).map_err(se)?.range(base + 1..).map_err(se)? {
+        let (_, v) = r.map_err(se)?;
+        match dec::<JournalRecord>(v.value()).map_err(se)? {
+            JournalRecord::Linked { child, .. } => out.insert(child),
+            JournalRecord::Attrs { ino } | JournalRecord::Content { ino, .. } => out.insert(ino),
+            _ => false,
+        };
+    }
+    Ok(Some(out))
+}
+
+/// The head commit of `HEAD`'s branch. Errors: [`SnapError::NoCommits`].
+pub(crate) fn head_commit(rtx: &ReadTransaction) -> Result<ObjectId, SnapError> {
+    let refs = rtx.open_table(REFS).map_err(se)?;
+    head(&refs)?.1.ok_or(SnapError::NoCommits)
+}
+
+/// The diff from `from` to `to` (the caller has stored and flushed changed
+/// files when either is [`Point::Live`]). The live tree is built as a
+/// commit would build it, in a write transaction that is then aborted, so
+/// it costs what changed since the last commit.
+pub(crate) fn diff_of(store: &Store, from: Point, to: Point) -> Result<DiffReport, SnapError> {
+    let name = |p: &Point| match p {
+        Point::Live => "live".to_string(),
+        Point::Commit(id) => hex_id(id),
+    };
+    let mut rep = DiffReport { from: name(&from), to: name(&to), changes: Vec::new() };
+    let txn = store.begin_write().map_err(se)?;
+    let (_, head_id) = head(&txn.open_table(REFS).map_err(se)?)?;
+    let built = if from == Point::Live || to == Point::Live {
+        let base = match head_id {
+            Some(_) => meta_get(&txn, "snap_pos").map_err(se)?,
+            None => None,
+        };
+        Some(build::build(&txn, base).map_err(SnapError::Store)?)
+    } else {
+        None
+    };
+    let root_of = |p: &Point| -> Result<ObjectId, SnapError> {
+        match p {
+            Point::Live => Ok(built.as_ref().map(|b| b.root).unwrap_or([0; 32])),
+            Point::Commit(id) => {
+                let c = dec_commit(&object_in(&txn, id)?).map_err(|e| SnapError::Store(format!("commit {}: {e}", hex_id(id))))?;
+                Ok(c.root)
+            }
+        }
+    };
+    let (a, b) = (root_of(&from)?, root_of(&to)?);
+    {
+        let objects = txn.open_table(OBJECTS).map_err(se)?;
+        let empty = HashMap::new();
+        let new = built.as_ref().map(|b| &b.new_objects).unwrap_or(&empty);
+        let mut load = loader(new, |id| objects.get(&id[..]).map(|o| o.map(|g| g.value().to_vec())).map_err(|e| e.to_string()));
+        diff_trees(&mut load, Some(&a), Some(&b), b"", &mut rep.changes).map_err(SnapError::Store)?;
+    }
+    txn.abort().map_err(se)?;
+    Ok(rep)
+}
+
+/// The root object id of a tree built from scratch from the tables (no
+/// remembered ids, nothing written): what an incremental commit must
+/// equal. For tests.
+#[cfg(test)]
+pub(crate) fn full_root(store: &Store) -> Result<(ObjectId, ObjectId), SnapError> {
+    let txn = store.begin_write().map_err(se)?;
+    let built = build::build(&txn, None).map_err(SnapError::Store)?;
+    let (_, head_id) = head(&txn.open_table(REFS).map_err(se)?)?;
+    let head_root = match head_id {
+        Some(h) => dec_commit(&object_in(&txn, &h)?).map_err(se)?.root,
+        None => [0; 32],
+    };
+    txn.abort().map_err(se)?;
+    Ok((built.root, head_root))
+}

@@ -1,0 +1,225 @@
+//! Snapshots in the model: after random namespace, content, attribute and
+//! xattr operations (with remounts and crashes on Dir stores), the tree an
+//! incremental commit writes equals the one a from-scratch build of the
+//! tables gives (incremental == full), and a second commit with nothing
+//! changed makes none.
+
+use super::model::{op, path, Harness, Op};
+use super::*;
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+enum SOp {
+    Fs(Op),
+    Chmod(String, u32),
+    Xattr(String, Vec<u8>),
+    Symlink(String),
+    Commit,
+}
+
+fn sop() -> impl Strategy<Value = SOp> {
+    prop_oneof![
+        8 => op().prop_map(SOp::Fs),
+        1 => (path(), 0u32..0o1000).prop_map(|(p, m)| SOp::Chmod(p, m)),
+        1 => (path(), prop::collection::vec(any::<u8>(), 0..8)).prop_map(|(p, v)| SOp::Xattr(p, v)),
+        1 => path().prop_map(SOp::Symlink),
+        3 => Just(SOp::Commit),
+    ]
+}
+
+fn commit(h: &Harness) -> crate::snap::CommitReport {
+    // allow_empty: every commit is made, so its tree is the incremental build.
+    let r = h.fs().snapshot_commit(&crate::snap::CommitOptions { message: "m".into(), author: "t@h".into(), allow_empty: true }).unwrap();
+    let (full, head) = h.fs().snapshot_full_root();
+    assert_eq!(crate::snap::object::hex_id(&head), root_of(&r, h), "head after commit");
+    assert_eq!(full, head, "the incremental commit's tree equals a full build ({r:?})");
+    r
+}
+
+/// The root of the commit a report names.
+fn root_of(r: &crate::snap::CommitReport, h: &Harness) -> String {
+    {
+        h.fs().snapshot_log().unwrap().iter().find(|e| e.id == r.id).map(|e| e.root.clone()).unwrap_or_default()
+    }
+}
+
+fn run(ops: Vec<SOp>, loc: StoreLocation) {
+    run_with(ops, loc, false)
+}
+
+/// `ignore`: paths with a component `c` are local-only (a remount or crash
+/// reopens without the pattern, moving them back to the synced side).
+fn run_with(ops: Vec<SOp>, loc: StoreLocation, ignore: bool) {
+    let mut c = cfg(loc.clone());
+    if ignore {
+        c.local = LocalConfig { ignore: vec!["c".into()], dir: None, native_roots: false };
+    }
+    let fs = Fs::open_store(c).unwrap();
+    let mut h = Harness { fs: Some(fs), loc: loc.clone(), looked: Vec::new() };
+    for op in &ops {
+        match op {
+            SOp::Fs(Op::Remount | Op::Crash) if loc == StoreLocation::Memory => {}
+            SOp::Fs(o) => {
+                let _ = h.apply(o);
+            }
+            SOp::Chmod(p, m) => {
+                if let Ok((d, n)) = h.parent(p) {
+                    if let Ok(a) = h.lookup(d, &n) {
+                        let _ = h.fs().setattr(&C, a.ino, &SetAttr { mode: Some(*m), ..Default::default() });
+                    }
+                }
+                h.forget_all();
+            }
+            SOp::Xattr(p, v) => {
+                if let Ok((d, n)) = h.parent(p) {
+                    if let Ok(a) = h.lookup(d, &n) {
+                        let _ = h.fs().setxattr(&C, a.ino, os("user.t"), v, 0);
+                    }
+                }
+                h.forget_all();
+            }
+            SOp::Symlink(p) => {
+                if let Ok((d, n)) = h.parent(p) {
+                    if let Ok(a) = h.fs().symlink(&C, d, os(&n), os("target")) {
+                        h.looked.push(a.ino);
+                    }
+                }
+                h.forget_all();
+            }
+            SOp::Commit => {
+                commit(&h);
+            }
+        }
+    }
+    let first = commit(&h);
+    let again = h.fs().snapshot_commit(&crate::snap::CommitOptions { message: "m".into(), author: "t@h".into(), allow_empty: false }).unwrap();
+    assert!(!again.created, "nothing changed: no commit ({again:?})");
+    assert_eq!(again.id, first.id);
+    let fs = h.fs.take().unwrap();
+    fs.shutdown().unwrap();
+    drop(fs);
+    if let StoreLocation::Dir(d) = &loc {
+        let r = fsck(d).unwrap();
+        assert!(r.is_clean(), "{r}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn snap_incremental_equals_full_memory(ops in prop::collection::vec(sop(), 1..60)) {
+        run(ops, StoreLocation::Memory);
+    }
+
+    #[test]
+    fn snap_incremental_equals_full_local_only(ops in prop::collection::vec(sop(), 1..50)) {
+        let t = tempfile::tempdir().unwrap();
+        run_with(ops, StoreLocation::Dir(t.path().join("store")), true);
+    }
+
+    #[test]
+    fn snap_incremental_equals_full_dir(ops in prop::collection::vec(sop(), 1..40)) {
+        let t = tempfile::tempdir().unwrap();
+        run(ops, StoreLocation::Dir(t.path().join("store")));
+    }
+}
+
+#[test]
+fn snap_commit_log_diff_basics() {
+    let fs = mem();
+    let d = fs.mkdir(&C, ROOT, os("d"), 0o755).unwrap().ino;
+    let f = write_file(&fs, d, "f", b"hello");
+    let opts = crate::snap::CommitOptions { message: "one".into(), author: "t@h".into(), allow_empty: false };
+    let c1 = fs.snapshot_commit(&opts).unwrap();
+    assert!(c1.created);
+    assert_eq!((c1.added, c1.modified, c1.removed), (2, 0, 0), "{c1:?}");
+    let fh = fs.open(&C, f, libc::O_RDWR as u32).unwrap();
+    fs.write(fh, 5, b" world").unwrap();
+    fs.release(fh).unwrap();
+    write_file(&fs, ROOT, "new", b"x");
+    let diff = fs.snapshot_diff(None, None).unwrap();
+    let got: Vec<(String, &str)> = diff.changes.iter().map(|c| (String::from_utf8_lossy(&c.path).into_owned(), c.kind.name())).collect();
+    assert_eq!(got, vec![("d/f".to_string(), "modified"), ("new".to_string(), "added")]);
+    assert_eq!(diff.changes[0].old.unwrap().size, 5);
+    assert_eq!(diff.changes[0].new.unwrap().size, 11);
+    let c2 = fs.snapshot_commit(&crate::snap::CommitOptions { message: "two".into(), ..opts.clone() }).unwrap();
+    assert_eq!((c2.added, c2.modified, c2.removed), (1, 1, 0), "{c2:?}");
+    fs.unlink(&C, d, os("f")).unwrap();
+    let log = fs.snapshot_log().unwrap();
+    assert_eq!(log.iter().map(|e| e.message.as_str()).collect::<Vec<_>>(), vec!["two", "one"]);
+    let back = fs.snapshot_diff(Some(&log[0].id[..8]), Some(&log[1].id)).unwrap();
+    assert_eq!(back.changes.len(), 2, "{back:?}");
+    let live = fs.snapshot_diff(Some("main"), Some("live")).unwrap();
+    assert_eq!(live.changes.iter().map(|c| c.kind).collect::<Vec<_>>(), vec![crate::snap::diff::ChangeKind::Removed]);
+    match fs.snapshot_diff(Some("nope"), None) {
+        Err(crate::snap::SnapError::Unknown { candidates, .. }) => assert!(candidates.contains(&"main".to_string()), "{candidates:?}"),
+        other => panic!("{other:?}"),
+    }
+    fs.shutdown().unwrap();
+}
+
+/// Local-only paths are not in snapshots: neither in a commit nor in a diff.
+#[test]
+fn snap_leaves_local_only_paths_out() {
+    let mut c = cfg(StoreLocation::Memory);
+    c.local = LocalConfig { ignore: vec!["node_modules".into()], dir: None, native_roots: false };
+    let fs = Fs::open_store(c).unwrap();
+    let nm = fs.mkdir(&C, ROOT, os("node_modules"), 0o755).unwrap().ino;
+    write_file(&fs, nm, "dep.js", b"x");
+    write_file(&fs, ROOT, "app.js", b"y");
+    let r = fs.snapshot_commit(&crate::snap::CommitOptions::default()).unwrap();
+    assert_eq!(r.added, 1, "only app.js: {r:?}");
+    write_file(&fs, nm, "other.js", b"z");
+    assert!(fs.snapshot_diff(None, None).unwrap().changes.is_empty());
+    // Renamed onto the synced side, it is in the next commit.
+    fs.rename(&C, ROOT, os("node_modules"), ROOT, os("vendor"), 0).unwrap();
+    let d = fs.snapshot_diff(None, None).unwrap();
+    let paths: Vec<String> = d.changes.iter().map(|c| String::from_utf8_lossy(&c.path).into_owned()).collect();
+    assert_eq!(paths, ["vendor", "vendor/dep.js", "vendor/other.js"]);
+    let (full, _) = fs.snapshot_full_root();
+    let r = fs.snapshot_commit(&crate::snap::CommitOptions::default()).unwrap();
+    assert_eq!(r.added, 3);
+    assert_eq!(fs.snapshot_full_root(), (full, full));
+    fs.shutdown().unwrap();
+}
+
+/// A schema-3 store (made here by deleting the schema-4 tables and setting
+/// the version back) opens, is migrated to 4, keeps its files, and its first
+/// commit builds every object; a file's manifest without a size row takes
+/// the inode's size.
+#[test]
+fn snap_schema3_store_is_migrated_and_commits() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("store");
+    let fs = dir_fs(&d);
+    let sub = fs.mkdir(&C, ROOT, os("sub"), 0o755).unwrap().ino;
+    write_file(&fs, sub, "f", b"schema three");
+    fs.shutdown().unwrap();
+    drop(fs);
+    {
+        let db = redb::Database::create(d.join("store.redb")).unwrap();
+        let w = db.begin_write().unwrap();
+        w.open_table(store::META).unwrap().insert("schema", 3).unwrap();
+        w.delete_table(store::OBJECTS).unwrap();
+        w.delete_table(store::REFS).unwrap();
+        w.delete_table(store::SNAP_INODES).unwrap();
+        w.delete_table(store::MANIFEST_SIZES).unwrap();
+        w.commit().unwrap();
+    }
+    assert!(fsck(&d).unwrap().is_clean());
+    assert!(crate::snap::log_store(&d).unwrap().is_empty(), "a schema-3 store has no commits");
+    let fs = dir_fs(&d);
+    assert!(d.join("store.redb.schema3").exists(), "the schema-3 database is kept until a clean unmount");
+    let r = fs.snapshot_commit(&crate::snap::CommitOptions { message: "first".into(), author: "t@h".into(), allow_empty: false }).unwrap();
+    assert!(r.created && r.added == 2, "{r:?}");
+    let diff = fs.snapshot_diff(None, None).unwrap();
+    assert!(diff.changes.is_empty(), "{diff:?}");
+    let (full, head) = fs.snapshot_full_root();
+    assert_eq!(full, head);
+    fs.shutdown().unwrap();
+    drop(fs);
+    assert!(fsck(&d).unwrap().is_clean());
+    assert_eq!(crate::snap::log_store(&d).unwrap().len(), 1);
+    assert!(!d.join("store.redb.schema3").exists());
+}

@@ -1,0 +1,237 @@
+//! `ringfs commit`, `ringfs log` and `ringfs diff`: snapshots of a
+//! workspace (docs/SEMANTICS.md "Snapshots"). On a mount they go through
+//! the daemon's control socket (requests `commit`, `log`, `diff`, answered
+//! by [`answer`] with the JSON documents below); `log --store DIR` reads an
+//! unmounted store read-only.
+//!
+//! JSON shapes (`--json` prints them as the daemon sends them):
+//! - commit: `{"id", "created", "parent", "branch", "paths": {"added",
+//!   "modified", "removed"}, "objects": {"new", "reused"}, "bytes": {"new",
+//!   "reused"}, "journal_position", "journal_records", "changed_inodes",
+//!   "phases_ms": {"hash", "flush", "build", "write"}, "total_ms"}`;
+//! - log: `{"branch", "commits": [{"id", "parents", "root", "time",
+//!   "time_nsec", "author", "message", "journal_position"}]}`;
+//! - diff: `{"from", "to", "changes": [{"path", "change", "old", "new"}]}`,
+//!   `old`/`new` null or `{"kind", "mode", "size"}`.
+//!
+//! A refusal (unknown commit, no commits yet, a store error) is
+//! `{"refused": "one line"}`.
+
+use anyhow::{bail, Result};
+use serde_json::{json, Value};
+
+use fs_core::snap::diff::Side;
+use fs_core::snap::{CommitOptions, CommitReport, DiffReport, LogEntry};
+use fs_core::Fs;
+
+use crate::cli::{CommitArgs, DiffArgs, LogArgs};
+use crate::{ask, control, plan};
+
+fn ms(d: std::time::Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// The JSON document of a commit report.
+pub fn commit_doc(r: &CommitReport) -> Value {
+    let phases: serde_json::Map<String, Value> = r.phases.iter().map(|(k, d)| (k.to_string(), json!(ms(*d)))).collect();
+    let total: std::time::Duration = r.phases.iter().map(|(_, d)| *d).sum();
+    json!({
+        "id": r.id,
+        "created": r.created,
+        "parent": r.parent,
+        "branch": r.branch,
+        "paths": { "added": r.added, "modified": r.modified, "removed": r.removed },
+        "objects": { "new": r.objects_new, "reused": r.objects_reused },
+        "bytes": { "new": r.bytes_new, "reused": r.bytes_reused },
+        "journal_position": r.journal_pos,
+        "journal_records": r.records,
+        "changed_inodes": r.changed_inodes,
+        "phases_ms": phases,
+        "total_ms": ms(total),
+    })
+}
+
+fn log_doc(log: &[LogEntry]) -> Value {
+    json!({
+        "branch": fs_core::snap::MAIN,
+        "commits": log.iter().map(|e| json!({
+            "id": e.id,
+            "parents": e.parents,
+            "root": e.root,
+            "time": e.time.0,
+            "time_nsec": e.time.1,
+            "author": e.author,
+            "message": e.message,
+            "journal_position": e.journal_pos,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn side_doc(s: &Option<Side>) -> Value {
+    match s {
+        Some(s) => json!({ "kind": s.kind.name(), "mode": format!("{:04o}", s.mode), "size": s.size }),
+        None => Value::Null,
+    }
+}
+
+fn diff_doc(d: &DiffReport) -> Value {
+    json!({
+        "from": d.from,
+        "to": d.to,
+        "changes": d.changes.iter().map(|c| json!({
+            "path": String::from_utf8_lossy(&c.path),
+            "change": c.kind.name(),
+            "old": side_doc(&c.old),
+            "new": side_doc(&c.new),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The daemon's answer to a `commit`, `log` or `diff` request.
+pub fn answer(fs: &Fs, req: &control::Request) -> Value {
+    let r = match req {
+        control::Request::Commit { message, author, allow_empty } => {
+            fs.snapshot_commit(&CommitOptions { message: message.clone(), author: author.clone(), allow_empty: *allow_empty }).map(|r| commit_doc(&r))
+        }
+        control::Request::Log => fs.snapshot_log().map(|l| log_doc(&l)),
+        control::Request::Diff { from, to } => fs.snapshot_diff(from.as_deref(), to.as_deref()).map(|d| diff_doc(&d)),
+        _ => return json!({ "refused": "not a snapshot request" }),
+    };
+    r.unwrap_or_else(|e| json!({ "refused": e.to_string() }))
+}
+
+/// A reply that is a refusal becomes the error it names.
+fn check(v: Value) -> Result<Value> {
+    if let Some(why) = v.get("refused").and_then(|x| x.as_str()) {
+        bail!("{why}");
+    }
+    Ok(v)
+}
+
+/// `user@host` of the caller, for the commit's author.
+fn author() -> String {
+    let user = std::env::var("SUDO_USER").or_else(|_| std::env::var("USER")).unwrap_or_else(|_| format!("uid{}", rustix::process::getuid().as_raw()));
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into());
+    format!("{user}@{host}")
+}
+
+fn count(v: &Value, a: &str, b: &str) -> u64 {
+    v.get(a).and_then(|x| x.get(b)).and_then(|x| x.as_u64()).unwrap_or(0)
+}
+
+/// `ringfs commit MOUNTPOINT [-m MSG] [--allow-empty] [--json]`.
+pub fn cmd_commit(args: CommitArgs) -> Result<()> {
+    let req = control::Request::Commit { message: args.message, author: author(), allow_empty: args.allow_empty };
+    let v = check(ask(&args.mountpoint, req)?)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
+    if v.get("created").and_then(|x| x.as_bool()) != Some(true) {
+        println!("nothing changed since commit {} on {}: no commit made (--allow-empty makes one)", s("id"), s("branch"));
+        return Ok(());
+    }
+    println!("commit {} on {}", s("id"), s("branch"));
+    println!("  paths:   {} added, {} modified, {} removed", count(&v, "paths", "added"), count(&v, "paths", "modified"), count(&v, "paths", "removed"));
+    println!(
+        "  objects: {} new ({} bytes), {} reused ({} bytes)",
+        count(&v, "objects", "new"),
+        count(&v, "bytes", "new"),
+        count(&v, "objects", "reused"),
+        count(&v, "bytes", "reused")
+    );
+    let phases = v.get("phases_ms").and_then(|p| p.as_object()).map(|m| m.iter().map(|(k, x)| format!("{k} {}", x.as_f64().unwrap_or(0.0))).collect::<Vec<_>>().join(", ")).unwrap_or_default();
+    println!("  time:    {} ms ({phases})", v.get("total_ms").and_then(|x| x.as_f64()).unwrap_or(0.0));
+    Ok(())
+}
+
+/// A UTC date for seconds since the epoch (civil-from-days, H. Hinnant).
+fn utc(secs: i64) -> String {
+    let days = secs.div_euclid(86400);
+    let rem = secs.rem_euclid(86400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+/// `ringfs log MOUNTPOINT | --store DIR [--json]`.
+pub fn cmd_log(args: LogArgs) -> Result<()> {
+    let v = match (&args.mountpoint, &args.store) {
+        (Some(mp), None) => check(ask(mp, control::Request::Log)?)?,
+        (None, Some(dir)) => {
+            if let Some(m) = plan::not_a_store("--store", dir) {
+                bail!("{m}");
+            }
+            match fs_core::snap::log_store(dir) {
+                Ok(l) => log_doc(&l),
+                Err(fs_core::StoreError::Locked { pid, .. }) => bail!(
+                    "store {} is in use by a running daemon{}: give its mountpoint instead (ringfs log MOUNTPOINT)",
+                    dir.display(),
+                    pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+                ),
+                Err(e) => return Err(plan::explain_store_error(e, "--store")),
+            }
+        }
+        _ => bail!("give a MOUNTPOINT or --store DIR, not both"),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let commits = v.get("commits").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+    if commits.is_empty() {
+        println!("no commits yet");
+    }
+    for c in commits {
+        let s = |k: &str| c.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
+        println!("commit {}", s("id"));
+        println!("Author: {}", s("author"));
+        println!("Date:   {}", utc(c.get("time").and_then(|x| x.as_i64()).unwrap_or(0)));
+        println!("Journal position: {}", c.get("journal_position").and_then(|x| x.as_u64()).unwrap_or(0));
+        println!();
+        for line in s("message").lines() {
+            println!("    {line}");
+        }
+        if !s("message").is_empty() {
+            println!();
+        }
+    }
+    Ok(())
+}
+
+fn side_text(s: &Value) -> String {
+    if s.is_null() {
+        return String::new();
+    }
+    let g = |k: &str| s.get(k).map(|x| x.as_str().map(str::to_string).unwrap_or_else(|| x.to_string())).unwrap_or_default();
+    format!("{} {} {}", g("kind"), g("mode"), g("size"))
+}
+
+/// `ringfs diff MOUNTPOINT [FROM [TO]] [--json]`.
+pub fn cmd_diff(args: DiffArgs) -> Result<()> {
+    let v = check(ask(&args.mountpoint, control::Request::Diff { from: args.from, to: args.to })?)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let changes = v.get("changes").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+    for c in &changes {
+        let path = c.get("path").and_then(|x| x.as_str()).unwrap_or("");
+        let (old, new) = (c.get("old").cloned().unwrap_or(Value::Null), c.get("new").cloned().unwrap_or(Value::Null));
+        match c.get("change").and_then(|x| x.as_str()) {
+            Some("added") => println!("A  {path}  ({})", side_text(&new)),
+            Some("removed") => println!("D  {path}  ({})", side_text(&old)),
+            _ => println!("M  {path}  ({} -> {})", side_text(&old), side_text(&new)),
+        }
+    }
+    eprintln!("{} paths changed from {} to {}", changes.len(), v.get("from").and_then(|x| x.as_str()).unwrap_or(""), v.get("to").and_then(|x| x.as_str()).unwrap_or(""));
+    Ok(())
+}

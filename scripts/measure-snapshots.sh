@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# A measurement, not a test (issue 13): commit time of a 1-file edit in a
+# tree of N files (default 10000 and 100000) against the first commit,
+# which builds every object (a full walk of the tree). Needs root and a
+# built binary (target/release/ringfs). Prints one line per run with the
+# commit's phases (ms) as `ringfs commit --json` reports them, and uptime.
+#   scripts/measure-snapshots.sh [N...]
+set -euo pipefail
+BIN=${RINGFS:-$(dirname "$0")/../target/release/ringfs}
+[ $# -gt 0 ] || set -- 10000 100000
+uptime
+for N in "$@"; do
+  T=$(mktemp -d /tmp/ringfs-snapmeasure-XXXXXX)
+  mkdir "$T/mnt"
+  "$BIN" mount "$T/mnt" --store "$T/store" --daemon --log-file "$T/log" >/dev/null
+  trap '"$BIN" umount "$T/mnt" >/dev/null 2>&1 || true; rm -rf "$T"' EXIT
+  # N files of 100 bytes in directories of 100 files, 10 directories deep at most.
+  python3 - "$T/mnt" "$N" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    d = os.path.join(root, "d%03d" % (i // 1000), "e%02d" % (i // 100 % 10))
+    if i % 100 == 0:
+        os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "f%05d" % i), "w") as f:
+        f.write("x" * 99 + "\n")
+PY
+  sync -f "$T/mnt"
+  phases() { python3 -c 'import json,sys; d=json.load(sys.stdin); print("total %.2f ms  %s  objects new %d  paths +%d ~%d -%d" % (d["total_ms"], " ".join("%s %.2f" % kv for kv in d["phases_ms"].items()), d["objects"]["new"], d["paths"]["added"], d["paths"]["modified"], d["paths"]["removed"]))'; }
+  echo "N=$N first commit (full build): $("$BIN" commit "$T/mnt" -m full --json | phases)"
+  for k in 1 2 3; do
+    echo "edit $k" >> "$T/mnt/d000/e00/f00000"
+    echo "N=$N 1-file edit, commit $k:      $("$BIN" commit "$T/mnt" -m edit --json | phases)"
+  done
+  "$BIN" umount "$T/mnt" >/dev/null
+  rm -rf "$T"
+  trap - EXIT
+done
+uptime
