@@ -117,7 +117,11 @@ fn serve_one(conn: UnixStream, answer: &dyn Fn(&Request) -> Value, shutdown: &dy
         Ok(Request::Shutdown) => serde_json::json!({ "ok": true, "pid": std::process::id() }),
         Err(e) => serde_json::json!({ "error": format!("bad request: {e}") }),
     };
-    writeln!(conn, "{reply}")?;
+    // One write of the whole line (Display of a JSON value writes token
+    // by token: unbuffered, a big diff was hundreds of thousands of sends).
+    let mut out = reply.to_string();
+    out.push('\n');
+    conn.write_all(out.as_bytes())?;
     conn.flush()?;
     if matches!(serde_json::from_str::<Request>(line.trim()), Ok(Request::Shutdown)) {
         shutdown();

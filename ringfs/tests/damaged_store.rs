@@ -565,6 +565,14 @@ fn gc_of_an_emptied_database_refuses_and_creates_nothing() {
     assert_eq!(fs::metadata(store.join("store.redb")).unwrap().len(), 0, "gc wrote a new database over the emptied one");
     assert_eq!(snapshot(&store), before, "a refused gc changed the store");
     mount_refused(&m, &store, &["looks damaged", "empty", "ringfs salvage"]);
+    // An emptied database with nothing beside it: still nothing created.
+    let bare = m.host_tmp().join("bare-store");
+    fs::create_dir(&bare).unwrap();
+    fs::write(bare.join("store.redb"), b"").unwrap();
+    let o = run(&["gc", "--store", &s(&bare)]);
+    assert!(!o.status.success(), "{:?}", out_str(&o));
+    assert_eq!(fs::metadata(bare.join("store.redb")).unwrap().len(), 0, "gc wrote a database into an empty store.redb");
+    assert!(!bare.join("ringfs.lock").exists(), "gc took a lock on a store it refused");
 }
 
 #[test]

@@ -228,8 +228,10 @@ impl Store {
 /// are not in packs until it is mounted once).
 pub fn gc_store(dir: &std::path::Path) -> std::result::Result<GcReport, StoreError> {
     let dbpath = dir.join("store.redb");
-    if !dbpath.exists() {
-        return Err(StoreError::Corrupt { path: dbpath, reason: "no store database".into() });
+    // Missing or empty: nothing to compact, and nothing is created (a mount
+    // makes a new store, or refuses an emptied one beside data).
+    if std::fs::metadata(&dbpath).map(|m| m.len() == 0).unwrap_or(true) {
+        return Err(StoreError::Corrupt { path: dbpath, reason: "no store database (missing or empty)".into() });
     }
     // The checks a mount makes first (packs usable, the database readable,
     // not empty or lost beside working copies and packs): gc never opens
