@@ -18,6 +18,16 @@ fn fsck(m: &TestMount) -> String {
     so
 }
 
+/// After `o`, a script that printed "fsynced" and wrote what it expects to
+/// `$TMPDIR/want`: kill -9 the daemon, mount again, and return that file.
+fn killed_after(m: &mut TestMount, o: &std::process::Output) -> String {
+    let (so, se) = out_str(o);
+    assert!(o.status.success() && so.contains("fsynced"), "{so}{se}");
+    m.kill_daemon();
+    m.mount_again();
+    std::fs::read_to_string(m.host_tmp().join("want")).unwrap()
+}
+
 #[test]
 fn fsync_of_a_small_write_in_a_big_file_survives_kill_9() {
     if raw_mode() {
@@ -42,11 +52,7 @@ open(os.environ["TMPDIR"] + "/want", "w").write(hashlib.sha256(data).hexdigest()
 print("fsynced")
 PY"#,
     );
-    let (so, se) = out_str(&o);
-    assert!(o.status.success() && so.contains("fsynced"), "{so}{se}");
-    m.kill_daemon();
-    m.mount_again();
-    let want = std::fs::read_to_string(m.host_tmp().join("want")).unwrap();
+    let want = killed_after(&mut m, &o);
     let o = m.sh(r#"sha256sum big | cut -d' ' -f1; stat -c %s big"#);
     let (so, se) = out_str(&o);
     assert!(o.status.success(), "{se}");
@@ -95,11 +101,7 @@ open(os.environ["TMPDIR"] + "/want", "w").write(f"{want} {st.st_size} {st.st_mti
 print("fsynced")
 PY"#,
     );
-    let (so, se) = out_str(&o);
-    assert!(o.status.success() && so.contains("fsynced"), "{so}{se}");
-    m.kill_daemon();
-    m.mount_again();
-    let want = std::fs::read_to_string(m.host_tmp().join("want")).unwrap();
+    let want = killed_after(&mut m, &o);
     let want: Vec<&str> = want.split(' ').collect();
     let got = m.sh_ok(r#"sha256sum log | cut -d' ' -f1; stat -c '%s %.3Y' log; stat -c '%a %Y' stamp"#);
     let got: Vec<&str> = got.lines().collect();
