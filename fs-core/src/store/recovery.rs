@@ -314,33 +314,25 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
                 continue;
             }
             let n = st.nodes.get_mut(&ino).unwrap();
-            if n.local {
-                // Local-only bytes are the truth: take their size and mtime.
-                if let Ok(m) = local.open_ro(&ino.to_string()).and_then(|f| f.metadata()) {
-                    use std::os::unix::fs::MetadataExt;
+            // The backing file is the truth for what it holds: a local-only
+            // file's bytes never go to the store, and fsync may have made
+            // only a synced file's working copy durable (its size and mtime,
+            // until it is re-hashed: docs/SEMANTICS.md, "Durability").
+            if !n.local {
+                n.content_gen = 1;
+                rehash.push(ino);
+            }
+            let dir = if n.local || n.data_local { local } else { wc };
+            if let Ok(m) = dir.open_ro(&ino.to_string()).and_then(|f| f.metadata()) {
+                use std::os::unix::fs::MetadataExt;
+                let wm = (m.mtime(), m.mtime_nsec() as u32);
+                if wm > n.rec.mtime || m.size() != n.rec.size || m.blocks() != n.rec.blocks {
                     n.rec.size = m.size();
                     n.rec.blocks = m.blocks();
-                    n.rec.mtime = n.rec.mtime.max((m.mtime(), m.mtime_nsec() as u32));
+                    n.rec.mtime = n.rec.mtime.max(wm);
+                    n.rec.ctime = n.rec.ctime.max(wm);
                     st.dirty_inodes.insert(ino);
                 }
-            } else {
-                // fsync may have made only the working copy durable: its
-                // size and mtime are the truth until it is re-hashed
-                // (docs/SEMANTICS.md, "Durability").
-                n.content_gen = 1;
-                let dir = if n.data_local { local } else { wc };
-                if let Ok(m) = dir.open_ro(&ino.to_string()).and_then(|f| f.metadata()) {
-                    use std::os::unix::fs::MetadataExt;
-                    let wm = (m.mtime(), m.mtime_nsec() as u32);
-                    if wm > n.rec.mtime || m.size() != n.rec.size {
-                        n.rec.size = m.size();
-                        n.rec.blocks = m.blocks();
-                        n.rec.mtime = n.rec.mtime.max(wm);
-                        n.rec.ctime = n.rec.ctime.max(wm);
-                        st.dirty_inodes.insert(ino);
-                    }
-                }
-                rehash.push(ino);
             }
         }
         tracing::info!("store recovery after unclean shutdown: {} orphan inodes freed, {} working copies to re-hash", orphans.len(), rehash.len());
