@@ -55,12 +55,7 @@ pub fn cmd_gc(args: GcArgs) -> Result<()> {
             }
             match fs_core::gc_store(dir) {
                 Ok(r) => r,
-                Err(fs_core::StoreError::Locked { pid, .. }) => bail!(
-                    "store {} is in use by a running daemon{}: give its mountpoint instead (ringfs gc MOUNTPOINT)",
-                    dir.display(),
-                    pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
-                ),
-                Err(e) => return Err(plan::explain_store_error(e, "--store")),
+                Err(e) => return Err(plan::store_command_error(e, dir, "gc")),
             }
         }
         _ => bail!("give a MOUNTPOINT or --store DIR, not both"),

@@ -340,6 +340,20 @@ fn is_ringfs(pid: i32, comm: &str) -> bool {
             .unwrap_or(false)
 }
 
+/// The error of a `CMD --store DIR` command (`ringfs gc`, `ringfs log`)
+/// whose store is held by a running daemon: give the mountpoint instead;
+/// any other store error as [`explain_store_error`].
+pub fn store_command_error(e: fs_core::StoreError, dir: &Path, cmd: &str) -> anyhow::Error {
+    match e {
+        fs_core::StoreError::Locked { pid, .. } => anyhow!(
+            "store {} is in use by a running daemon{}: give its mountpoint instead (ringfs {cmd} MOUNTPOINT)",
+            dir.display(),
+            pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+        ),
+        e => explain_store_error(e, "--store"),
+    }
+}
+
 /// Turns a store error into one line naming the problem and the fix.
 pub fn explain_store_error(e: fs_core::StoreError, flag: &str) -> anyhow::Error {
     use fs_core::StoreError;

@@ -172,12 +172,7 @@ pub fn cmd_log(args: LogArgs) -> Result<()> {
             }
             match fs_core::snap::log_store(dir) {
                 Ok(l) => log_doc(&l),
-                Err(fs_core::StoreError::Locked { pid, .. }) => bail!(
-                    "store {} is in use by a running daemon{}: give its mountpoint instead (ringfs log MOUNTPOINT)",
-                    dir.display(),
-                    pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
-                ),
-                Err(e) => return Err(plan::explain_store_error(e, "--store")),
+                Err(e) => return Err(plan::store_command_error(e, dir, "log")),
             }
         }
         _ => bail!("give a MOUNTPOINT or --store DIR, not both"),
