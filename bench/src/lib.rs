@@ -14,7 +14,9 @@
 //! (processes, mounts), `progress`, `report` (per-row summaries), `noise` (the
 //! judgement), `screen` (the one-screen summary), `markdown` (results.md),
 //! `plot` (the figures), `output` (writing all of it), `store` (the store
-//! section of issue 12: fsync latency, SQLite writers, daemon memory, disk, final commit).
+//! section of issue 12: fsync latency, SQLite writers, daemon memory, disk, final commit),
+//! `snapshots` (the snapshots section of issue 13: commit, diff, restore, fork
+//! and dedup beside git on ext4).
 
 pub mod markdown;
 pub mod noise;
@@ -25,6 +27,7 @@ pub mod report;
 pub mod rows;
 pub mod run;
 pub mod screen;
+pub mod snapshots;
 pub mod store;
 pub mod sys;
 pub mod targets;

@@ -42,6 +42,12 @@ file size, 4 concurrent SQLite writers (WAL), the daemon's VmHWM and VmRSS
 tree, disk use of the store, and `ringfs umount` after the tree; each figure
 with its target and PASS/FAIL.
 
+Snapshots section (issue 13; --snap-section, quick and full profiles): ringfs's
+commit after 1/10/100/500 changed files of a 10 000-file tree, diff of two commits
+100 files apart, restore 10 files back, fork (time, disk, mount), the dedup cases
+(sixteen 10-byte overwrites of a 32 MiB file; a 10-byte prepend) and an agent loop
+on an npm express tree, beside the same steps with git (and cp -a) on ext4.
+
 `ringfs-bench report --from results.json --out DIR` writes the report of an
 earlier run without running anything.";
 
@@ -79,6 +85,9 @@ struct Cli {
     /// The store section (issue 12): none, tiny, quick or full (default: the profile's; none for smoke).
     #[arg(long, value_parser = ["none", "tiny", "quick", "full"])]
     store_section: Option<String>,
+    /// The snapshots section (issue 13): none, tiny, quick or full (default: the profile's; none for smoke).
+    #[arg(long, value_parser = ["none", "tiny", "quick", "full"])]
+    snap_section: Option<String>,
     /// Samples per npm workload and target (default: 1 quick, REPS full).
     #[arg(long)]
     npm_reps: Option<usize>,
@@ -217,6 +226,7 @@ fn real_main() -> Result<()> {
         timeout: Duration::from_secs(cli.timeout),
         date: cli.date.clone().unwrap_or_else(today),
         store: store::Sizes::of(cli.store_section.as_deref().unwrap_or(prof)),
+        snapshots: bench::snapshots::Sizes::of(cli.snap_section.as_deref().unwrap_or(prof)),
     };
     if !cli.no_setup {
         let needs_setup = cfg.rows.contains(&13) || cfg.rows.contains(&14) || !npm.is_empty();
@@ -244,13 +254,14 @@ fn real_main() -> Result<()> {
         cfg.targets = Some(vec!["raw".into(), pick.into()]);
     }
     eprintln!(
-        "ringfs-bench: {} run, REPS={} WARMUP={}, rows {:?}, seed {}, store section {}",
+        "ringfs-bench: {} run, REPS={} WARMUP={}, rows {:?}, seed {}, store section {}, snapshots section {}",
         cfg.profile,
         cfg.reps,
         cfg.warmup,
         cfg.rows,
         cfg.seed,
-        cfg.store.as_ref().map_or("none", |s| s.profile)
+        cfg.store.as_ref().map_or("none", |s| s.profile),
+        cfg.snapshots.as_ref().map_or("none", |s| s.profile)
     );
     // Fail before the run, not after it, if the output directory cannot be made.
     std::fs::create_dir_all(&cli.out).with_context(|| format!("creating the output directory {}", cli.out.display()))?;

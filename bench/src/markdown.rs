@@ -125,7 +125,7 @@ pub fn markdown(r: &Results, sums: &[Summary], noise: &Verdict) -> String {
         o.push('\n');
     }
 
-    if let Some(st) = &r.store {
+    for st in r.store.iter().chain(&r.snapshots) {
         crate::store::show::markdown(&mut o, st);
     }
 

@@ -27,6 +27,7 @@ pub fn json_doc(r: &Results, sums: &[Summary], noise: &Verdict) -> Value {
         "noise": noise,
         "samples": r.samples,
         "store": r.store,
+        "snapshots": r.snapshots,
     })
 }
 

@@ -39,6 +39,8 @@ pub struct Config {
     pub date: String,
     /// The store section's sizes (None: no store section).
     pub store: Option<crate::store::Sizes>,
+    /// The snapshots section's sizes (None: no snapshots section).
+    pub snapshots: Option<crate::snapshots::Sizes>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -94,6 +96,9 @@ pub struct Results {
     /// The store section (issue 12), when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<crate::store::figures::StoreSection>,
+    /// The snapshots section (issue 13), when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshots: Option<crate::store::figures::StoreSection>,
 }
 
 struct Ctx<'a> {
@@ -393,6 +398,17 @@ pub fn run(cfg: &Config) -> Result<Results> {
         keep(r, "store", &mut interrupted)?;
     }
 
+    // The snapshots section: its own mounts, ringfs's snapshot commands beside git on ext4.
+    let mut snapshots = None;
+    if let (Some(sizes), None) = (&cfg.snapshots, interrupted) {
+        let r = (|| -> Result<()> {
+            let log = |m: &str| prog.println(m);
+            snapshots = Some(crate::snapshots::run(sizes, &features, &base.path, &cfg.cache, cfg.timeout, &log)?);
+            Ok(())
+        })();
+        keep(r, "snapshots", &mut interrupted)?;
+    }
+
     prog.finish();
     machine["loadavg_end"] = json!(sys::loadavg());
     let load = noise::Load {
@@ -421,7 +437,7 @@ pub fn run(cfg: &Config) -> Result<Results> {
     let mut all_rows: Vec<Row> = rows.iter().map(|r| (*r).clone()).collect();
     all_rows.extend(npm_rows.iter().map(|r| (*r).clone()));
     all_rows.extend(restore_rows);
-    Ok(Results { meta, targets: results, rows: all_rows, samples, store })
+    Ok(Results { meta, targets: results, rows: all_rows, samples, store, snapshots })
 }
 
 fn cell(ctx: &Ctx, spec: &TargetSpec, features: &Features, base: &Path, row: &Row, rep: usize, warmup: usize) -> Result<Sample> {

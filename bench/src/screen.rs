@@ -187,7 +187,7 @@ pub fn summary(r: &Results, sums: &[Summary], v: &Verdict) -> String {
         lines.push(l.trim_end().to_string());
     }
 
-    if let Some(st) = &r.store {
+    for st in r.store.iter().chain(&r.snapshots) {
         lines.push(String::new());
         lines.extend(crate::store::show::summary_lines(st));
     }
@@ -226,6 +226,9 @@ pub fn summary(r: &Results, sums: &[Summary], v: &Verdict) -> String {
     }
     if r.store.is_some() {
         lines.push("store: ratio = ringfs ÷ ext4; PASS/FAIL against issue 12's target; memory is the ringfs daemon's (no ext4 side)".into());
+    }
+    if r.snapshots.is_some() {
+        lines.push("snapshots: ratio = ringfs ÷ git (or cp -a) on ext4; PASS/FAIL against issue 13's target".into());
     }
     if !modes.is_empty() && any_samples {
         let cols: Vec<String> = modes.iter().map(|(n, t)| format!("{n} = {}", t.spec.id)).collect();

@@ -107,6 +107,10 @@ impl SectionLoad {
 /// The store section of a run: the figures and what they ran on.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct StoreSection {
+    /// Which section: "store" (issue 12) or "snapshots" (issue 13; its
+    /// ext4 column is git or `cp -a` on an ext4 directory).
+    #[serde(default = "store_kind")]
+    pub kind: String,
     /// "tiny", "quick" or "full".
     pub profile: String,
     /// The sizes used (fsync file sizes, database MB, file counts…), for the record.
@@ -123,7 +127,19 @@ pub struct StoreSection {
     pub errors: Vec<String>,
 }
 
+fn store_kind() -> String {
+    "store".into()
+}
+
 impl StoreSection {
+    /// The section's title and issue: ("store", "issue 12") or ("snapshots", "issue 13").
+    pub fn name(&self) -> (&str, &str) {
+        match self.kind.as_str() {
+            "snapshots" => ("snapshots", "issue 13"),
+            _ => ("store", "issue 12"),
+        }
+    }
+
     /// (met, missed, undecided) over the figures with a target.
     pub fn tally(&self) -> (usize, usize, usize) {
         let t: Vec<Option<bool>> = self.figures.iter().filter_map(|f| f.target.as_ref().map(|t| t.pass)).collect();

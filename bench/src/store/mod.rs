@@ -139,7 +139,8 @@ pub fn default_mode() -> TargetSpec {
     }
 }
 
-fn raw_spec() -> TargetSpec {
+/// The ext4 side: a plain directory on the host disk.
+pub fn raw_spec() -> TargetSpec {
     TargetSpec { id: "raw".into(), label: "ext4 directory".into(), kind: Kind::Raw }
 }
 
@@ -243,6 +244,7 @@ pub fn run(sizes: &Sizes, features: &Features, base: &Path, timeout: Duration, l
     }
     let after = noise::read_loadavg();
     Ok(StoreSection {
+        kind: "store".into(),
         profile: sizes.profile.into(),
         sizes: sizes.record(),
         ext4_fs: sys::fs_type(&tmp.path),

@@ -28,9 +28,11 @@ fn truncate(s: &str, w: usize) -> String {
 
 fn head(s: &StoreSection) -> Vec<String> {
     let (met, missed, open) = s.tally();
+    let (name, issue) = s.name();
+    let beside = if name == "snapshots" { format!("git and cp -a on {}", s.ext4_fs) } else { format!("a directory on {}", s.ext4_fs) };
     let mut h = vec![
-        format!("store section ({}, {:.0} s): ringfs defaults (synced, embedded store) beside a directory on {}", s.profile, s.duration_s, s.ext4_fs),
-        format!("targets (issue 12): {met} met, {missed} missed{}", if open > 0 { format!(", {open} undecided") } else { String::new() }),
+        format!("{name} section ({}, {:.0} s): ringfs defaults (synced, embedded store) beside {beside}", s.profile, s.duration_s),
+        format!("targets ({issue}): {met} met, {missed} missed{}", if open > 0 { format!(", {open} undecided") } else { String::new() }),
     ];
     h.push(s.load.line());
     h
@@ -39,7 +41,8 @@ fn head(s: &StoreSection) -> Vec<String> {
 /// The store section's lines of the one-screen summary (≤ 120 columns each but the head).
 pub fn summary_lines(s: &StoreSection) -> Vec<String> {
     let mut lines = head(s);
-    lines.push(format!("{:<TITLE_W$} {:>VAL_W$} {:>VAL_W$} {:>7}  target", "figure", "ext4", "ringfs", "ratio"));
+    let ext4 = if s.name().0 == "snapshots" { "git/cp -a" } else { "ext4" };
+    lines.push(format!("{:<TITLE_W$} {:>VAL_W$} {:>VAL_W$} {:>7}  target", "figure", ext4, "ringfs", "ratio"));
     for f in &s.figures {
         let t = f.target.as_ref().map_or(String::new(), |t| format!("{} {}", t.text, pass_mark(f)));
         let l = format!(
@@ -59,7 +62,11 @@ pub fn summary_lines(s: &StoreSection) -> Vec<String> {
 
 /// The store section of results.md.
 pub fn markdown(o: &mut String, s: &StoreSection) {
-    let _ = writeln!(o, "## Store (issue 12)\n");
+    let (name, issue) = s.name();
+    if name == "snapshots" {
+        return snapshots_markdown(o, s);
+    }
+    let _ = writeln!(o, "## Store ({issue})\n");
     for l in head(s) {
         let _ = writeln!(o, "{l}.  ");
     }
@@ -74,6 +81,11 @@ pub fn markdown(o: &mut String, s: &StoreSection) {
         s.sizes.get("settle_s").map_or("?".into(), |v| v.to_string())
     );
     let _ = writeln!(o, "| figure | ext4 | ringfs | ratio | target | |\n|---|---:|---:|---:|---|---|");
+    rows(o, s);
+}
+
+/// The figure rows and failures of a section's table.
+fn rows(o: &mut String, s: &StoreSection) {
     for f in &s.figures {
         let _ = writeln!(
             o,
@@ -93,4 +105,25 @@ pub fn markdown(o: &mut String, s: &StoreSection) {
         }
     }
     o.push('\n');
+}
+
+/// The snapshots section of results.md: the ext4 column is git (or `cp -a`).
+fn snapshots_markdown(o: &mut String, s: &StoreSection) {
+    let _ = writeln!(o, "## Snapshots (issue 13)\n");
+    for l in head(s) {
+        let _ = writeln!(o, "{l}.  ");
+    }
+    let sizes = serde_json::to_string(&s.sizes).unwrap_or_default();
+    let _ = writeln!(
+        o,
+        "\nringfs: `ringfs mount MP {}` (effective: {}), its `commit`, `diff`, `restore` and `fork` commands; beside it the same \
+         steps with git on an ext4 directory (`git add -A` + `git commit`, `git diff --name-status`, `git reset --hard`) and `cp -a` \
+         for a fork. Times with a target are the daemon's own (`total_ms` of `--json`) where the command reports one, else the \
+         command's wall time; medians of the repetitions. Store growth is `du -sb` of the store without its working copies \
+         (packs + database); git's is `du -sb .git`. Sizes: `{sizes}`.\n",
+        s.ringfs_args.join(" "),
+        s.ringfs_effective,
+    );
+    let _ = writeln!(o, "| figure | git / cp -a | ringfs | ratio | target | |\n|---|---:|---:|---:|---|---|");
+    rows(o, s);
 }
