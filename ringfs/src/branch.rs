@@ -93,16 +93,33 @@ pub fn cmd_branch(args: BranchArgs) -> Result<()> {
     } else {
         "create"
     };
-    let v = match (&args.mountpoint, &args.store) {
+    let mut rest: Vec<String> = args.args.clone();
+    let mp = if args.store.is_none() {
+        if rest.is_empty() {
+            bail!("give a MOUNTPOINT or --store DIR (ringfs branch --help)");
+        }
+        Some(PathBuf::from(rest.remove(0)))
+    } else {
+        None
+    };
+    let mut rest = rest.into_iter();
+    let (name, from) = (rest.next(), rest.next());
+    if rest.next().is_some() || (args.list && name.is_some()) || (args.delete && from.is_some()) {
+        bail!("too many arguments: ringfs branch MOUNTPOINT|--store DIR NAME [FROM] | --list | -d NAME");
+    }
+    if !args.list && name.is_none() {
+        bail!("give the branch NAME (or --list)");
+    }
+    let v = match (&mp, &args.store) {
         (Some(mp), None) => {
-            let req = control::Request::Branch { action: action.into(), name: args.name.clone(), from: args.from.clone(), force: args.force };
+            let req = control::Request::Branch { action: action.into(), name, from, force: args.force };
             check(ask(mp, req)?)?
         }
         (None, Some(dir)) => {
             if let Some(m) = plan::not_a_store("--store", dir) {
                 bail!("{m}");
             }
-            let op = op_of(action, args.name.clone(), args.from.clone(), args.force).map_err(|e| anyhow!(e))?;
+            let op = op_of(action, name, from, args.force).map_err(|e| anyhow!(e))?;
             branch_doc(&fs_core::snap::refs::branch_store(dir, &op).map_err(|e| store_err(e, dir, "branch"))?)
         }
         _ => bail!("give a MOUNTPOINT or --store DIR, not both"),

@@ -419,27 +419,22 @@ pub struct SalvageArgs {
 
 /// `ringfs branch`.
 #[derive(Debug, Args)]
-#[command(
-    override_usage = "ringfs branch MOUNTPOINT NAME [FROM] [--force]\n       ringfs branch MOUNTPOINT --list [--json]\n       ringfs branch MOUNTPOINT -d NAME\n       ringfs branch --store DIR …",
-    group(ArgGroup::new("target").required(true).multiple(false).args(["mountpoint", "store"]))
-)]
+#[command(override_usage = "ringfs branch MOUNTPOINT NAME [FROM] [--force]\n       ringfs branch MOUNTPOINT --list [--json]\n       ringfs branch MOUNTPOINT -d NAME\n       ringfs branch --store DIR NAME [FROM] [--force] | --list | -d NAME")]
 pub struct BranchArgs {
-    /// The mountpoint a `ringfs mount` serves.
-    pub mountpoint: Option<PathBuf>,
-    /// The branch to create, move or delete.
-    #[arg(required_unless_present = "list")]
-    pub name: Option<String>,
-    /// Where the branch points: a branch or a commit id (or a unique start
-    /// of one); default: the checked-out branch's head.
-    pub from: Option<String>,
-    /// An unmounted store directory instead (its lock is taken meanwhile).
+    /// MOUNTPOINT (the mountpoint a `ringfs mount` serves; not with
+    /// --store), then NAME (the branch to create, move or delete), then
+    /// FROM (a branch or a commit id, or a unique start of one; default:
+    /// the checked-out branch's head).
+    #[arg(value_name = "MOUNTPOINT NAME FROM", num_args = 0..=3)]
+    pub args: Vec<String>,
+    /// An unmounted store directory instead of MOUNTPOINT (its lock is taken meanwhile).
     #[arg(long, value_name = "DIR")]
     pub store: Option<PathBuf>,
     /// List the branches (* marks the checked-out one).
-    #[arg(long, conflicts_with_all = ["delete", "force", "from"])]
+    #[arg(long, conflicts_with_all = ["delete", "force"])]
     pub list: bool,
     /// Delete NAME (never the checked-out branch).
-    #[arg(short = 'd', long, conflicts_with_all = ["force", "from"])]
+    #[arg(short = 'd', long, conflicts_with_all = ["force"])]
     pub delete: bool,
     /// Move NAME when it exists.
     #[arg(long)]

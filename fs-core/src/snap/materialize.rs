@@ -244,6 +244,11 @@ fn fork_once(store: &Store, commit: ObjectId, branch: &str, dest: &Path) -> Resu
             return Err(e);
         }
     };
+    // Tests: the process dies here, as kill -9 would, with the new store
+    // built but not in place (it must never be found under `dest`).
+    if std::env::var_os("RINGFS_TEST_DIE_IN_FORK").is_some() {
+        std::process::abort();
+    }
     // Into place: an empty directory given as the destination goes first.
     if dest.is_dir() {
         std::fs::remove_dir(dest).map_err(|e| fatal(format!("{}: {e}", dest.display())))?;
@@ -412,8 +417,14 @@ pub(crate) fn fork_point(store: &Store, at: Option<&str>) -> Result<(ObjectId, S
         Some(name) => {
             let objects = rtx.open_table(OBJECTS).map_err(se)?;
             let id = crate::snap::refs::resolve_commit(&refs, &objects, name)?;
-            let is_branch = name != HEAD_KEY && name != BASE_KEY && crate::snap::refs::ref_id(&refs, name)?.is_some();
-            Ok((id, if is_branch { name.to_string() } else { crate::snap::MAIN.to_string() }))
+            let branch = if name == HEAD_KEY {
+                crate::snap::refs::head_branch(&refs)?
+            } else if name != BASE_KEY && crate::snap::refs::ref_id(&refs, name)?.is_some() {
+                name.to_string()
+            } else {
+                crate::snap::MAIN.to_string()
+            };
+            Ok((id, branch))
         }
     }
 }

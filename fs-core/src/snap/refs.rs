@@ -128,7 +128,7 @@ fn hex_range(p: &str) -> Option<([u8; 32], [u8; 32])> {
     Some((fill('0')?, fill('f')?))
 }
 
-/// What `name` names: a branch, else a unique start (≥ 4 hex digits) of
+/// What `name` names: a branch (`HEAD`: the checked-out one), else a unique start (≥ 4 hex digits) of
 /// the id of any stored commit (on any branch or none). Errors:
 /// [`SnapError::Unknown`] (listing the branches), [`SnapError::Ambiguous`].
 pub(crate) fn resolve_commit<R, O>(refs: &R, objects: &O, name: &str) -> Result<ObjectId, SnapError>
@@ -136,7 +136,11 @@ where
     R: ReadableTable<&'static str, &'static [u8]>,
     O: ReadableTable<&'static [u8], &'static [u8]>,
 {
-    if name != HEAD_KEY && name != BASE_KEY {
+    if name == HEAD_KEY {
+        if let Some(id) = ref_id(refs, &head_branch(refs)?)? {
+            return Ok(id);
+        }
+    } else if name != BASE_KEY {
         if let Some(id) = ref_id(refs, name)? {
             return Ok(id);
         }
