@@ -8,7 +8,8 @@
 //! - branch: `{"done": "one line" (empty for a list), "branches": [{"name",
 //!   "head", "current"}]}`;
 //! - fork: `{"store", "commit", "branch", "files", "dirs", "objects",
-//!   "chunks", "packs_linked", "new_bytes", "fork_ms", "mounted" (null or
+//!   "chunks", "packs_linked", "new_bytes", "fork_ms", "phases_ms": {"objects",
+//!   "tree", "chunks", "commit", "rename"}, "mounted" (null or
 //!   the mountpoint), "mount_ms"}`.
 //!
 //! A refusal is `{"refused": "one line"}`.
@@ -45,6 +46,7 @@ fn fork_doc(r: &ForkReport) -> Value {
         "packs_linked": r.packs_linked,
         "new_bytes": r.new_bytes,
         "fork_ms": (r.elapsed.as_secs_f64() * 1e6).round() / 1e3,
+        "phases_ms": r.phases.iter().map(|(k, d)| (k.to_string(), json!((d.as_secs_f64() * 1e6).round() / 1e3))).collect::<serde_json::Map<String, Value>>(),
     })
 }
 

@@ -167,6 +167,12 @@ fn forks_are_independent_share_packs_and_fsck_clean() {
     let f4 = json(&["fork", &format!("{}@{}", mp(&m), &c1[..12]), "--new-store", s(&st4), "--no-mount"]);
     assert_eq!((f4["branch"].as_str(), f4["mounted"].is_null()), (Some("main"), true), "{f4}");
 
+    // The tree written from the objects builds back to the same objects:
+    // nothing to diff or commit.
+    for to in [&to2, &to3] {
+        assert_eq!(json(&["diff", s(to)])["changes"].as_array().unwrap().len(), 0);
+        assert_eq!(json(&["commit", s(to)])["created"], false);
+    }
     // Independent: writes in one never show in another.
     m.sh_ok("echo origin > src/a && echo o > only-origin");
     std::fs::write(to2.join("src/a"), "fork\n").unwrap();

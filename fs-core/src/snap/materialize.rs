@@ -161,6 +161,10 @@ pub struct ForkReport {
     pub packs_linked: u64,
     pub new_bytes: u64,
     pub elapsed: Duration,
+    /// Where the time went, in order: `objects` (copied), `tree` (the
+    /// tables written), `chunks` (index entries and pack links), `commit`
+    /// (the durable transaction and directory syncs), `rename`.
+    pub phases: Vec<(&'static str, Duration)>,
 }
 
 /// Checks a fork's destination before anything is made: its parent exists
@@ -261,6 +265,8 @@ fn fork_once(store: &Store, commit: ObjectId, branch: &str, dest: &Path) -> Resu
     sync_dir(parent).map_err(|e| fatal(format!("{}: {e}", parent.display())))?;
     rep.store = dest.to_path_buf();
     rep.elapsed = t.elapsed();
+    let built: Duration = rep.phases.iter().map(|p| p.1).sum();
+    rep.phases.push(("rename", rep.elapsed.saturating_sub(built)));
     Ok(rep)
 }
 
@@ -286,6 +292,11 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     txn.set_durability(Durability::Immediate).map_err(|e| fatal(e.to_string()))?;
     create_tables(&txn).map_err(|e| fatal(e.to_string()))?;
     let mut rep = ForkReport { commit: hex_id(&commit), branch: branch.to_string(), ..Default::default() };
+    let mut mark = Instant::now();
+    let mut phase = |rep: &mut ForkReport, name: &'static str| {
+        rep.phases.push((name, mark.elapsed()));
+        mark = Instant::now();
+    };
     let ee = |e: redb::StorageError| fatal(e.to_string());
     // Every object of the origin (the new store's history, and what a
     // diff or a fork of it may name); their chunk entries count.
@@ -304,10 +315,12 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
             rep.objects += 1;
         }
     }
+    phase(&mut rep, "objects");
     let mut load = |id: &ObjectId| -> Result<Vec<u8>, String> {
         src_objects.get(&id[..]).map_err(|e| e.to_string())?.map(|g| g.value().to_vec()).ok_or_else(|| format!("object {} is missing", hex_id(id)))
     };
     let w = write_tree(&txn, &mut load, &c, ROOT + 1).map_err(fatal)?;
+    phase(&mut rep, "tree");
     (rep.files, rep.dirs) = (w.files, w.dirs);
     for (h, n) in w.uses {
         *uses.entry(h).or_default() += n;
@@ -348,6 +361,7 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
         }
     }
     rep.chunks = count;
+    phase(&mut rep, "chunks");
     let src_next_pack = src_meta.get("next_pack").map_err(ee)?.map(|g| g.value()).unwrap_or(0);
     let next_pack = src_next_pack.max(live.keys().next_back().map(|m| *m as u64 + 1).unwrap_or(0));
     {
@@ -376,6 +390,7 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     for d in [tmp.join("packs"), tmp.join("wc"), tmp.to_path_buf()] {
         sync_dir(&d).map_err(|e| io(&d, e))?;
     }
+    phase(&mut rep, "commit");
     rep.new_bytes = dir_bytes(tmp, true);
     Ok(rep)
 }

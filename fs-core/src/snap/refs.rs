@@ -242,6 +242,15 @@ pub(crate) fn check_head(txn: &WriteTransaction, branch: &str, head: Option<Obje
     Ok(())
 }
 
+/// Records `id` as the commit the live tree descends from (`BASE`): for
+/// whatever makes the live tree equal a commit of `HEAD`'s branch (a
+/// restore to the branch head is one way out of "head moved").
+#[allow(dead_code)]
+pub(crate) fn set_base(txn: &WriteTransaction, id: &ObjectId) -> Result<(), SnapError> {
+    txn.open_table(REFS).map_err(se)?.insert(BASE_KEY, &id[..]).map_err(se)?;
+    Ok(())
+}
+
 /// The commit a commit object id names, read (errors: missing, undecodable).
 pub(crate) fn commit_obj<O: ReadableTable<&'static [u8], &'static [u8]>>(objects: &O, id: &ObjectId) -> Result<crate::snap::object::CommitObj, SnapError> {
     let b = objects.get(&id[..]).map_err(se)?.map(|g| g.value().to_vec()).ok_or_else(|| SnapError::Store(format!("commit {} is missing", hex_id(id))))?;
