@@ -3,7 +3,9 @@
 # tree of N files (default 10000 and 100000) against the first commit,
 # which builds every object (a full walk of the tree). Needs root and a
 # built binary (target/release/ringfs). Prints one line per run with the
-# commit's phases (ms) as `ringfs commit --json` reports them, and uptime.
+# commit's phases (ms) as `ringfs commit --json` reports them, then three
+# forks of the head (`ringfs fork --json`: fork and mount time, new disk),
+# and uptime.
 #   scripts/measure-snapshots.sh [N...]
 set -euo pipefail
 BIN=${RINGFS:-$(dirname "$0")/../target/release/ringfs}
@@ -32,6 +34,17 @@ PY
     echo "edit $k" >> "$T/mnt/d000/e00/f00000"
     echo "N=$N 1-file edit, commit $k:      $("$BIN" commit "$T/mnt" -m edit --json | phases)"
   done
+  # Forks of the head through the daemon (D35): the fork's own time, the
+  # `ringfs mount --daemon` of it, and its new disk (packs are hard links).
+  forkline() { python3 -c 'import json,sys; d=json.load(sys.stdin); print("fork %.1f ms (%s; %d files, %d objects copied, %d packs linked, %d KiB written)  mount %.1f ms" % (d["fork_ms"], " ".join("%s %.1f" % kv for kv in d["phases_ms"].items()), d["files"], d["objects"], d["packs_linked"], d["new_bytes"] // 1024, d["mount_ms"]))'; }
+  for k in 1 2 3; do
+    mkdir "$T/fork$k"
+    echo "N=$N fork $k: $("$BIN" fork "$T/mnt" --to "$T/fork$k" --new-store "$T/fstore$k" --json | forkline), du without packs $(du -sk --exclude=packs "$T/fstore$k" | cut -f1) KiB"
+    "$BIN" umount "$T/fork$k" >/dev/null
+  done
+  s=$(date +%s%N); "$BIN" mount "$T/fork1" --store "$T/fstore1" --daemon --log-file "$T/log1" >/dev/null; e=$(date +%s%N)
+  echo "N=$N mount --daemon of a fork again: $(( (e - s) / 1000000 )) ms"
+  "$BIN" umount "$T/fork1" >/dev/null
   "$BIN" umount "$T/mnt" >/dev/null
   rm -rf "$T"
   trap - EXIT

@@ -78,6 +78,24 @@ pub enum Command {
     /// FROM and TO are a commit id (or a unique start of one), a branch
     /// name, or `live`; FROM defaults to the last commit, TO to `live`.
     Diff(DiffArgs),
+    /// Create, move, delete or list branches (names of commits).
+    ///
+    /// `ringfs branch MOUNTPOINT NAME [FROM]` makes NAME point at FROM (a
+    /// branch or commit id; default: the checked-out branch's head);
+    /// --force moves an existing NAME. `--list` shows them (* marks the
+    /// checked-out one), `-d NAME` deletes one (never the checked-out one).
+    /// --store DIR works on an unmounted store.
+    Branch(BranchArgs),
+    /// A new writable workspace from a commit, sharing the chunks: the new
+    /// store's packs are hard links to the origin's.
+    ///
+    /// SOURCE is MOUNTPOINT or --store DIR, optionally followed by @COMMIT
+    /// or @BRANCH (default: the checked-out branch's head). The new store
+    /// is --new-store NEWDIR (default: ORIGIN_STORE.fork-NAME, NAME being
+    /// the last component of --to, beside the origin's store: hard links
+    /// need the same filesystem), then mounted at --to NEWMNT as `ringfs
+    /// mount --daemon` does (not with --no-mount).
+    Fork(ForkArgs),
     /// Install ringfs: the binary, the mount(8) helper mount.fuse.ringfs, the
     /// systemd unit ringfs@.service, shell completions and man pages.
     Install(InstallArgs),
@@ -85,7 +103,7 @@ pub enum Command {
     Completions(CompletionsArgs),
 }
 
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 #[command(after_help = MOUNT_AFTER_HELP)]
 pub struct MountArgs {
     /// Existing empty directory to mount the workspace on (see --nonempty).
@@ -183,6 +201,22 @@ pub struct MountArgs {
     /// daemon. rmdir/rename of a native root itself fail with EBUSY.
     #[arg(long, value_enum, value_name = "MODE", default_value_t = NativeRootsArg::Auto, overrides_with = "native_roots")]
     pub native_roots: NativeRootsArg,
+
+    /// Mount the store checked out on branch NAME: a store on another
+    /// branch has its live tree replaced by NAME's head first (refused
+    /// when the live tree holds changes not in its last commit).
+    #[arg(long, value_name = "NAME", requires = "store", conflicts_with = "at")]
+    pub branch: Option<String>,
+
+    /// Browse commit COMMIT (an id or its start, or a branch) of --store
+    /// DIR read-only, without touching the store's live tree: a temporary
+    /// fork beside the store, removed at unmount. Needs --read-only.
+    #[arg(long, value_name = "COMMIT", requires = "store")]
+    pub at: Option<String>,
+
+    /// Mount read-only (as -o ro).
+    #[arg(long)]
+    pub read_only: bool,
 }
 
 /// `ringfs mount --native-roots`.
@@ -381,4 +415,62 @@ pub struct SalvageArgs {
     /// Where the new store is built: a directory that does not exist yet or is empty.
     #[arg(long, value_name = "NEWDIR")]
     pub to: PathBuf,
+}
+
+/// `ringfs branch`.
+#[derive(Debug, Args)]
+#[command(override_usage = "ringfs branch MOUNTPOINT NAME [FROM] [--force]\n       ringfs branch MOUNTPOINT --list [--json]\n       ringfs branch MOUNTPOINT -d NAME\n       ringfs branch --store DIR NAME [FROM] [--force] | --list | -d NAME")]
+pub struct BranchArgs {
+    /// MOUNTPOINT (the mountpoint a `ringfs mount` serves; not with
+    /// --store), then NAME (the branch to create, move or delete), then
+    /// FROM (a branch or a commit id, or a unique start of one; default:
+    /// the checked-out branch's head).
+    #[arg(value_name = "MOUNTPOINT NAME FROM", num_args = 0..=3)]
+    pub args: Vec<String>,
+    /// An unmounted store directory instead of MOUNTPOINT (its lock is taken meanwhile).
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
+    /// List the branches (* marks the checked-out one).
+    #[arg(long, conflicts_with_all = ["delete", "force"])]
+    pub list: bool,
+    /// Delete NAME (never the checked-out branch).
+    #[arg(short = 'd', long, conflicts_with_all = ["force"])]
+    pub delete: bool,
+    /// Move NAME when it exists.
+    #[arg(long)]
+    pub force: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `ringfs fork`.
+#[derive(Debug, Args)]
+#[command(
+    override_usage = "ringfs fork MOUNTPOINT[@COMMIT|@BRANCH] --to NEWMNT [--new-store NEWDIR]\n       ringfs fork --store DIR[@COMMIT|@BRANCH] --to NEWMNT [--new-store NEWDIR]\n       ringfs fork … --new-store NEWDIR --no-mount",
+    group(ArgGroup::new("source").required(true).multiple(false).args(["mountpoint", "store"]))
+)]
+pub struct ForkArgs {
+    /// The origin's mountpoint, optionally with @COMMIT or @BRANCH.
+    pub mountpoint: Option<String>,
+    /// An unmounted origin store instead, optionally with @COMMIT or @BRANCH.
+    #[arg(long, value_name = "DIR[@AT]")]
+    pub store: Option<String>,
+    /// Where to mount the new workspace (an existing empty directory).
+    #[arg(long, value_name = "NEWMNT", required_unless_present = "no_mount")]
+    pub to: Option<PathBuf>,
+    /// The new store directory (must not exist, or be empty). Default:
+    /// ORIGIN_STORE.fork-NAME (NAME: the last component of --to).
+    #[arg(long, value_name = "NEWDIR")]
+    pub new_store: Option<PathBuf>,
+    /// Only create the new store (needs --new-store); mount it later with
+    /// `ringfs mount NEWMNT --store NEWDIR`.
+    #[arg(long, requires = "new_store")]
+    pub no_mount: bool,
+    /// Mount options for the new workspace, as `ringfs mount -o`.
+    #[arg(short = 'o', value_name = "OPTS", action = clap::ArgAction::Append)]
+    pub options: Vec<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -39,6 +39,11 @@ pub enum Request {
     Log,
     /// A diff (`ringfs diff`): `None` is the default side.
     Diff { from: Option<String>, to: Option<String> },
+    /// A branch command (`ringfs branch`): `action` is `list`, `create`
+    /// or `delete`.
+    Branch { action: String, name: Option<String>, from: Option<String>, force: bool },
+    /// A fork of commit `at` (default: the head) into the new store `to` (`ringfs fork`).
+    Fork { at: Option<String>, to: PathBuf },
 }
 
 /// The directory holding control sockets.
@@ -113,7 +118,7 @@ fn serve_one(conn: UnixStream, answer: &dyn Fn(&Request) -> Value, shutdown: &dy
     reader.read_line(&mut line)?;
     let mut conn = conn;
     let reply = match serde_json::from_str::<Request>(line.trim()) {
-        Ok(req @ (Request::Status | Request::Stats | Request::Unroot { .. } | Request::Gc | Request::Commit { .. } | Request::Log | Request::Diff { .. })) => answer(&req),
+        Ok(req @ (Request::Status | Request::Stats | Request::Unroot { .. } | Request::Gc | Request::Commit { .. } | Request::Log | Request::Diff { .. } | Request::Branch { .. } | Request::Fork { .. })) => answer(&req),
         Ok(Request::Shutdown) => serde_json::json!({ "ok": true, "pid": std::process::id() }),
         Err(e) => serde_json::json!({ "error": format!("bad request: {e}") }),
     };
@@ -142,7 +147,7 @@ pub fn call_within(mountpoint: &Path, req: &Request, wait: Duration) -> Result<V
         .with_context(|| format!("no ringfs daemon answers for {} (control socket {})", mountpoint.display(), path.display()))?;
     // A gc copies up to a store's worth of packs; a first commit or a diff
     // against live hashes every changed file first.
-    conn.set_read_timeout(Some(if matches!(req, Request::Gc | Request::Commit { .. } | Request::Diff { .. }) { wait.max(Duration::from_secs(3600)) } else { wait }))?;
+    conn.set_read_timeout(Some(if matches!(req, Request::Gc | Request::Commit { .. } | Request::Diff { .. } | Request::Fork { .. }) { wait.max(Duration::from_secs(3600)) } else { wait }))?;
     writeln!(conn, "{}", serde_json::to_string(req)?)?;
     let mut line = String::new();
     BufReader::new(conn).read_line(&mut line)?;

@@ -4,6 +4,7 @@
 //! describe every flag.
 
 mod adapter;
+mod branch;
 mod cli;
 mod control;
 mod gc;
@@ -83,6 +84,8 @@ fn main() -> ExitCode {
         Command::Commit(args) => snap::cmd_commit(args),
         Command::Log(args) => snap::cmd_log(args),
         Command::Diff(args) => snap::cmd_diff(args),
+        Command::Branch(args) => branch::cmd_branch(args),
+        Command::Fork(args) => branch::cmd_fork(args),
         Command::Install(args) => install::cmd_install(args),
         Command::Completions(args) => install::cmd_completions(args),
     };

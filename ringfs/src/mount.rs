@@ -197,6 +197,10 @@ struct Features {
 }
 
 fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
+    // --at: a temporary fork of the commit, served and removed at the end.
+    if let Some((at_args, _at)) = crate::branch::at_store(args)? {
+        return serve(&at_args, ready);
+    }
     let plan = plan::check(args)?;
     let mp = plan.mp.clone();
     let _claim = mountpoint::Claim::take(&mp)?;
@@ -212,6 +216,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
             }
         },
     };
+    crate::branch::switch_branch(args)?;
     let (store, local_dir) = plan.create()?;
     let store_desc = match &store {
         fs_core::StoreLocation::Dir(d) => d.display().to_string(),
@@ -332,6 +337,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
             Err(e) => json!({ "refused": format!("{:#}", anyhow::Error::from(e)) }),
         },
         control::Request::Commit { .. } | control::Request::Log | control::Request::Diff { .. } => crate::snap::answer(&info.fs, req),
+        control::Request::Branch { .. } | control::Request::Fork { .. } => crate::branch::answer(&info.fs, req),
         _ => info.status_doc(),
     });
     let _control = control::Server::start(&mp, answer, stop)?;

@@ -184,6 +184,9 @@ impl Vfs {
         if args.dev {
             v.nodev = false;
         }
+        if args.read_only {
+            v.read_only = true;
+        }
         Ok(v)
     }
 

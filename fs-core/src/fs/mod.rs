@@ -18,6 +18,7 @@ mod data;
 mod namespace;
 mod roots;
 mod sides;
+mod fork;
 mod snap;
 mod xattr;
 

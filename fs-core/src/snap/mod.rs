@@ -18,7 +18,10 @@
 pub(crate) mod build;
 pub(crate) mod check;
 pub mod diff;
+pub mod materialize;
 pub mod object;
+pub mod refs;
+pub mod switch;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -49,9 +52,25 @@ pub enum SnapError {
     /// The store refused (redb, a record or object that does not decode).
     #[error("store: {0}")]
     Store(String),
+    /// A branch name breaks the rules ([`refs::check_name`]).
+    #[error("{name:?} is not a usable branch name: {why}")]
+    BadName { name: String, why: String },
+    /// `ringfs branch NAME` when NAME exists (without `--force`).
+    #[error("branch {name} already exists (at {head}): --force moves it")]
+    BranchExists { name: String, head: String },
+    /// Deleting the checked-out branch.
+    #[error("branch {name} is checked out (HEAD names it): it cannot be deleted; mount another branch first")]
+    CheckedOut { name: String },
+    /// A commit whose branch head is not the commit the live tree descends
+    /// from (docs/SEMANTICS.md "Head moved").
+    #[error("head moved: branch {branch} is at {head}, but this workspace descends from {base}; nothing was committed and the branch is unchanged. To commit this work anyway, name the other head (`ringfs branch MOUNTPOINT NAME {head}`), move {branch} back (`ringfs branch MOUNTPOINT {branch} {base} --force`) and commit again; to drop the work and take the branch's state: `ringfs restore MOUNTPOINT {branch}`")]
+    HeadMoved { branch: String, head: String, base: String },
+    /// A switch of branch when the live tree is not its branch head's tree.
+    #[error("the workspace on branch {branch} has changes a switch would lose: {why}; commit them first (mount it, `ringfs commit`), or fork the other branch instead (`ringfs fork`)")]
+    Dirty { branch: String, why: String },
 }
 
-fn se<E: std::fmt::Display>(e: E) -> SnapError {
+pub(crate) fn se<E: std::fmt::Display>(e: E) -> SnapError {
     SnapError::Store(e.to_string())
 }
 
@@ -140,6 +159,8 @@ pub(crate) fn commit_tree(store: &Store, opts: &CommitOptions, mut phases: Vec<(
     let mut txn = store.begin_write().map_err(se)?;
     txn.set_durability(Durability::Immediate).map_err(se)?;
     let (branch, head_id) = head(&txn.open_table(REFS).map_err(se)?)?;
+    // Never over a head that moved since the live tree's base (refs::BASE_KEY).
+    refs::check_head(&txn, &branch, head_id)?;
     let base = match head_id {
         Some(_) => meta_get(&txn, "snap_pos").map_err(se)?,
         None => None,
@@ -243,6 +264,7 @@ fn write_built(txn: &WriteTransaction, built: &build::Built, branch: &str, cid: 
         }
         let mut refs = txn.open_table(REFS).map_err(|x| e(x.into()))?;
         refs.insert(branch, &cid[..]).map_err(|x| e(x.into()))?;
+        refs.insert(refs::BASE_KEY, &cid[..]).map_err(|x| e(x.into()))?;
         if refs.get("HEAD").map_err(|x| e(x.into()))?.is_none() {
             refs.insert("HEAD", format!("ref: {branch}").as_bytes()).map_err(|x| e(x.into()))?;
         }
@@ -319,7 +341,7 @@ pub(crate) fn resolve(rtx: &ReadTransaction, name: &str) -> Result<Point, SnapEr
     let mut branches = Vec::new();
     for r in refs.iter().map_err(se)? {
         let (k, v) = r.map_err(se)?;
-        if k.value() == "HEAD" {
+        if k.value() == "HEAD" || k.value() == refs::BASE_KEY {
             continue;
         }
         if k.value() == name {

@@ -1,0 +1,456 @@
+//! A commit made into a store's live tables, and forks (docs/SEMANTICS.md
+//! "Snapshots", docs/DECISIONS.md D35).
+//!
+//! - [`write_tree`]: the inode records, directory entries, manifests (with
+//!   `manifest_sizes`), xattrs, symlinks and `snap_inodes` rows of a
+//!   commit's tree, read from its objects, so the store opens as that tree;
+//!   working copies are not written (each is rebuilt from its chunks when
+//!   the file is first opened, `wc::Wc::open_wc`).
+//! - [`fork_from`]: a new store directory from a commit of this one: its
+//!   objects copied, the tree written, the chunk index entries the new
+//!   store's manifests and objects use (references counted afresh), the
+//!   packs holding them hard-linked and recorded sealed at their committed
+//!   length (docs/FORMATS.md "Shared packs"). Built in a temporary sibling
+//!   directory and renamed into place: a fork cut short leaves nothing
+//!   under the new name.
+//!
+//! Must not touch: the origin's tables (only read) or pack files (only
+//! linked), the inode table.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use redb::{Durability, ReadableTable, WriteTransaction};
+
+use crate::inode::ROOT;
+use crate::schema::*;
+use crate::snap::object::*;
+use crate::snap::refs::{commit_obj, BASE_KEY, HEAD_KEY};
+use crate::snap::{se, SnapError};
+use crate::store::db::Store;
+use crate::store::pack::{pack_name, HEADER_LEN, RECORD_HEADER};
+
+/// What [`write_tree`] wrote: the next free inode number, counts, and the
+/// chunk entries of the live manifests (hash → entries naming it).
+#[derive(Debug, Default)]
+pub(crate) struct Written {
+    pub next_ino: u64,
+    pub files: u64,
+    pub dirs: u64,
+    pub uses: HashMap<[u8; 32], u64>,
+}
+
+fn kind_bits(k: EntryKind) -> u32 {
+    match k {
+        EntryKind::File => libc::S_IFREG,
+        EntryKind::Dir => libc::S_IFDIR,
+        EntryKind::Symlink => libc::S_IFLNK,
+        EntryKind::Fifo => libc::S_IFIFO,
+        EntryKind::CharDev => libc::S_IFCHR,
+        EntryKind::BlockDev => libc::S_IFBLK,
+        EntryKind::Socket => libc::S_IFSOCK,
+    }
+}
+
+fn rec_of(kind: EntryKind, m: &Meta, parent: u64, now: (i64, u32)) -> InodeRec {
+    let dir = kind == EntryKind::Dir;
+    InodeRec {
+        mode: kind_bits(kind) | (m.mode & 0o7777),
+        uid: m.uid,
+        gid: m.gid,
+        size: if dir { 4096 } else { m.size },
+        blocks: if dir { 8 } else if kind == EntryKind::File { m.size.div_ceil(512) } else { 0 },
+        nlink: if dir { 2 } else { 1 },
+        rdev: m.rdev,
+        atime: m.mtime,
+        mtime: m.mtime,
+        ctime: now,
+        parent: if dir { parent } else { 0 },
+        next_cookie: 3,
+        btime: now,
+        flags: m.flags,
+    }
+}
+
+/// Writes the tree of commit `c` into the (empty of synced inodes) live
+/// tables of `txn`: the root keeps inode 1, the others are numbered from
+/// `first_ino` in tree order. A hard link in the commit (one manifest
+/// object under several names) becomes one file per name. `load` gives an
+/// object's bytes by id. Errors: a missing or undecodable object, redb.
+pub(crate) fn write_tree(txn: &WriteTransaction, load: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, String>, c: &CommitObj, first_ino: u64) -> Result<Written, String> {
+    let e = |x: redb::TableError| x.to_string();
+    let s = |x: redb::StorageError| x.to_string();
+    let mut inodes = txn.open_table(INODES).map_err(e)?;
+    let mut dirents = txn.open_table(DIRENTS).map_err(e)?;
+    let mut manifests = txn.open_table(MANIFESTS).map_err(e)?;
+    let mut sizes = txn.open_table(MANIFEST_SIZES).map_err(e)?;
+    let mut xattrs = txn.open_table(XATTRS).map_err(e)?;
+    let mut symlinks = txn.open_table(SYMLINKS).map_err(e)?;
+    let mut snap = txn.open_table(SNAP_INODES).map_err(e)?;
+    let now = crate::posix::now();
+    let mut w = Written { next_ino: first_ino, ..Default::default() };
+    let put_xattrs = |xattrs: &mut redb::Table<(u64, &[u8]), &[u8]>, ino: u64, m: &Meta| -> Result<(), String> {
+        for (k, v) in &m.xattrs {
+            xattrs.insert((ino, &k[..]), &v[..]).map_err(s)?;
+        }
+        Ok(())
+    };
+    // (directory inode, its object, its meta, its parent, its name there)
+    let mut stack: Vec<(u64, ObjectId, Meta, u64, Vec<u8>)> = vec![(ROOT, c.root, c.root_meta.clone(), ROOT, Vec::new())];
+    while let Some((d, id, meta, parent, name)) = stack.pop() {
+        let obj = dec_dir(&load(&id)?).map_err(|x| format!("directory object {}: {x}", hex_id(&id)))?;
+        let mut rec = rec_of(EntryKind::Dir, &meta, parent, now);
+        for (i, en) in obj.entries.iter().enumerate() {
+            let ino = w.next_ino;
+            w.next_ino += 1;
+            dirents.insert((d, &en.name[..]), (ino, 3 + i as u64)).map_err(s)?;
+            let links = vec![(d, en.name.clone())];
+            match (&en.kind, &en.target) {
+                (EntryKind::Dir, Target::Object(sub)) => {
+                    rec.nlink += 1;
+                    stack.push((ino, *sub, en.meta.clone(), d, en.name.clone()));
+                    continue;
+                }
+                (EntryKind::File, Target::Object(fid)) => {
+                    let f = dec_file(&load(fid)?).map_err(|x| format!("file object {}: {x}", hex_id(fid)))?;
+                    for ch in &f.chunks {
+                        *w.uses.entry(ch.hash).or_default() += 1;
+                    }
+                    manifests.insert(ino, &enc(&f.chunks)[..]).map_err(s)?;
+                    sizes.insert(ino, f.size).map_err(s)?;
+                    snap.insert(ino, &enc(&SnapEntry { id: *fid, links })[..]).map_err(s)?;
+                    w.files += 1;
+                }
+                (EntryKind::Symlink, Target::Symlink(t)) => {
+                    symlinks.insert(ino, &t[..]).map_err(s)?;
+                    snap.insert(ino, &enc(&SnapEntry { id: [0; 32], links })[..]).map_err(s)?;
+                }
+                (EntryKind::File | EntryKind::Dir | EntryKind::Symlink, _) => {
+                    return Err(format!("directory object {}: entry {:?} has a target of the wrong kind", hex_id(&id), String::from_utf8_lossy(&en.name)));
+                }
+                _ => {
+                    snap.insert(ino, &enc(&SnapEntry { id: [0; 32], links })[..]).map_err(s)?;
+                }
+            }
+            inodes.insert(ino, &enc(&rec_of(en.kind, &en.meta, d, now))[..]).map_err(s)?;
+            put_xattrs(&mut xattrs, ino, &en.meta)?;
+        }
+        rec.next_cookie = 3 + obj.entries.len() as u64;
+        inodes.insert(d, &enc(&rec)[..]).map_err(s)?;
+        put_xattrs(&mut xattrs, d, &meta)?;
+        let links = if d == ROOT { Vec::new() } else { vec![(parent, name)] };
+        snap.insert(d, &enc(&SnapEntry { id, links })[..]).map_err(s)?;
+        w.dirs += 1;
+    }
+    Ok(w)
+}
+
+/// What a fork made: the new store, the commit and branch it is on, what
+/// it holds, what it took on disk (bytes of files it wrote; the packs are
+/// links) and how long it took.
+#[derive(Clone, Debug, Default)]
+pub struct ForkReport {
+    pub store: PathBuf,
+    pub commit: String,
+    pub branch: String,
+    pub files: u64,
+    pub dirs: u64,
+    pub objects: u64,
+    pub chunks: u64,
+    pub packs_linked: u64,
+    pub new_bytes: u64,
+    pub elapsed: Duration,
+    /// Where the time went, in order: `objects` (copied), `tree` (the
+    /// tables written), `chunks` (index entries and pack links), `commit`
+    /// (the durable transaction and directory syncs), `rename`.
+    pub phases: Vec<(&'static str, Duration)>,
+}
+
+/// Checks a fork's destination before anything is made: its parent exists
+/// and it is a new or empty directory. One line naming the problem.
+pub fn check_dest(dest: &Path) -> Result<(), String> {
+    let parent = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        return Err(format!("{} does not exist: create it first, or give another place for the new store", parent.display()));
+    }
+    if dest.exists() && !dest.is_dir() {
+        return Err(format!("{} exists and is not a directory: give a new directory for the new store", dest.display()));
+    }
+    if std::fs::read_dir(dest).map(|mut r| r.next().is_some()).unwrap_or(false) {
+        return Err(format!("{} is not empty: give a new (or empty) directory for the new store", dest.display()));
+    }
+    Ok(())
+}
+
+/// The temporary directory a fork into `dest` is built in (a sibling, so
+/// the packs can be hard-linked and the rename is atomic).
+fn temp_for(dest: &Path, pid: u32) -> PathBuf {
+    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
+    dest.with_file_name(format!(".{name}.forking-{pid}"))
+}
+
+/// Removes what forks into `dest` cut short (kill -9) left: temporary
+/// siblings whose process is gone.
+fn sweep(dest: &Path) {
+    let (Some(parent), Some(name)) = (dest.parent(), dest.file_name()) else { return };
+    let prefix = format!(".{}.forking-", name.to_string_lossy());
+    let Ok(rd) = std::fs::read_dir(if parent.as_os_str().is_empty() { Path::new(".") } else { parent }) else { return };
+    for e in rd.flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if let Some(pid) = n.strip_prefix(&prefix).and_then(|p| p.parse::<u32>().ok()) {
+            if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+}
+
+fn sync_dir(p: &Path) -> std::io::Result<()> {
+    std::fs::File::open(p)?.sync_all()
+}
+
+/// Makes a new store at `dest` from commit `commit` of `store`, on branch
+/// `branch` (its only branch; `HEAD` and `BASE` name it and the commit).
+/// The origin's open pack is synced first, so every pack byte the fork
+/// records is durable. A pack the origin compacts away meanwhile makes the
+/// fork start again (up to three times). Errors: [`SnapError::Store`] with
+/// the path and the cause (a pack on another filesystem cannot be linked).
+pub(crate) fn fork_from(store: &Store, commit: ObjectId, branch: &str, dest: &Path) -> Result<ForkReport, SnapError> {
+    check_dest(dest).map_err(SnapError::Store)?;
+    sweep(dest);
+    let mut last = String::new();
+    for _ in 0..3 {
+        match fork_once(store, commit, branch, dest) {
+            Ok(r) => return Ok(r),
+            Err((retry, e)) => {
+                if !retry {
+                    return Err(SnapError::Store(e));
+                }
+                last = e;
+            }
+        }
+    }
+    Err(SnapError::Store(last))
+}
+
+/// One attempt; `Err((true, _))`: a pack went away under it, try again.
+fn fork_once(store: &Store, commit: ObjectId, branch: &str, dest: &Path) -> Result<ForkReport, (bool, String)> {
+    let t = Instant::now();
+    let fatal = |e: String| (false, e);
+    let tmp = temp_for(dest, std::process::id());
+    let _ = std::fs::remove_dir_all(&tmp);
+    let r = build(store, commit, branch, &tmp);
+    let mut rep = match r {
+        Ok(rep) => rep,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
+    };
+    // Tests: the process dies here, as kill -9 would, with the new store
+    // built but not in place (it must never be found under `dest`).
+    if std::env::var_os("RINGFS_TEST_DIE_IN_FORK").is_some() {
+        std::process::abort();
+    }
+    // Into place: an empty directory given as the destination goes first.
+    if dest.is_dir() {
+        std::fs::remove_dir(dest).map_err(|e| fatal(format!("{}: {e}", dest.display())))?;
+    }
+    if let Err(e) = std::fs::rename(&tmp, dest) {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(fatal(format!("moving the new store to {}: {e}", dest.display())));
+    }
+    let parent = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    sync_dir(parent).map_err(|e| fatal(format!("{}: {e}", parent.display())))?;
+    rep.store = dest.to_path_buf();
+    rep.elapsed = t.elapsed();
+    let built: Duration = rep.phases.iter().map(|p| p.1).sum();
+    rep.phases.push(("rename", rep.elapsed.saturating_sub(built)));
+    Ok(rep)
+}
+
+fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<ForkReport, (bool, String)> {
+    let fatal = |e: String| (false, e);
+    let io = |p: &Path, e: std::io::Error| (false, format!("{}: {e}", p.display()));
+    let rtx = store.begin_read().map_err(|e| fatal(e.to_string()))?;
+    // Every pack byte the read transaction's index points at is durable
+    // before the fork records it (a later crash of the origin truncates
+    // only past its last valid record).
+    store.packs.sync().map_err(|e| fatal(format!("syncing {}: {e}", store.packs.dir().display())))?;
+    let src_objects = rtx.open_table(OBJECTS).map_err(|e| fatal(e.to_string()))?;
+    let src_chunks = rtx.open_table(CHUNKS).map_err(|e| fatal(e.to_string()))?;
+    let src_packs = rtx.open_table(PACKS).map_err(|e| fatal(e.to_string()))?;
+    let src_meta = rtx.open_table(META).map_err(|e| fatal(e.to_string()))?;
+    let c = commit_obj(&src_objects, &commit).map_err(|e| fatal(e.to_string()))?;
+    std::fs::create_dir(tmp).map_err(|e| io(tmp, e))?;
+    for sub in ["packs", "wc"] {
+        std::fs::create_dir(tmp.join(sub)).map_err(|e| io(&tmp.join(sub), e))?;
+    }
+    let db = crate::store::db::open_db(tmp).map_err(|e| fatal(e.to_string()))?;
+    let mut txn = db.begin_write().map_err(|e| fatal(e.to_string()))?;
+    txn.set_durability(Durability::Immediate).map_err(|e| fatal(e.to_string()))?;
+    create_tables(&txn).map_err(|e| fatal(e.to_string()))?;
+    let mut rep = ForkReport { commit: hex_id(&commit), branch: branch.to_string(), ..Default::default() };
+    let mut mark = Instant::now();
+    let mut phase = |rep: &mut ForkReport, name: &'static str| {
+        rep.phases.push((name, mark.elapsed()));
+        mark = Instant::now();
+    };
+    let ee = |e: redb::StorageError| fatal(e.to_string());
+    // Every object of the origin (the new store's history, and what a
+    // diff or a fork of it may name); their chunk entries count.
+    let mut uses: HashMap<[u8; 32], u64> = HashMap::new();
+    {
+        let mut objects = txn.open_table(OBJECTS).map_err(|e| fatal(e.to_string()))?;
+        for r in src_objects.iter().map_err(ee)? {
+            let (k, v) = r.map_err(ee)?;
+            let b = v.value();
+            if kind_of(b) == Ok(KIND_FILE) {
+                for ch in dec_file(b).map_err(fatal)?.chunks {
+                    *uses.entry(ch.hash).or_default() += 1;
+                }
+            }
+            objects.insert(k.value(), b).map_err(ee)?;
+            rep.objects += 1;
+        }
+    }
+    phase(&mut rep, "objects");
+    let mut load = |id: &ObjectId| -> Result<Vec<u8>, String> {
+        src_objects.get(&id[..]).map_err(|e| e.to_string())?.map(|g| g.value().to_vec()).ok_or_else(|| format!("object {} is missing", hex_id(id)))
+    };
+    let w = write_tree(&txn, &mut load, &c, ROOT + 1).map_err(fatal)?;
+    phase(&mut rep, "tree");
+    (rep.files, rep.dirs) = (w.files, w.dirs);
+    for (h, n) in w.uses {
+        *uses.entry(h).or_default() += n;
+    }
+    // The chunk index entries used, and the packs holding them.
+    let mut live: BTreeMap<u32, u64> = BTreeMap::new();
+    let (mut count, mut bytes) = (0u64, 0u64);
+    {
+        let mut chunks = txn.open_table(CHUNKS).map_err(|e| fatal(e.to_string()))?;
+        for (h, n) in &uses {
+            let Some((pack, off, len, _)) = src_chunks.get(&h[..]).map_err(ee)?.map(|g| g.value()) else {
+                return Err(fatal(format!("chunk {} named by the commit's objects is not in the origin's chunk index (run `ringfs fsck` on it)", hex(h))));
+            };
+            chunks.insert(&h[..], (pack, off, len, *n)).map_err(ee)?;
+            *live.entry(pack).or_default() += RECORD_HEADER + len as u64;
+            count += 1;
+            bytes += len as u64;
+        }
+        let mut packs = txn.open_table(PACKS).map_err(|e| fatal(e.to_string()))?;
+        for (&id, &l) in &live {
+            let Some((total, _, _)) = src_packs.get(id).map_err(ee)?.map(|g| g.value()) else {
+                return Err(fatal(format!("pack {} is in the origin's chunk index but not its pack table (run `ringfs fsck` on it)", pack_name(id))));
+            };
+            let (from, to) = (store.packs.path(id), tmp.join("packs").join(pack_name(id)));
+            match std::fs::hard_link(&from, &to) {
+                Ok(()) => {}
+                // Compacted away since the read began: start again.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err((true, format!("{}: {e}", from.display()))),
+                Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+                    return Err(fatal(format!("{} is on another filesystem than the origin's packs ({}): a fork shares them by hard link; give a place on the same filesystem", tmp.display(), from.display())))
+                }
+                Err(e) => return Err(fatal(format!("linking {} to {}: {e}", from.display(), to.display()))),
+            }
+            // Sealed for this store at the origin's committed length: the
+            // origin may go on appending to the file (FORMATS "Shared packs").
+            packs.insert(id, (total.max(HEADER_LEN), l, true)).map_err(ee)?;
+            rep.packs_linked += 1;
+        }
+    }
+    rep.chunks = count;
+    phase(&mut rep, "chunks");
+    let src_next_pack = src_meta.get("next_pack").map_err(ee)?.map(|g| g.value()).unwrap_or(0);
+    let next_pack = src_next_pack.max(live.keys().next_back().map(|m| *m as u64 + 1).unwrap_or(0));
+    {
+        let mut m = txn.open_table(META).map_err(|e| fatal(e.to_string()))?;
+        let id = u64::from_le_bytes(blake3::hash(format!("{:?}{}{}", std::time::SystemTime::now(), std::process::id(), tmp.display()).as_bytes()).as_bytes()[..8].try_into().unwrap());
+        for (k, v) in [
+            ("schema", SCHEMA_VERSION),
+            ("store_id", id),
+            ("next_ino", w.next_ino),
+            ("clean", 1),
+            ("chunk_count", count),
+            ("chunk_bytes", bytes),
+            ("next_pack", next_pack),
+            ("snap_pos", 0),
+        ] {
+            m.insert(k, v).map_err(ee)?;
+        }
+        let mut refs = txn.open_table(REFS).map_err(|e| fatal(e.to_string()))?;
+        refs.insert(branch, &commit[..]).map_err(ee)?;
+        refs.insert(HEAD_KEY, format!("ref: {branch}").as_bytes()).map_err(ee)?;
+        refs.insert(BASE_KEY, &commit[..]).map_err(ee)?;
+    }
+    txn.commit().map_err(|e| fatal(e.to_string()))?;
+    drop(db);
+    std::fs::File::create(tmp.join("ringfs.lock")).map_err(|e| io(tmp, e))?;
+    for d in [tmp.join("packs"), tmp.join("wc"), tmp.to_path_buf()] {
+        sync_dir(&d).map_err(|e| io(&d, e))?;
+    }
+    phase(&mut rep, "commit");
+    rep.new_bytes = dir_bytes(tmp, true);
+    Ok(rep)
+}
+
+/// Bytes of the files under `dir` (packs left out when `skip_packs`:
+/// they are links to the origin's).
+fn dir_bytes(dir: &Path, skip_packs: bool) -> u64 {
+    let mut n = 0;
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let Ok(m) = e.metadata() else { continue };
+            if m.is_dir() {
+                if !(skip_packs && e.file_name() == "packs") {
+                    n += dir_bytes(&e.path(), false);
+                }
+            } else {
+                use std::os::unix::fs::MetadataExt;
+                n += m.blocks() * 512;
+            }
+        }
+    }
+    n
+}
+
+/// The commit and branch a fork of `at` starts from: `None` is the
+/// checked-out branch's head (and that branch), a branch name its head
+/// (and that branch), a commit id (or a unique start) that commit on
+/// `main`. Errors: as [`crate::snap::refs::resolve_commit`],
+/// [`SnapError::NoCommits`].
+pub(crate) fn fork_point(store: &Store, at: Option<&str>) -> Result<(ObjectId, String), SnapError> {
+    let rtx = store.begin_read().map_err(se)?;
+    let refs = rtx.open_table(REFS).map_err(se)?;
+    match at {
+        None => {
+            let b = crate::snap::refs::head_branch(&refs)?;
+            let id = crate::snap::refs::ref_id(&refs, &b)?.ok_or(SnapError::NoCommits)?;
+            Ok((id, b))
+        }
+        Some(name) => {
+            let objects = rtx.open_table(OBJECTS).map_err(se)?;
+            let id = crate::snap::refs::resolve_commit(&refs, &objects, name)?;
+            let branch = if name == HEAD_KEY {
+                crate::snap::refs::head_branch(&refs)?
+            } else if name != BASE_KEY && crate::snap::refs::ref_id(&refs, name)?.is_some() {
+                name.to_string()
+            } else {
+                crate::snap::MAIN.to_string()
+            };
+            Ok((id, branch))
+        }
+    }
+}
+
+/// `ringfs fork --store DIR[@AT] --to NEWMNT --store NEWDIR` on an
+/// unmounted store: [`fork_point`] and [`fork_from`] with its lock held.
+pub fn fork_store(dir: &Path, at: Option<&str>, dest: &Path) -> Result<ForkReport, crate::snap::refs::BranchStoreError> {
+    use crate::snap::refs::BranchStoreError as E;
+    check_dest(dest).map_err(|e| E::Snap(SnapError::Store(e)))?;
+    let store = crate::snap::refs::open_offline(dir).map_err(E::Store)?;
+    let r = fork_point(&store, at).and_then(|(id, b)| fork_from(&store, id, &b, dest)).map_err(E::Snap);
+    store.release_lock();
+    r
+}
