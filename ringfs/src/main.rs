@@ -83,6 +83,7 @@ fn main() -> ExitCode {
         Command::Commit(args) => snap::cmd_commit(args),
         Command::Log(args) => snap::cmd_log(args),
         Command::Diff(args) => snap::cmd_diff(args),
+        Command::Restore(args) => snap::cmd_restore(args),
         Command::Install(args) => install::cmd_install(args),
         Command::Completions(args) => install::cmd_completions(args),
     };
