@@ -244,7 +244,7 @@ pub(crate) fn plan_restore(store: &Store, commit: &ObjectId, paths: &[Vec<u8>]) 
                 let shown = String::from_utf8_lossy(&p).into_owned();
                 let short = hex_id(commit)[..12].to_string();
                 if live.is_none() && tgt.is_none() {
-                    return Err(SnapError::BadPath { path: shown, why: format!("is neither in the live tree nor in commit {short}; check the spelling (relative to the workspace root)") });
+                    return Err(SnapError::BadPath { path: shown, why: format!("in neither the live tree nor commit {short}; check the spelling (relative to the workspace root)") });
                 }
                 let dir = &comps[..comps.len() - 1];
                 if live.is_none() && !dir.is_empty() {
