@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A measurement, not a test (issue 13): commit time of a 1-file edit in a
 # tree of N files (default 10000 and 100000) against the first commit,
-# which builds every object (a full walk of the tree). Needs root and a
+# which builds every object (a full walk of the tree); then restore to a
+# commit 10 files back (10 commits of one edit each) and forward again,
+# with `ringfs restore --json`'s phases. Needs root and a
 # built binary (target/release/ringfs). Prints one line per run with the
 # commit's phases (ms) as `ringfs commit --json` reports them, then three
 # forks of the head (`ringfs fork --json`: fork and mount time, new disk),
@@ -45,6 +47,16 @@ PY
   s=$(date +%s%N); "$BIN" mount "$T/fork1" --store "$T/fstore1" --daemon --log-file "$T/log1" >/dev/null; e=$(date +%s%N)
   echo "N=$N mount --daemon of a fork again: $(( (e - s) / 1000000 )) ms"
   "$BIN" umount "$T/fork1" >/dev/null
+  rphases() { python3 -c 'import json,sys; d=json.load(sys.stdin); print("total %.2f ms  %s  paths +%d -%d rewritten %d changed %d" % (d["total_ms"], " ".join("%s %.2f" % kv for kv in d["phases_ms"].items()), d["paths"]["added"], d["paths"]["removed"], d["paths"]["rewritten"], d["paths"]["changed"]))'; }
+  base=$("$BIN" commit "$T/mnt" -m base --allow-empty --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+  for k in 0 1 2 3 4 5 6 7 8 9; do
+    echo "edit" >> "$T/mnt/d00$((k % 10 < N / 1000 ? k % 10 : 0))/e0$k/f0$((k % 10 < N / 1000 ? k % 10 : 0))${k}00"
+    "$BIN" commit "$T/mnt" -m "edit $k" >/dev/null
+  done
+  for k in 1 2 3; do
+    echo "N=$N restore 10 files back, $k:   $("$BIN" restore "$T/mnt" "${base:0:16}" --json | rphases)"
+    echo "N=$N restore 10 files forward, $k: $("$BIN" restore "$T/mnt" main --json | rphases)"
+  done
   "$BIN" umount "$T/mnt" >/dev/null
   rm -rf "$T"
   trap - EXIT

@@ -96,6 +96,16 @@ pub enum Command {
     /// need the same filesystem), then mounted at --to NEWMNT as `ringfs
     /// mount --daemon` does (not with --no-mount).
     Fork(ForkArgs),
+    /// Make the live tree a commit's (whole, or only the paths given):
+    /// files absent from the commit are removed, changed files rewritten,
+    /// attributes set, the kernel's caches invalidated. Prints paths
+    /// added/removed/rewritten/changed, content bytes restored and the time
+    /// per phase.
+    ///
+    /// Open files keep what they had (as after rm); local-only paths are
+    /// left alone. Durable when it returns; a crash during it leaves the
+    /// tree before or after. Costs what differs, not the size of the tree.
+    Restore(RestoreArgs),
     /// Install ringfs: the binary, the mount(8) helper mount.fuse.ringfs, the
     /// systemd unit ringfs@.service, shell completions and man pages.
     Install(InstallArgs),
@@ -332,6 +342,22 @@ pub struct DiffArgs {
     pub from: Option<String>,
     /// The new side (default: `live`).
     pub to: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The mountpoint a `ringfs mount` serves.
+    pub mountpoint: PathBuf,
+    /// The commit: its id or a unique start of one, or a branch name.
+    pub commit: String,
+    /// Restore only this path (relative to the workspace root, or an
+    /// absolute path below the mountpoint); repeatable. A path absent from
+    /// the commit is removed.
+    #[arg(long = "path", value_name = "P")]
+    pub paths: Vec<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,

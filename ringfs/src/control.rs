@@ -6,7 +6,8 @@
 //! `/tmp/ringfs-<uid>`) and `<id>` is the first 16 hex digits of the BLAKE3
 //! hash of the absolute mountpoint path. A client sends one JSON line
 //! (`{"cmd":"status"}`, `{"cmd":"stats"}`, `{"cmd":"shutdown"}`, `{"cmd":"gc"}`,
-//! `{"cmd":"commit",…}`, `{"cmd":"log"}`, `{"cmd":"diff",…}`, …) and reads one JSON line back.
+//! `{"cmd":"commit",…}`, `{"cmd":"log"}`, `{"cmd":"diff",…}`,
+//! `{"cmd":"restore",…}`, …) and reads one JSON line back.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -44,6 +45,9 @@ pub enum Request {
     Branch { action: String, name: Option<String>, from: Option<String>, force: bool },
     /// A fork of commit `at` (default: the head) into the new store `to` (`ringfs fork`).
     Fork { at: Option<String>, to: PathBuf },
+    /// Make the live tree a commit's (`ringfs restore`): `paths` relative
+    /// to the workspace root as raw bytes (empty: the whole tree).
+    Restore { commit: String, paths: Vec<Vec<u8>> },
 }
 
 /// The directory holding control sockets.
@@ -118,7 +122,7 @@ fn serve_one(conn: UnixStream, answer: &dyn Fn(&Request) -> Value, shutdown: &dy
     reader.read_line(&mut line)?;
     let mut conn = conn;
     let reply = match serde_json::from_str::<Request>(line.trim()) {
-        Ok(req @ (Request::Status | Request::Stats | Request::Unroot { .. } | Request::Gc | Request::Commit { .. } | Request::Log | Request::Diff { .. } | Request::Branch { .. } | Request::Fork { .. })) => answer(&req),
+        Ok(req @ (Request::Status | Request::Stats | Request::Unroot { .. } | Request::Gc | Request::Commit { .. } | Request::Log | Request::Diff { .. } | Request::Branch { .. } | Request::Fork { .. } | Request::Restore { .. })) => answer(&req),
         Ok(Request::Shutdown) => serde_json::json!({ "ok": true, "pid": std::process::id() }),
         Err(e) => serde_json::json!({ "error": format!("bad request: {e}") }),
     };
@@ -147,7 +151,7 @@ pub fn call_within(mountpoint: &Path, req: &Request, wait: Duration) -> Result<V
         .with_context(|| format!("no ringfs daemon answers for {} (control socket {})", mountpoint.display(), path.display()))?;
     // A gc copies up to a store's worth of packs; a first commit or a diff
     // against live hashes every changed file first.
-    conn.set_read_timeout(Some(if matches!(req, Request::Gc | Request::Commit { .. } | Request::Diff { .. } | Request::Fork { .. }) { wait.max(Duration::from_secs(3600)) } else { wait }))?;
+    conn.set_read_timeout(Some(if matches!(req, Request::Gc | Request::Commit { .. } | Request::Diff { .. } | Request::Fork { .. } | Request::Restore { .. }) { wait.max(Duration::from_secs(3600)) } else { wait }))?;
     writeln!(conn, "{}", serde_json::to_string(req)?)?;
     let mut line = String::new();
     BufReader::new(conn).read_line(&mut line)?;

@@ -86,6 +86,7 @@ fn main() -> ExitCode {
         Command::Diff(args) => snap::cmd_diff(args),
         Command::Branch(args) => branch::cmd_branch(args),
         Command::Fork(args) => branch::cmd_fork(args),
+        Command::Restore(args) => snap::cmd_restore(args),
         Command::Install(args) => install::cmd_install(args),
         Command::Completions(args) => install::cmd_completions(args),
     };

@@ -325,6 +325,8 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         mount_id,
         nofile,
     });
+    // Restore changes the tree behind the kernel's back: it invalidates.
+    let notifier = session.notifier();
     let answer = Arc::new(move |req: &control::Request| match req {
         control::Request::Stats => info.stats_doc(),
         control::Request::Unroot { path } => match info.roots.unroot(path) {
@@ -338,6 +340,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         },
         control::Request::Commit { .. } | control::Request::Log | control::Request::Diff { .. } => crate::snap::answer(&info.fs, req),
         control::Request::Branch { .. } | control::Request::Fork { .. } => crate::branch::answer(&info.fs, req),
+        control::Request::Restore { commit, paths } => crate::snap::restore_answer(&info.fs, &notifier, commit, paths),
         _ => info.status_doc(),
     });
     let _control = control::Server::start(&mp, answer, stop)?;

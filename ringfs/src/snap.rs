@@ -1,8 +1,10 @@
-//! `ringfs commit`, `ringfs log` and `ringfs diff`: snapshots of a
-//! workspace (docs/SEMANTICS.md "Snapshots"). On a mount they go through
-//! the daemon's control socket (requests `commit`, `log`, `diff`, answered
-//! by [`answer`] with the JSON documents below); `log --store DIR` reads an
-//! unmounted store read-only.
+//! `ringfs commit`, `ringfs log`, `ringfs diff` and `ringfs restore`:
+//! snapshots of a workspace (docs/SEMANTICS.md "Snapshots"). On a mount
+//! they go through the daemon's control socket (requests `commit`, `log`,
+//! `diff`, answered by [`answer`], and `restore`, answered by
+//! [`restore_answer`], which also invalidates the kernel's caches, with the
+//! JSON documents below); `log --store DIR` reads an unmounted store
+//! read-only.
 //!
 //! JSON shapes (`--json` prints them as the daemon sends them):
 //! - commit: `{"id", "created", "parent", "branch", "paths": {"added",
@@ -12,19 +14,28 @@
 //! - log: `{"branch", "commits": [{"id", "parents", "root", "time",
 //!   "time_nsec", "author", "message", "journal_position"}]}`;
 //! - diff: `{"from", "to", "changes": [{"path", "change", "old", "new"}]}`,
-//!   `old`/`new` null or `{"kind", "mode", "size"}`.
+//!   `old`/`new` null or `{"kind", "mode", "size"}`;
+//! - restore: `{"commit", "paths": {"added", "removed", "rewritten",
+//!   "changed"}, "bytes", "kept": [path…], "invalidations", "phases_ms":
+//!   {"hash", "flush", "plan", "manifests", "apply", "durable",
+//!   "invalidate"}, "total_ms"}` (`bytes`: content of the files made, from
+//!   the store's chunks; `kept`: local-only paths left alone;
+//!   `invalidations`: kernel cache entries and inodes invalidated).
 //!
 //! A refusal (unknown commit, no commits yet, a store error) is
 //! `{"refused": "one line"}`.
+
+use std::os::unix::ffi::OsStrExt;
 
 use anyhow::{bail, Result};
 use serde_json::{json, Value};
 
 use fs_core::snap::diff::Side;
+use fs_core::snap::restore::{Inval, RestoreReport};
 use fs_core::snap::{CommitOptions, CommitReport, DiffReport, LogEntry};
 use fs_core::Fs;
 
-use crate::cli::{CommitArgs, DiffArgs, LogArgs};
+use crate::cli::{CommitArgs, DiffArgs, LogArgs, RestoreArgs};
 use crate::{ask, control, plan};
 
 fn ms(d: std::time::Duration) -> f64 {
@@ -228,5 +239,85 @@ pub fn cmd_diff(args: DiffArgs) -> Result<()> {
         }
     }
     eprintln!("{} paths changed from {} to {}", changes.len(), v.get("from").and_then(|x| x.as_str()).unwrap_or(""), v.get("to").and_then(|x| x.as_str()).unwrap_or(""));
+    Ok(())
+}
+
+/// The JSON document of a restore report; `invalidate` is the time spent
+/// telling the kernel (a phase of its own, after fs-core's).
+fn restore_doc(r: &RestoreReport, invalidate: std::time::Duration) -> Value {
+    let mut phases: serde_json::Map<String, Value> = r.phases.iter().map(|(k, d)| (k.to_string(), json!(ms(*d)))).collect();
+    phases.insert("invalidate".into(), json!(ms(invalidate)));
+    let total: std::time::Duration = r.phases.iter().map(|(_, d)| *d).sum::<std::time::Duration>() + invalidate;
+    json!({
+        "commit": r.commit,
+        "paths": { "added": r.added, "removed": r.removed, "rewritten": r.rewritten, "changed": r.changed },
+        "bytes": r.bytes,
+        "kept": r.kept.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect::<Vec<_>>(),
+        "invalidations": r.invalidations.len(),
+        "phases_ms": phases,
+        "total_ms": ms(total),
+    })
+}
+
+/// The daemon's answer to a `restore` request: the restore, then its
+/// invalidations sent to the kernel through `notifier` (fs-core's locks
+/// are released by then; an entry or inode the kernel has not cached is
+/// no error).
+pub fn restore_answer(fs: &Fs, notifier: &fuse_uring::Notifier, commit: &str, paths: &[Vec<u8>]) -> Value {
+    let r = match fs.snapshot_restore(commit, paths) {
+        Ok(r) => r,
+        Err(e) => return json!({ "refused": e.to_string() }),
+    };
+    let t = std::time::Instant::now();
+    for i in &r.invalidations {
+        let res = match i {
+            Inval::Entry { parent, name } => notifier.inval_entry(*parent, std::ffi::OsStr::from_bytes(name)),
+            Inval::Inode(ino) => notifier.inval_inode(*ino, 0, 0),
+        };
+        if let Err(e) = res {
+            if e.raw_os_error() != Some(libc::ENOENT) {
+                tracing::warn!("restore: invalidating {i:?} in the kernel: {e}");
+            }
+        }
+    }
+    restore_doc(&r, t.elapsed())
+}
+
+/// `ringfs restore MOUNTPOINT COMMIT [--path P]... [--json]`.
+pub fn cmd_restore(args: RestoreArgs) -> Result<()> {
+    let mp = crate::mountpoint::resolve(&args.mountpoint)?;
+    let mut paths = Vec::new();
+    for p in &args.paths {
+        let rel = if p.is_absolute() {
+            match p.strip_prefix(&mp) {
+                Ok(r) => r.to_path_buf(),
+                Err(_) => bail!("--path {}: not below the mountpoint {}; give it relative to the workspace root", p.display(), mp.display()),
+            }
+        } else {
+            p.clone()
+        };
+        paths.push(rel.as_os_str().as_bytes().to_vec());
+    }
+    let v = check(ask(&args.mountpoint, control::Request::Restore { commit: args.commit, paths })?)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("restored commit {}", v.get("commit").and_then(|x| x.as_str()).unwrap_or(""));
+    println!(
+        "  paths:   {} added, {} removed, {} rewritten, {} changed in place",
+        count(&v, "paths", "added"),
+        count(&v, "paths", "removed"),
+        count(&v, "paths", "rewritten"),
+        count(&v, "paths", "changed")
+    );
+    println!("  content: {} bytes (from the store's chunks; working copies are rebuilt at first open)", v.get("bytes").and_then(|x| x.as_u64()).unwrap_or(0));
+    let kept = v.get("kept").and_then(|k| k.as_array()).cloned().unwrap_or_default();
+    if !kept.is_empty() {
+        let shown: Vec<&str> = kept.iter().take(5).filter_map(|x| x.as_str()).collect();
+        println!("  kept:    {} local-only paths left alone ({}{})", kept.len(), shown.join(", "), if kept.len() > 5 { ", …" } else { "" });
+    }
+    let phases = v.get("phases_ms").and_then(|p| p.as_object()).map(|m| m.iter().map(|(k, x)| format!("{k} {}", x.as_f64().unwrap_or(0.0))).collect::<Vec<_>>().join(", ")).unwrap_or_default();
+    println!("  time:    {} ms ({phases})", v.get("total_ms").and_then(|x| x.as_f64()).unwrap_or(0.0));
     Ok(())
 }

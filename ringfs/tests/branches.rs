@@ -308,6 +308,21 @@ fn mount_at_commit_read_only_and_head_moved() {
     json(&["branch", mp(&m), "main", &c2, "--force"]);
     let c3 = json(&["commit", mp(&m)]);
     assert_eq!(c3["parent"].as_str(), Some(c2.as_str()));
+    // The other way out: drop the work and take the moved head's tree; a
+    // whole-tree restore to the branch head makes it the base.
+    json(&["branch", mp(&m), "main", &c1, "--force"]);
+    m.sh_ok("echo four > a");
+    refused(&["commit", mp(&m)], "head moved");
+    json(&["restore", mp(&m), "main"]);
+    assert_eq!(m.sh_ok("cat a").trim(), "one");
+    m.sh_ok("echo five > a");
+    let c4 = json(&["commit", mp(&m)]);
+    assert_eq!(c4["parent"].as_str(), Some(c1.as_str()), "{c4}");
+    // A restore to an older commit keeps the base: the next commit reverts on top of the head.
+    json(&["restore", mp(&m), &c2]);
+    let c5 = json(&["commit", mp(&m)]);
+    assert_eq!(c5["parent"], c4["id"], "{c5}");
+    assert_eq!(m.sh_ok("cat a").trim(), "two");
     m.unmount_checked();
 
     let store = m.store_dir().to_path_buf();

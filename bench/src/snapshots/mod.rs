@@ -265,12 +265,12 @@ fn tree(cx: &mut Ctx) -> Result<()> {
     let fork_store = cx.base.join("fork-store");
     std::fs::create_dir_all(&fork_mp)?;
     let before = crate::store::measure::du(&rf.store_dir())?.1;
-    let fk = cx.run.ringfs(&["fork", &mp.to_string_lossy(), "--to", &fork_mp.to_string_lossy(), "--store", &fork_store.to_string_lossy(), "--no-mount"]);
+    let fk = cx.run.ringfs(&["fork", &mp.to_string_lossy(), "--new-store", &fork_store.to_string_lossy(), "--no-mount"]);
     match fk {
         Ok(fk) => {
             let new_disk = crate::store::measure::du(&fork_store)?.1 + crate::store::measure::du(&rf.store_dir())?.1.saturating_sub(before);
             cx.figures.push(
-                Figure::new("snap-fork", format!("fork of the {n}-file tree (ext4: cp -a)"), "ms", Some(gcp), Some(fk.total_ms().unwrap_or(fk.wall_ms))).at_most(50.0, "≤ 50 ms"),
+                Figure::new("snap-fork", format!("fork of the {n}-file tree (ringfs: its fork_ms; ext4: cp -a)"), "ms", Some(gcp), Some(fk.doc["fork_ms"].as_f64().unwrap_or(fk.wall_ms))).at_most(50.0, "≤ 50 ms"),
             );
             cx.figures.push(Figure::new("snap-fork-disk", "fork: new disk (du)", "MiB", Some(mib(g_du)), Some(mib(new_disk))).at_most(1.0, "≤ 1 MiB"));
             let m = cx.run.ringfs_plain(&["mount", &fork_mp.to_string_lossy(), "--store", &fork_store.to_string_lossy(), "--daemon"]);

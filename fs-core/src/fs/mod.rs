@@ -16,6 +16,7 @@
 mod attr;
 mod data;
 mod namespace;
+mod restore;
 mod roots;
 mod sides;
 mod fork;

@@ -77,7 +77,7 @@ impl Fs {
 
     /// Makes the store hold the live tree: changed files hashed, the inode
     /// table flushed (non-durably; the snapshot's own commit is durable).
-    fn settle(&self) -> std::result::Result<[(&'static str, std::time::Duration); 2], SnapError> {
+    pub(super) fn settle(&self) -> std::result::Result<[(&'static str, std::time::Duration); 2], SnapError> {
         let t = Instant::now();
         self.store_changed().map_err(|e| SnapError::Store(format!("storing changed files: {e:?}")))?;
         let hash = t.elapsed();

@@ -6,7 +6,8 @@
 //!   encoding and ids;
 //! - `build`: the tree the store's tables hold, rebuilt only along what the
 //!   journal says changed since the last commit;
-//! - [`diff`]: comparing two trees, skipping equal subtrees.
+//! - [`diff`]: comparing two trees, skipping equal subtrees;
+//! - [`restore`]: the steps that make the live tree a commit's.
 //!
 //! This module writes a commit ([`commit_tree`]: objects, the chunk
 //! references of new file manifests, the `snap_inodes` rows, the branch
@@ -22,6 +23,7 @@ pub mod materialize;
 pub mod object;
 pub mod refs;
 pub mod switch;
+pub mod restore;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -49,6 +51,12 @@ pub enum SnapError {
     /// There is no commit yet (diff against the last commit, log).
     #[error("the workspace has no commits yet (ringfs commit MOUNTPOINT makes the first)")]
     NoCommits,
+    /// `ringfs restore` was given `live`, which is no commit.
+    #[error("restore needs a commit or branch, not {0:?} (ringfs log MOUNTPOINT lists the commits)")]
+    NotACommit(String),
+    /// A `--path` of `ringfs restore` that cannot be restored.
+    #[error("--path {path}: {why}")]
+    BadPath { path: String, why: String },
     /// The store refused (redb, a record or object that does not decode).
     #[error("store: {0}")]
     Store(String),

@@ -245,10 +245,31 @@ pub(crate) fn check_head(txn: &WriteTransaction, branch: &str, head: Option<Obje
 /// Records `id` as the commit the live tree descends from (`BASE`): for
 /// whatever makes the live tree equal a commit of `HEAD`'s branch (a
 /// restore to the branch head is one way out of "head moved").
-#[allow(dead_code)]
 pub(crate) fn set_base(txn: &WriteTransaction, id: &ObjectId) -> Result<(), SnapError> {
     txn.open_table(REFS).map_err(se)?.insert(BASE_KEY, &id[..]).map_err(se)?;
     Ok(())
+}
+
+/// After a whole-tree restore to `id`: when `id` is the head of `HEAD`'s
+/// branch it becomes the live tree's `BASE`, durably (the way out of
+/// "head moved"); a restore to any other commit leaves `BASE`, so the next
+/// commit goes on the branch head with the restored tree (a revert).
+/// Returns whether `BASE` was set.
+pub(crate) fn base_after_restore(store: &Store, id: &ObjectId) -> Result<bool, SnapError> {
+    let mut txn = store.begin_write().map_err(se)?;
+    txn.set_durability(redb::Durability::Immediate).map_err(se)?;
+    let head = {
+        let refs = txn.open_table(REFS).map_err(se)?;
+        let branch = head_branch(&refs)?;
+        ref_id(&refs, &branch)?
+    };
+    if head != Some(*id) {
+        txn.abort().map_err(se)?;
+        return Ok(false);
+    }
+    set_base(&txn, id)?;
+    txn.commit().map_err(se)?;
+    Ok(true)
 }
 
 /// The commit a commit object id names, read (errors: missing, undecodable).

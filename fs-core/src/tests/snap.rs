@@ -1,8 +1,10 @@
 //! Snapshots in the model: after random namespace, content, attribute and
 //! xattr operations (with remounts and crashes on Dir stores), the tree an
 //! incremental commit writes equals the one a from-scratch build of the
-//! tables gives (incremental == full), and a second commit with nothing
-//! changed makes none.
+//! tables gives (incremental == full), a second commit with nothing
+//! changed makes none, and a restore of any earlier commit makes the live
+//! tree what it was when that commit was made, byte for byte (names,
+//! kinds, modes, owners, mtimes, contents, symlink targets, xattrs).
 
 use super::model::{op, path, Harness, Op};
 use super::*;
@@ -15,6 +17,8 @@ enum SOp {
     Xattr(String, Vec<u8>),
     Symlink(String),
     Commit,
+    /// Restore the commit made k-th (modulo how many there are).
+    Restore(usize),
 }
 
 fn sop() -> impl Strategy<Value = SOp> {
@@ -24,6 +28,7 @@ fn sop() -> impl Strategy<Value = SOp> {
         1 => (path(), prop::collection::vec(any::<u8>(), 0..8)).prop_map(|(p, v)| SOp::Xattr(p, v)),
         1 => path().prop_map(SOp::Symlink),
         3 => Just(SOp::Commit),
+        2 => (0usize..8).prop_map(SOp::Restore),
     ]
 }
 
@@ -43,6 +48,47 @@ fn root_of(r: &crate::snap::CommitReport, h: &Harness) -> String {
     }
 }
 
+/// What a path holds: mode (type included), owner, mtime, file content or
+/// symlink target, xattrs.
+type Tree = BTreeMap<String, (u32, u32, u32, (i64, u32), Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)>;
+
+/// The live tree through `Fs` (lookups taken are given back).
+fn tree(fs: &Fs) -> Tree {
+    fn one(fs: &Fs, ino: u64, path: String, out: &mut Tree) {
+        let a = fs.getattr(ino, None).unwrap();
+        let body = if crate::posix::is_reg(a.mode) {
+            read_all(fs, ino)
+        } else if a.mode & libc::S_IFMT == libc::S_IFLNK {
+            fs.readlink(ino).unwrap()
+        } else {
+            Vec::new()
+        };
+        let mut xattrs = Vec::new();
+        if let Ok(XattrValue::Data(names)) = fs.listxattr(ino, 65536) {
+            for n in names.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+                if let Ok(XattrValue::Data(v)) = fs.getxattr(ino, OsStr::from_bytes(n), 65536) {
+                    xattrs.push((n.to_vec(), v));
+                }
+            }
+        }
+        xattrs.sort();
+        out.insert(path.clone(), (a.mode, a.uid, a.gid, (a.mtime, a.mtime_nsec), body, xattrs));
+        if crate::posix::is_dir(a.mode) {
+            for (name, _, _, _) in list(fs, ino) {
+                if name == b"." || name == b".." {
+                    continue;
+                }
+                let c = fs.lookup(&C, ino, OsStr::from_bytes(&name)).unwrap().ino;
+                one(fs, c, format!("{path}/{}", String::from_utf8_lossy(&name)), out);
+                fs.forget(c, 1);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    one(fs, ROOT, String::new(), &mut out);
+    out
+}
+
 fn run(ops: Vec<SOp>, loc: StoreLocation) {
     run_with(ops, loc, false)
 }
@@ -56,6 +102,8 @@ fn run_with(ops: Vec<SOp>, loc: StoreLocation, ignore: bool) {
     }
     let fs = Fs::open_store(c).unwrap();
     let mut h = Harness { fs: Some(fs), loc: loc.clone(), looked: Vec::new() };
+    // Each commit made and the live tree when it was made.
+    let mut made: Vec<(String, Tree)> = Vec::new();
     for op in &ops {
         match op {
             SOp::Fs(Op::Remount | Op::Crash) if loc == StoreLocation::Memory => {}
@@ -87,7 +135,21 @@ fn run_with(ops: Vec<SOp>, loc: StoreLocation, ignore: bool) {
                 h.forget_all();
             }
             SOp::Commit => {
-                commit(&h);
+                h.forget_all();
+                let r = commit(&h);
+                if !ignore {
+                    made.push((r.id.clone(), tree(h.fs())));
+                }
+            }
+            SOp::Restore(k) => {
+                if made.is_empty() {
+                    continue;
+                }
+                h.forget_all();
+                let (id, want) = &made[k % made.len()];
+                let r = h.fs().snapshot_restore(&id[..12], &[]).unwrap();
+                assert_eq!(&tree(h.fs()), want, "after restoring {id} ({r:?})");
+                assert!(h.fs().snapshot_diff(Some(id), Some("live")).unwrap().changes.is_empty());
             }
         }
     }
