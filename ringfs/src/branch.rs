@@ -210,7 +210,10 @@ pub fn cmd_fork(args: ForkArgs) -> Result<()> {
         }
         (None, None) => bail!("--no-mount needs --new-store NEWDIR"),
     };
-    fs_core::snap::materialize::check_dest(&new_store).map_err(|e| anyhow!("--new-store: {e}"))?;
+    fs_core::snap::materialize::check_dest(&new_store).map_err(|e| match args.new_store {
+        Some(_) => anyhow!("--new-store: {e}"),
+        None => anyhow!("the default new store: {e} (or give --new-store NEWDIR)"),
+    })?;
     if let Some(to) = &to {
         if new_store.starts_with(to) || to.starts_with(&new_store) {
             bail!("--new-store {} and --to {} are inside one another: give them separate places", new_store.display(), to.display());

@@ -331,3 +331,28 @@ pub enum BranchStoreError {
     #[error(transparent)]
     Snap(SnapError),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn branch_names_follow_the_rules() {
+        for ok in ["main", "exp", "feature/x", "v1.2", "fix-3", "über", "abc", "12345g", "a@b"] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        let long = "x".repeat(101);
+        for bad in ["", "HEAD", "BASE", "live", "@", "abcd", "0123456789abcdef", "a b", "a\tb", "a\u{7f}", "a~1", "a^", "a:b", "a?", "a*", "a[", "a\\b", "a..b", "a//b", "a@{1}", "-a", ".a", "/a", "a/", "a.", "a.lock", &long] {
+            assert!(matches!(check_name(bad), Err(SnapError::BadName { .. })), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn hex_ranges_cover_every_id_with_the_prefix() {
+        let (lo, hi) = hex_range("abc1").unwrap();
+        assert_eq!((lo[0], lo[1], lo[2], hi[1], hi[2], hi[31]), (0xab, 0xc1, 0, 0xc1, 0xff, 0xff));
+        let (lo, hi) = hex_range("abcde").unwrap();
+        assert_eq!((lo[2], hi[2]), (0xe0, 0xef));
+        assert!(hex_range("abc").is_none() && hex_range("xyz1").is_none() && hex_range(&"a".repeat(65)).is_none());
+    }
+}
