@@ -167,6 +167,16 @@ fn restore_paths_and_errors() {
     let (out, err) = out_str(&o);
     assert!(o.status.success() && out.contains("restored commit") && out.contains("2 rewritten"), "{out} {err}");
     assert_eq!(m.sh_ok("cat b/z keep"), "3\n4\n");
+    // A read-only mount takes no restore.
+    m.sh_ok("echo five > keep");
+    let o = ringfs(&["mount", mp(&m), "-o", "remount,ro"]);
+    assert!(o.status.success(), "{:?}", out_str(&o));
+    let o = ringfs(&["restore", mp(&m), "main"]);
+    let (_, err) = out_str(&o);
+    assert!(!o.status.success() && err.contains("mounted read-only") && err.contains("remount,rw"), "{err}");
+    assert_eq!(m.sh_ok("cat keep"), "five\n");
+    let o = ringfs(&["mount", mp(&m), "-o", "remount,rw"]);
+    assert!(o.status.success(), "{:?}", out_str(&o));
     m.unmount_checked();
 }
 
