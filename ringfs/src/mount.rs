@@ -340,7 +340,16 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         },
         control::Request::Commit { .. } | control::Request::Log | control::Request::Diff { .. } => crate::snap::answer(&info.fs, req),
         control::Request::Branch { .. } | control::Request::Fork { .. } => crate::branch::answer(&info.fs, req),
-        control::Request::Restore { commit, paths } => crate::snap::restore_answer(&info.fs, &notifier, commit, paths),
+        control::Request::Restore { commit, paths } => {
+            // A read-only mount (-o ro, or remounted so) takes no restore.
+            let ro = mountpoint::mount_at(&info.mountpoint).ok().flatten().filter(|m| m.fstype == fuse_uring::session::FSTYPE).is_some_and(|m| Vfs::from_mountinfo(&m.options, &m.super_options).read_only);
+            if ro {
+                let mp = info.mountpoint.display();
+                json!({ "refused": format!("{mp} is mounted read-only and restore changes its tree: remount it read-write first (ringfs mount {mp} -o remount,rw)") })
+            } else {
+                crate::snap::restore_answer(&info.fs, &notifier, commit, paths)
+            }
+        }
         _ => info.status_doc(),
     });
     let _control = control::Server::start(&mp, answer, stop)?;

@@ -5,7 +5,8 @@
 //! nothing the kernel cached is stale afterwards (both transports,
 //! passthrough on and off), local-only paths are left alone, a commit right
 //! after finds nothing changed, fsck is clean, and kill -9 during a restore
-//! leaves a store that mounts clean and a second restore finishes.
+//! leaves the tree before or after it (never a mix), a store that fsck
+//! finds clean, and a second restore finishes.
 
 mod common;
 
@@ -167,6 +168,16 @@ fn restore_paths_and_errors() {
     let (out, err) = out_str(&o);
     assert!(o.status.success() && out.contains("restored commit") && out.contains("2 rewritten"), "{out} {err}");
     assert_eq!(m.sh_ok("cat b/z keep"), "3\n4\n");
+    // A read-only mount takes no restore.
+    m.sh_ok("echo five > keep");
+    let o = ringfs(&["mount", mp(&m), "-o", "remount,ro"]);
+    assert!(o.status.success(), "{:?}", out_str(&o));
+    let o = ringfs(&["restore", mp(&m), "main"]);
+    let (_, err) = out_str(&o);
+    assert!(!o.status.success() && err.contains("mounted read-only") && err.contains("remount,rw"), "{err}");
+    assert_eq!(m.sh_ok("cat keep"), "five\n");
+    let o = ringfs(&["mount", mp(&m), "-o", "remount,rw"]);
+    assert!(o.status.success(), "{:?}", out_str(&o));
     m.unmount_checked();
 }
 
@@ -197,8 +208,12 @@ fn kill_9_during_a_restore_then_restore_again() {
     let want = dump(&m, &[]);
     let c1 = json(&["commit", mp(&m)]);
     let id = c1["id"].as_str().unwrap().to_string();
-    for (round, delay_ms) in [(0, 3u64), (1, 15)] {
+    let mut outcomes = Vec::new();
+    for (round, delay_ms) in [(0, 20u64), (1, 60)] {
         m.sh_ok(&format!("rm -r t && mkdir -p t u && for i in $(seq 1 300); do echo other {round} $i > u/g$i; done && echo x > t/f1"));
+        // Durable (a commit is), so a crash can only leave this or the restore's result.
+        json(&["commit", mp(&m)]);
+        let pre = dump(&m, &[]);
         let mut child = std::process::Command::new(RINGFS)
             .args(["restore", mp(&m), &id])
             .stdout(std::process::Stdio::null())
@@ -214,9 +229,13 @@ fn kill_9_during_a_restore_then_restore_again() {
         let (out, err) = out_str(&o);
         assert!(o.status.success(), "fsck after kill -9 during restore (round {round}): {out} {err}");
         m.mount_again();
+        let mid = dump(&m, &[]);
+        assert!(mid == pre || mid == want, "kill -9 during a restore left a mix of the two trees (round {round}):\n{mid}");
+        outcomes.push(if mid == want { "after" } else { "before" });
         json(&["restore", mp(&m), &id]);
         assert_eq!(dump(&m, &[]), want, "restore again after kill -9 (round {round})");
     }
+    eprintln!("kill -9 during restore left the tree: {outcomes:?}");
     m.unmount_checked();
     let o = ringfs(&["fsck", "--store", m.store_dir().to_str().unwrap()]);
     assert!(o.status.success(), "{:?}", out_str(&o));

@@ -285,3 +285,53 @@ fn snap_schema3_store_is_migrated_and_commits() {
     assert_eq!(crate::snap::log_store(&d).unwrap().len(), 1);
     assert!(!d.join("store.redb.schema3").exists());
 }
+
+/// Restore in the model: an open handle keeps the old inode, the path
+/// leads to the commit's content, counts, `--path` and name errors, and a
+/// commit right after has nothing to record.
+#[test]
+fn snap_restore_basics() {
+    use crate::snap::SnapError;
+    let fs = mem();
+    let d = fs.mkdir(&C, ROOT, os("d"), 0o755).unwrap().ino;
+    let f = write_file(&fs, d, "f", b"committed");
+    write_file(&fs, ROOT, "gone", b"will be deleted");
+    let opts = crate::snap::CommitOptions { message: "one".into(), author: "t@h".into(), allow_empty: false };
+    let c1 = fs.snapshot_commit(&opts).unwrap();
+    let fh = fs.open(&C, f, libc::O_RDWR as u32).unwrap();
+    fs.write(fh, 0, b"CHANGED!!").unwrap();
+    fs.unlink(&C, ROOT, os("gone")).unwrap();
+    let n = fs.mkdir(&C, ROOT, os("new"), 0o700).unwrap().ino;
+    write_file(&fs, n, "x", b"x");
+    fs.setattr(&C, d, &SetAttr { mode: Some(0o711), ..Default::default() }).unwrap();
+    let r = fs.snapshot_restore(&c1.id[..8], &[]).unwrap();
+    assert_eq!((r.added, r.removed, r.rewritten, r.changed, r.bytes), (1, 2, 1, 1, 24), "{r:?}");
+    assert!(r.invalidations.contains(&crate::snap::restore::Inval::Entry { parent: d, name: b"f".to_vec() }), "{r:?}");
+    // The handle reads the old inode; the name leads to the commit's file.
+    assert_eq!(fs.read(fh, 0, 100).unwrap(), b"CHANGED!!");
+    fs.release(fh).unwrap();
+    let nf = lookup(&fs, d, "f").unwrap().ino;
+    assert_ne!(nf, f);
+    assert_eq!(read_all(&fs, nf), b"committed");
+    assert_eq!(read_all(&fs, lookup(&fs, ROOT, "gone").unwrap().ino), b"will be deleted");
+    assert_eq!(lookup(&fs, ROOT, "new").err(), Some(Errno(libc::ENOENT)));
+    assert_eq!(fs.getattr(d, None).unwrap().mode & 0o7777, 0o755);
+    assert!(!fs.snapshot_commit(&opts).unwrap().created, "restore then commit: nothing changed");
+    // --path: a subset, and the errors.
+    write_file(&fs, ROOT, "late", b"late");
+    let fh = fs.open(&C, nf, libc::O_RDWR as u32).unwrap();
+    fs.write(fh, 0, b"again").unwrap();
+    fs.release(fh).unwrap();
+    let r = fs.snapshot_restore("main", &[b"late".to_vec()]).unwrap();
+    assert_eq!((r.added, r.removed, r.rewritten), (0, 1, 0), "{r:?}");
+    assert_eq!(read_all(&fs, lookup(&fs, d, "f").unwrap().ino), b"againtted");
+    for (p, want) in [(&b"nosuch"[..], "in neither"), (b"a/../b", "\"..\""), (b"/", "workspace root")] {
+        match fs.snapshot_restore("main", &[p.to_vec()]) {
+            Err(e @ SnapError::BadPath { .. }) => assert!(e.to_string().contains(want), "{e}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(matches!(fs.snapshot_restore("live", &[]), Err(SnapError::NotACommit(_))));
+    assert!(matches!(fs.snapshot_restore("zzz", &[]), Err(SnapError::Unknown { .. })));
+    fs.shutdown().unwrap();
+}
