@@ -17,6 +17,7 @@
 
 pub(crate) mod build;
 pub(crate) mod check;
+pub mod gc;
 pub mod diff;
 pub mod object;
 
