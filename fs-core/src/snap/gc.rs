@@ -8,11 +8,11 @@
 //!
 //! What stays (the roots of the mark): the commit every ref names (each
 //! branch; `HEAD` is symbolic, or a commit id when detached), through all
-//! parents, root directories, directories and file manifests; and every
-//! object a `snap_inodes` row names — the tree of the store's last commit,
-//! whose unchanged subtrees the next commit reuses by id without reading
-//! them (so they stay even when the branch that commit went to was
-//! deleted, until a commit replaces those rows). Chunks of the live tree
+//! parents, root directories, directories and file manifests; and the tree
+//! of the store's last commit (the root inode's `snap_inodes` row names its
+//! root directory object), whose unchanged subtrees the next commit reuses
+//! (so it stays even when the branch that commit went to was deleted,
+//! until the next commit replaces it). Chunks of the live tree
 //! are counted by the live manifests and are not touched here.
 //!
 //! Cost: each distinct reachable commit and directory object is read once
@@ -67,7 +67,7 @@ pub(crate) fn failpoint(name: &str) {
     }
 }
 
-/// Deletes every snapshot object the refs and `snap_inodes` do not reach
+/// Deletes every snapshot object the refs and the last commit's tree do not reach
 /// and drops the chunk references of the deleted file manifest objects,
 /// in one durable transaction (nothing is written when nothing is
 /// garbage). A store without snapshot tables has nothing to collect.
@@ -133,11 +133,12 @@ pub(crate) fn collect(store: &Store) -> Result<SnapGcReport, SnapError> {
 }
 
 /// Where a marked id came from: its kind when the object naming it says
-/// so, `None` for a `snap_inodes` row (a directory or a file manifest).
+/// so, `None` for the `snap_inodes` root (a directory object, or nothing
+/// stored).
 type Pending = (ObjectId, Option<u8>);
 
-/// The ids of every object reachable from the refs and the `snap_inodes`
-/// rows. Commit and directory objects are read once each; file manifest
+/// The ids of every object reachable from the refs and the root inode's
+/// `snap_inodes` row. Commit and directory objects are read once each; file manifest
 /// objects are marked without reading.
 fn mark(txn: &WriteTransaction) -> Result<HashSet<ObjectId>, SnapError> {
     let objects = txn.open_table(OBJECTS).map_err(se)?;
@@ -150,15 +151,17 @@ fn mark(txn: &WriteTransaction) -> Result<HashSet<ObjectId>, SnapError> {
             stack.push((id, Some(KIND_COMMIT)));
         }
     }
-    walk(&objects, &mut stack, &mut marked)?;
-    for r in txn.open_table(SNAP_INODES).map_err(se)?.iter().map_err(se)? {
-        let (_, v) = r.map_err(se)?;
-        let row: SnapEntry = dec(v.value()).map_err(|e| SnapError::Store(format!("snap_inodes row: {e}")))?;
-        if row.id != [0; 32] && !marked.contains(&row.id) {
+    // The tree of the store's last commit: its root directory object is
+    // the root inode's (1) row (rows of inodes removed by a commit built from
+    // scratch can linger; they are never read again, so they keep nothing).
+    let root = txn.open_table(SNAP_INODES).map_err(se)?.get(1u64).map_err(se)?.map(|g| g.value().to_vec());
+    if let Some(v) = root {
+        let row: SnapEntry = dec(&v).map_err(|e| SnapError::Store(format!("snap_inodes row of the root: {e}")))?;
+        if row.id != [0; 32] {
             stack.push((row.id, None));
-            walk(&objects, &mut stack, &mut marked)?;
         }
     }
+    walk(&objects, &mut stack, &mut marked)?;
     Ok(marked)
 }
 
@@ -174,8 +177,8 @@ fn walk(objects: &redb::Table<&[u8], &[u8]>, stack: &mut Vec<Pending>, marked: &
         }
         let Some(b) = objects.get(&id[..]).map_err(se)?.map(|g| g.value().to_vec()) else {
             match kind {
-                // A snap_inodes row naming nothing stored: nothing to keep
-                // (the next commit builds that subtree again).
+                // The snap_inodes root naming nothing stored: nothing to
+                // keep (the next commit builds the tree again).
                 None => continue,
                 _ => return Err(SnapError::Store(format!("object {} is reachable but missing: nothing collected (ringfs fsck --store DIR lists the damage)", hex_id(&id)))),
             }

@@ -266,3 +266,47 @@ fn snap_gc_keeps_the_last_commits_tree() {
         GOp::Gc,
     ]);
 }
+
+/// Measurement (DECISIONS D36), not run by default: a 10 000-file tree
+/// (100 directories of 100 files), 1 000 commits of a 1-file edit, then gc
+/// with every commit reachable and after the branch is moved back to the
+/// first commit (999 commits unreachable).
+/// `cargo test --release -p fs-core --lib snap_gc_measure -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn snap_gc_measure() {
+    let t = tempfile::tempdir().unwrap();
+    let fs = dir_fs(&t.path().join("store"));
+    let mut files = Vec::new();
+    for d in 0..100 {
+        let di = fs.mkdir(&C, ROOT, os(&format!("d{d}")), 0o755).unwrap().ino;
+        for f in 0..100 {
+            files.push(write_file(&fs, di, &format!("f{f}"), format!("{d}/{f}").as_bytes()));
+        }
+    }
+    let opts = crate::snap::CommitOptions { message: "m".into(), author: "t@h".into(), allow_empty: true };
+    let first = fs.snapshot_commit(&opts).unwrap().id;
+    let t0 = std::time::Instant::now();
+    for i in 0..1000usize {
+        let fh = fs.open(&C, files[(i * 37) % files.len()], libc::O_RDWR as u32).unwrap();
+        fs.write(fh, 0, format!("edit {i}").as_bytes()).unwrap();
+        fs.release(fh).unwrap();
+        fs.snapshot_commit(&opts).unwrap();
+    }
+    eprintln!("1000 commits: {:?}", t0.elapsed());
+    let r = fs.gc().unwrap();
+    eprintln!("gc, all reachable: {:?} (objects kept {}, deleted {})", r.snapshots.time, r.snapshots.objects_kept, r.snapshots.objects_deleted);
+    crate::snap::gc::set_ref_for_tests(fs.test_store(), "main", Some(&unhex(&first)));
+    let t1 = std::time::Instant::now();
+    let r = fs.gc().unwrap();
+    eprintln!(
+        "gc, 999 commits unreachable: collect {:?}, with compaction {:?} (kept {}, deleted {} objects / {} commits, {} chunks freed)",
+        r.snapshots.time,
+        t1.elapsed(),
+        r.snapshots.objects_kept,
+        r.snapshots.objects_deleted,
+        r.snapshots.commits_deleted,
+        r.snapshots.chunks_freed
+    );
+    fs.shutdown().unwrap();
+}
