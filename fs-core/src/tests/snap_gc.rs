@@ -270,7 +270,7 @@ fn snap_gc_keeps_the_last_commits_tree() {
 /// Measurement (DECISIONS D36), not run by default: a 10 000-file tree
 /// (100 directories of 100 files), 1 000 commits of a 1-file edit, then gc
 /// with every commit reachable and after the branch is moved back to the
-/// first commit (999 commits unreachable).
+/// first commit (the 1 000 after it unreachable).
 /// `cargo test --release -p fs-core --lib snap_gc_measure -- --ignored --nocapture`
 #[test]
 #[ignore]
@@ -300,7 +300,7 @@ fn snap_gc_measure() {
     let t1 = std::time::Instant::now();
     let r = fs.gc().unwrap();
     eprintln!(
-        "gc, 999 commits unreachable: collect {:?}, with compaction {:?} (kept {}, deleted {} objects / {} commits, {} chunks freed)",
+        "gc, 1000 commits unreachable: collect {:?}, with compaction {:?} (kept {}, deleted {} objects / {} commits, {} chunks freed)",
         r.snapshots.time,
         t1.elapsed(),
         r.snapshots.objects_kept,
