@@ -353,7 +353,7 @@ fn at_least_one(s: &str) -> Result<usize, String> {
 /// [`ArgGroup`] so that clap's error and usage name both forms).
 #[derive(Debug, Args)]
 #[command(
-    override_usage = "ringfs gc MOUNTPOINT\n       ringfs gc --store DIR",
+    override_usage = "ringfs gc MOUNTPOINT [--json]\n       ringfs gc --store DIR [--json]",
     group(ArgGroup::new("target").required(true).multiple(false).args(["mountpoint", "store"]))
 )]
 pub struct GcArgs {
