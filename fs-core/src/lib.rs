@@ -103,7 +103,8 @@ pub fn is_host_nodeid(nodeid: u64) -> bool {
     host::is_host_id(nodeid)
 }
 pub use fsck::{fsck, fsck_opts, FsckReport, Problem};
-pub use store::compact::{gc_store, GcReport};
+pub use snap::gc::gc_store;
+pub use store::compact::{GcReport, SnapGcReport};
 pub use damage::{fsck_store, FsckOptions};
 pub use local::IgnorePolicy;
 pub use salvage::{salvage, salvage_packs, PackChunks, SalvageReport};

@@ -40,12 +40,17 @@ pub enum Command {
     /// (rebuild with `ringfs salvage`), 2 when the store cannot be checked
     /// (no store there, or held by a running daemon).
     Fsck(FsckArgs),
-    /// Compact a workspace's pack files: chunks no file uses any more give
-    /// their disk space back.
+    /// Collect garbage: delete the snapshot objects no ref reaches, then
+    /// compact the pack files so chunks nothing uses give their space back.
     ///
-    /// On a mount (MOUNTPOINT) the daemon does it while serving; --store DIR
-    /// works on a store no daemon holds. Prints the packs before and after
-    /// and the bytes reclaimed.
+    /// Kept: every commit a branch reaches (through all parents), their
+    /// trees and chunks, the tree of the store's last commit, and every
+    /// live file's chunks; everything else goes (a commit only a deleted
+    /// branch reached, and the chunks only it named). On a mount
+    /// (MOUNTPOINT) the daemon does it while serving (a commit waits for
+    /// it, or it for the commit); --store DIR works on a store no daemon
+    /// holds. Prints the objects, commits and chunks freed, the packs
+    /// before and after and the bytes reclaimed.
     Gc(GcArgs),
     /// Rebuild a damaged store into a new one from what survives: whatever
     /// metadata its database still yields, the working copies (the truth for
@@ -408,7 +413,7 @@ fn at_least_one(s: &str) -> Result<usize, String> {
 /// [`ArgGroup`] so that clap's error and usage name both forms).
 #[derive(Debug, Args)]
 #[command(
-    override_usage = "ringfs gc MOUNTPOINT\n       ringfs gc --store DIR",
+    override_usage = "ringfs gc MOUNTPOINT [--json]\n       ringfs gc --store DIR [--json]",
     group(ArgGroup::new("target").required(true).multiple(false).args(["mountpoint", "store"]))
 )]
 pub struct GcArgs {
@@ -417,6 +422,9 @@ pub struct GcArgs {
     /// An unmounted store directory instead (no daemon may hold it).
     #[arg(long, value_name = "DIR")]
     pub store: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

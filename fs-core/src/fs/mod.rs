@@ -370,14 +370,20 @@ impl Fs {
     }
 
     /// `ringfs gc` on a mounted store: a durable group commit (so chunks
-    /// freed by recent deletions count as dead), then every sealed pack with
-    /// dead bytes compacted. Errors: [`StoreError::Io`] naming the pack
-    /// directory (what was compacted before the error stays compacted).
+    /// freed by recent deletions count as dead), the snapshot objects no ref
+    /// reaches deleted with their chunk references (one durable
+    /// transaction, serialized with snapshot commits by the store's writer
+    /// lock: [`crate::snap::gc::collect`]), then every sealed pack with dead
+    /// bytes compacted. Errors: [`StoreError::Io`] naming the pack
+    /// directory (what was collected or compacted before the error stays so).
     pub fn gc(&self) -> std::result::Result<crate::GcReport, StoreError> {
         let dir = self.inner.store.packs.dir().to_path_buf();
-        let err = |e: redb::Error| StoreError::Io { path: dir.clone(), source: std::io::Error::other(e.to_string()) };
-        self.inner.commit(Durability::Immediate, true, None).map_err(err)?;
-        self.inner.store.compact_packs(true).map_err(err)
+        let err = |e: String| StoreError::Io { path: dir.clone(), source: std::io::Error::other(e) };
+        self.inner.commit(Durability::Immediate, true, None).map_err(|e| err(e.to_string()))?;
+        let snapshots = crate::snap::gc::collect(&self.inner.store).map_err(|e| err(e.to_string()))?;
+        crate::snap::gc::failpoint("gc-after-commit");
+        let r = self.inner.store.compact_packs(true).map_err(|e| err(e.to_string()))?;
+        Ok(crate::GcReport { snapshots, ..r })
     }
 
     /// A description of the store (`ringfs stats`).

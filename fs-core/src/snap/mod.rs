@@ -18,6 +18,7 @@
 
 pub(crate) mod build;
 pub(crate) mod check;
+pub mod gc;
 pub mod diff;
 pub mod materialize;
 pub mod object;

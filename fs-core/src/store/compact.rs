@@ -34,9 +34,13 @@ pub const AUTO_MIN_DEAD: u64 = 64 << 20;
 /// records' bytes): copying its live half costs at most what it frees.
 pub const AUTO_MIN_DEAD_PERCENT: u64 = 50;
 
-/// What a compaction did: packs and their bytes on disk before and after.
+/// What `ringfs gc` did: snapshot objects collected first
+/// (`snapshots`, [`crate::snap::gc::SnapGcReport`]), then the compaction:
+/// packs and their bytes on disk before and after.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GcReport {
+    /// Objects no ref reaches deleted, and the chunks that freed.
+    pub snapshots: SnapGcReport,
     pub packs_before: u64,
     pub bytes_before: u64,
     pub packs_after: u64,
@@ -46,6 +50,21 @@ pub struct GcReport {
     /// Live chunks copied and the bytes they hold.
     pub chunks_moved: u64,
     pub bytes_moved: u64,
+}
+
+/// What the collection of snapshot objects before a compaction did
+/// (`crate::snap::gc::collect`): objects kept (reachable) and deleted (of
+/// which commits), chunks that left the index and their bytes (now dead in
+/// their packs), chunk references dropped, and how long it took.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SnapGcReport {
+    pub objects_kept: u64,
+    pub objects_deleted: u64,
+    pub commits_deleted: u64,
+    pub chunks_freed: u64,
+    pub chunk_bytes_freed: u64,
+    pub refs_dropped: u64,
+    pub time: std::time::Duration,
 }
 
 impl GcReport {
@@ -218,15 +237,20 @@ impl Store {
     }
 }
 
-/// `ringfs gc --store DIR` on a store no daemon holds: takes the store lock,
-/// opens the database and packs (the open pack's torn tail truncated, pack
-/// files the index does not know removed) and compacts every sealed pack
-/// with dead bytes. Recovery does not run (the next mount does). Errors:
+/// `ringfs gc --store DIR` on a store no daemon holds
+/// ([`crate::snap::gc::gc_store`]): takes the store lock, opens the
+/// database and packs (the open pack's torn tail truncated, pack files the
+/// index does not know removed), runs `first` (the collection of snapshot
+/// objects; its error text is reported against the database) and compacts
+/// every sealed pack with dead bytes. Recovery does not run (the next mount does). Errors:
 /// [`StoreError::Locked`] while a daemon holds it, [`StoreError::Unusable`]
 /// (its pack directory or a pack file cannot be used), [`StoreError::Corrupt`],
 /// [`StoreError::Io`] (also for a store of an earlier schema, whose chunks
 /// are not in packs until it is mounted once).
-pub fn gc_store(dir: &std::path::Path) -> std::result::Result<GcReport, StoreError> {
+pub(crate) fn gc_store_with(
+    dir: &std::path::Path,
+    first: impl FnOnce(&Store) -> std::result::Result<SnapGcReport, String>,
+) -> std::result::Result<GcReport, StoreError> {
     let dbpath = dir.join("store.redb");
     // Missing or empty: nothing to compact, and nothing is created (a mount
     // makes a new store, or refuses an emptied one beside data).
@@ -256,7 +280,10 @@ pub fn gc_store(dir: &std::path::Path) -> std::result::Result<GcReport, StoreErr
     let pd = dir.join("packs");
     let packs = Packs::open(pd.clone(), None, &known, next).map_err(|e| io_err(&pd, e))?;
     let store = Store::new(db, Some(dir.to_path_buf()), dir.display().to_string(), Some(lock), 0, (0, 0), packs);
-    let r = store.compact_packs(true).map_err(|e| io_err(&pd, std::io::Error::other(e.to_string())));
+    let r = first(&store).map_err(|e| io_err(&dbpath, std::io::Error::other(e))).and_then(|snapshots| {
+        let r = store.compact_packs(true).map_err(|e| io_err(&pd, std::io::Error::other(e.to_string())))?;
+        Ok(GcReport { snapshots, ..r })
+    });
     // Done (or refused) without leaving the store mid-commit: let go of
     // the lock as a clean shutdown does (its pid would say a daemon died).
     store.release_lock();

@@ -443,6 +443,7 @@ mod model;
 mod packs;
 mod persistence;
 mod snap;
+mod snap_gc;
 mod tmpfile_acl;
 
 #[test]

@@ -1,0 +1,225 @@
+//! Garbage collection of snapshot objects ([`collect`]): every object no
+//! ref reaches is deleted, and the chunk references of the deleted file
+//! manifest objects are dropped, in one durable transaction (a crash
+//! leaves the store as before or as after). Chunks whose count reaches zero
+//! leave the index and their bytes become dead in their packs, for the
+//! compaction that follows (`ringfs gc`: [`crate::Fs::gc`],
+//! [`crate::gc_store`]).
+//!
+//! What stays (the roots of the mark): the commit every ref names (each
+//! branch; `HEAD` is symbolic, or a commit id when detached), through all
+//! parents, root directories, directories and file manifests; and the tree
+//! of the store's last commit (the root inode's `snap_inodes` row names its
+//! root directory object), whose unchanged subtrees the next commit reuses
+//! (so it stays even when the branch that commit went to was deleted,
+//! until the next commit replaces it). Chunks of the live tree
+//! are counted by the live manifests and are not touched here.
+//!
+//! Cost: each distinct reachable commit and directory object is read once
+//! (a subtree already marked is not walked again; file manifest objects are
+//! marked by id, not read), plus one pass over the `objects` table's keys
+//! and the bytes of the objects deleted.
+//!
+//! Owns: which objects are garbage. Must not touch: live manifests, the
+//! inode tables, pack files (compaction does).
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use redb::{Durability, ReadableTable, WriteTransaction};
+
+use super::object::*;
+use super::{se, SnapError};
+use crate::schema::*;
+use crate::store::db::Store;
+use crate::types::StoreError;
+
+pub use crate::store::compact::SnapGcReport;
+
+/// `ringfs gc --store DIR` on a store no daemon holds: the snapshot
+/// objects no ref reaches collected ([`collect`]), then every sealed pack
+/// with dead bytes compacted. Errors: those of
+/// [`crate::store::compact::gc_store_with`] ([`StoreError::Locked`] while a
+/// daemon holds it, [`StoreError::Corrupt`], [`StoreError::Io`]; a
+/// collection that failed is an `Io` error naming the database, and
+/// nothing was deleted).
+pub fn gc_store(dir: &std::path::Path) -> Result<crate::GcReport, StoreError> {
+    crate::store::compact::gc_store_with(dir, |store| {
+        let r = collect(store).map_err(|e| e.to_string())?;
+        failpoint("gc-after-commit");
+        Ok(r)
+    })
+}
+
+/// Test-only crash points: `RINGFS_FAILPOINT=NAME` makes the process kill
+/// itself (SIGKILL, as `kill -9`) when it reaches the point so named.
+/// Points: `gc-after-mark` (objects marked, nothing written),
+/// `gc-before-commit` (deletions made in the open transaction, not
+/// committed), `gc-after-commit` (snapshot GC committed, pack compaction
+/// not begun). docs/DECISIONS.md D36.
+pub(crate) fn failpoint(name: &str) {
+    if std::env::var_os("RINGFS_FAILPOINT").is_some_and(|v| v == name) {
+        tracing::warn!("failpoint {name}: killing the process");
+        // SAFETY: raise(2) with a valid signal number has no memory effects.
+        unsafe {
+            libc::raise(libc::SIGKILL);
+        }
+    }
+}
+
+/// Deletes every snapshot object the refs and the last commit's tree do not reach
+/// and drops the chunk references of the deleted file manifest objects,
+/// in one durable transaction (nothing is written when nothing is
+/// garbage). A store without snapshot tables has nothing to collect.
+/// Errors: [`SnapError::Store`] (redb; a reachable commit or directory
+/// object missing or not decoding — the store is damaged and nothing is
+/// deleted, `ringfs fsck` names it).
+pub(crate) fn collect(store: &Store) -> Result<SnapGcReport, SnapError> {
+    let t = Instant::now();
+    let mut txn = store.begin_write().map_err(se)?;
+    txn.set_durability(Durability::Immediate).map_err(se)?;
+    let marked = mark(&txn)?;
+    failpoint("gc-after-mark");
+    let mut rep = SnapGcReport::default();
+    let mut dropped: Vec<ChunkRef> = Vec::new();
+    {
+        let mut objects = txn.open_table(OBJECTS).map_err(se)?;
+        let mut dead: Vec<ObjectId> = Vec::new();
+        let mut total = 0u64;
+        for r in objects.iter().map_err(se)? {
+            let (k, _) = r.map_err(se)?;
+            total += 1;
+            match <ObjectId>::try_from(k.value()) {
+                Ok(id) if !marked.contains(&id) => dead.push(id),
+                Ok(_) => {}
+                // Not an id: fsck reports it; not ours to judge.
+                Err(_) => {}
+            }
+        }
+        rep.objects_kept = total - dead.len() as u64;
+        for id in dead {
+            let Some(b) = objects.remove(&id[..]).map_err(se)?.map(|g| g.value().to_vec()) else { continue };
+            rep.objects_deleted += 1;
+            match kind_of(&b) {
+                Ok(KIND_FILE) => {
+                    let f = dec_file(&b).map_err(|e| SnapError::Store(format!("object {}: {e}", hex_id(&id))))?;
+                    rep.refs_dropped += f.chunks.len() as u64;
+                    dropped.extend(f.chunks);
+                }
+                Ok(KIND_COMMIT) => rep.commits_deleted += 1,
+                _ => {}
+            }
+        }
+    }
+    if rep.objects_deleted == 0 {
+        txn.abort().map_err(se)?;
+        rep.time = t.elapsed();
+        return Ok(rep);
+    }
+    {
+        let mut chunks = txn.open_table(CHUNKS).map_err(se)?;
+        let mut packs = txn.open_table(PACKS).map_err(se)?;
+        (rep.chunks_freed, rep.chunk_bytes_freed) = drop_refs(&mut chunks, &mut packs, &dropped).map_err(se)?;
+    }
+    bump_chunk_counters(&txn, -(rep.chunks_freed as i64), -(rep.chunk_bytes_freed as i64)).map_err(se)?;
+    failpoint("gc-before-commit");
+    // Earlier non-durable group commits become durable with this one: the
+    // pack bytes they name are made durable first (as a snapshot commit does).
+    store.packs.sync().map_err(se)?;
+    txn.commit().map_err(se)?;
+    store.bump_counters(-(rep.chunks_freed as i64), -(rep.chunk_bytes_freed as i64));
+    rep.time = t.elapsed();
+    Ok(rep)
+}
+
+/// Where a marked id came from: its kind when the object naming it says
+/// so, `None` for the `snap_inodes` root (a directory object, or nothing
+/// stored).
+type Pending = (ObjectId, Option<u8>);
+
+/// The ids of every object reachable from the refs and the root inode's
+/// `snap_inodes` row. Commit and directory objects are read once each; file manifest
+/// objects are marked without reading.
+fn mark(txn: &WriteTransaction) -> Result<HashSet<ObjectId>, SnapError> {
+    let objects = txn.open_table(OBJECTS).map_err(se)?;
+    let mut marked: HashSet<ObjectId> = HashSet::new();
+    let mut stack: Vec<Pending> = Vec::new();
+    for r in txn.open_table(REFS).map_err(se)?.iter().map_err(se)? {
+        let (_, v) = r.map_err(se)?;
+        // A symbolic ref (`ref: NAME`) names a branch, marked by its own row.
+        if let Ok(id) = <ObjectId>::try_from(v.value()) {
+            stack.push((id, Some(KIND_COMMIT)));
+        }
+    }
+    // The tree of the store's last commit: its root directory object is
+    // the root inode's (1) row (rows of inodes removed by a commit built from
+    // scratch can linger; they are never read again, so they keep nothing).
+    let root = txn.open_table(SNAP_INODES).map_err(se)?.get(1u64).map_err(se)?.map(|g| g.value().to_vec());
+    if let Some(v) = root {
+        let row: SnapEntry = dec(&v).map_err(|e| SnapError::Store(format!("snap_inodes row of the root: {e}")))?;
+        if row.id != [0; 32] {
+            stack.push((row.id, None));
+        }
+    }
+    walk(&objects, &mut stack, &mut marked)?;
+    Ok(marked)
+}
+
+/// Marks everything reachable from `stack`, skipping what is marked.
+fn walk(objects: &redb::Table<&[u8], &[u8]>, stack: &mut Vec<Pending>, marked: &mut HashSet<ObjectId>) -> Result<(), SnapError> {
+    while let Some((id, kind)) = stack.pop() {
+        if kind == Some(KIND_FILE) {
+            marked.insert(id);
+            continue;
+        }
+        if marked.contains(&id) {
+            continue;
+        }
+        let Some(b) = objects.get(&id[..]).map_err(se)?.map(|g| g.value().to_vec()) else {
+            match kind {
+                // The snap_inodes root naming nothing stored: nothing to
+                // keep (the next commit builds the tree again).
+                None => continue,
+                _ => return Err(SnapError::Store(format!("object {} is reachable but missing: nothing collected (ringfs fsck --store DIR lists the damage)", hex_id(&id)))),
+            }
+        };
+        marked.insert(id);
+        let bad = |e: String| SnapError::Store(format!("object {}: {e}: nothing collected (ringfs fsck --store DIR lists the damage)", hex_id(&id)));
+        match kind_of(&b).map_err(bad)? {
+            KIND_COMMIT => {
+                let c = dec_commit(&b).map_err(bad)?;
+                stack.push((c.root, Some(KIND_DIR)));
+                stack.extend(c.parents.into_iter().map(|p| (p, Some(KIND_COMMIT))));
+            }
+            KIND_DIR => {
+                for e in dec_dir(&b).map_err(bad)?.entries {
+                    if let Target::Object(c) = e.target {
+                        stack.push((c, Some(if e.kind == EntryKind::Dir { KIND_DIR } else { KIND_FILE })));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Tests: sets ref `name` to `value` (a 32-byte commit id or `ref: NAME`),
+/// or deletes it (`None`), in a durable transaction.
+#[cfg(test)]
+pub(crate) fn set_ref_for_tests(store: &Store, name: &str, value: Option<&[u8]>) {
+    let mut txn = store.begin_write().unwrap();
+    txn.set_durability(Durability::Immediate).unwrap();
+    {
+        let mut refs = txn.open_table(REFS).unwrap();
+        match value {
+            Some(v) => {
+                refs.insert(name, v).unwrap();
+            }
+            None => {
+                refs.remove(name).unwrap();
+            }
+        }
+    }
+    txn.commit().unwrap();
+}

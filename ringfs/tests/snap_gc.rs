@@ -1,0 +1,183 @@
+//! Garbage collection of snapshots through real mounts (issue 13): a
+//! deleted file's chunks stay while a branch reaches the commit naming
+//! them, and `ringfs gc` frees them once the branch is deleted (refs are
+//! edited directly in the unmounted store: `ringfs branch -d` is another
+//! change); kill -9 of `ringfs gc --store` at its crash points
+//! (`RINGFS_FAILPOINT`, test-only) leaves a store fsck finds clean; gc on a
+//! mount while commits run is safe.
+
+mod common;
+
+use common::*;
+use redb::{ReadableDatabase, ReadableTable};
+use serde_json::Value;
+use std::process::Command;
+use std::time::Duration;
+
+const REFS: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("refs");
+
+fn mp(m: &TestMount) -> &str {
+    m.path().to_str().unwrap()
+}
+
+fn json(args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    let o = ringfs(&a);
+    let (out, err) = out_str(&o);
+    assert!(o.status.success(), "ringfs {args:?}: {out} {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("ringfs {args:?} printed no JSON ({e}): {out}"))
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
+}
+
+/// Sets (`Some`) or deletes ref `name` in an unmounted store.
+fn set_ref(store: &std::path::Path, name: &str, value: Option<&[u8]>) {
+    let db = redb::Database::open(store.join("store.redb")).unwrap();
+    let w = db.begin_write().unwrap();
+    {
+        let mut t = w.open_table(REFS).unwrap();
+        match value {
+            Some(v) => {
+                t.insert(name, v).unwrap();
+            }
+            None => {
+                t.remove(name).unwrap();
+            }
+        }
+    }
+    w.commit().unwrap();
+}
+
+/// Bytes indexed in the chunk index of an unmounted store.
+fn indexed_bytes(store: &std::path::Path) -> u64 {
+    let db = redb::Database::open(store.join("store.redb")).unwrap();
+    let rtx = db.begin_read().unwrap();
+    let idx = rtx.open_table(fs_core::store::CHUNKS).unwrap();
+    idx.iter().unwrap().map(|r| r.unwrap().1.value().2 as u64).sum()
+}
+
+fn packs_bytes(store: &std::path::Path) -> u64 {
+    std::fs::read_dir(store.join("packs")).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum()
+}
+
+fn fsck_clean(store: &std::path::Path) {
+    let o = ringfs(&["fsck", "--store", store.to_str().unwrap(), "--full"]);
+    let (out, err) = out_str(&o);
+    assert!(o.status.success(), "fsck after gc: {out} {err}");
+}
+
+/// A store with `big` committed only on branch `exp` (main holds a root
+/// commit without it): returns (store, exp's commit id).
+fn store_with_branch(m: &mut TestMount) -> (std::path::PathBuf, String) {
+    let store = m.store_dir().to_path_buf();
+    m.sh_ok("echo keep > small && head -c 3000000 /dev/urandom > big");
+    let c1 = json(&["commit", mp(m), "-m", "with big"]);
+    let c1 = c1["id"].as_str().unwrap().to_string();
+    m.unmount_checked();
+    // `exp` takes the commit; `main` starts again (its next commit is a root).
+    set_ref(&store, "exp", Some(&unhex(&c1)));
+    set_ref(&store, "main", None);
+    m.mount_again();
+    m.sh_ok("rm big");
+    let c2 = json(&["commit", mp(m), "-m", "without big"]);
+    assert_eq!(c2["parent"], Value::Null, "{c2}");
+    (store, c1)
+}
+
+#[test]
+fn gc_frees_what_only_a_deleted_branch_named() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    let (store, c1) = store_with_branch(&mut m);
+    // `exp` reaches the first commit: gc keeps big, and diff reads it.
+    let g = json(&["gc", mp(&m)]);
+    assert_eq!(g["snapshots"]["objects_deleted"], 0, "{g}");
+    let d = json(&["diff", mp(&m), "exp", "main"]);
+    assert!(!c1.is_empty());
+    let big = d["changes"].as_array().unwrap().iter().find(|c| c["path"] == "big").cloned().unwrap_or_else(|| panic!("{d}"));
+    assert_eq!(big["old"]["size"].as_u64(), Some(3_000_000), "{big}");
+    m.unmount_checked();
+    assert!(indexed_bytes(&store) >= 3_000_000);
+    let before = packs_bytes(&store);
+    set_ref(&store, "exp", None);
+    m.mount_again();
+    let g = json(&["gc", mp(&m)]);
+    let s = &g["snapshots"];
+    assert!(s["commits_deleted"] == 1 && s["chunk_bytes_freed"].as_u64().unwrap() >= 3_000_000, "{g}");
+    assert_eq!(m.sh_ok("cat small"), "keep\n");
+    let o = ringfs(&["gc", mp(&m)]);
+    let (out, _) = out_str(&o);
+    assert!(o.status.success() && out.contains("0 objects deleted"), "{out}");
+    m.unmount_checked();
+    let after = packs_bytes(&store);
+    assert!(after + 2_900_000 <= before, "the store shrinks: {before} -> {after}");
+    assert!(indexed_bytes(&store) < 100_000);
+    fsck_clean(&store);
+    let log = ringfs(&["log", "--store", store.to_str().unwrap()]);
+    assert!(log.status.success() && out_str(&log).0.contains("without big"), "{:?}", out_str(&log));
+}
+
+#[test]
+fn kill_9_of_gc_at_its_crash_points_leaves_a_clean_store() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    let (store, _) = store_with_branch(&mut m);
+    m.unmount_checked();
+    set_ref(&store, "exp", None);
+    let s = store.to_str().unwrap();
+    for (point, freed) in [("gc-after-mark", false), ("gc-before-commit", false), ("gc-after-commit", true)] {
+        let before = indexed_bytes(&store);
+        let o = run_timeout(Command::new(env!("CARGO_BIN_EXE_ringfs")).args(["gc", "--store", s]).env("RINGFS_FAILPOINT", point), Duration::from_secs(60));
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(o.status.signal(), Some(libc::SIGKILL), "{point}: {:?}", out_str(&o));
+        fsck_clean(&store);
+        let after = indexed_bytes(&store);
+        if freed {
+            assert!(after + 3_000_000 <= before, "{point}: committed ({before} -> {after})");
+        } else {
+            assert_eq!(after, before, "{point}: nothing changed");
+        }
+    }
+    let g = json(&["gc", "--store", s]);
+    assert_eq!(g["snapshots"]["objects_deleted"], 0, "{g}");
+    fsck_clean(&store);
+    m.mount_again();
+    assert_eq!(m.sh_ok("cat small"), "keep\n");
+    assert_eq!(json(&["log", mp(&m)])["commits"].as_array().unwrap().len(), 1);
+    m.unmount_checked();
+}
+
+#[test]
+fn gc_while_commits_run_is_safe() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    let store = m.store_dir().to_path_buf();
+    let path = mp(&m).to_string();
+    let gcs = std::thread::spawn({
+        let path = path.clone();
+        move || {
+            for _ in 0..10 {
+                let o = ringfs(&["gc", &path]);
+                assert!(o.status.success(), "{:?}", out_str(&o));
+            }
+        }
+    });
+    for i in 0..10 {
+        m.sh_ok(&format!("head -c 200000 /dev/urandom > f{i} && rm -f f{}", i.max(1) - 1));
+        json(&["commit", &path, "-m", &format!("c{i}")]);
+    }
+    gcs.join().unwrap();
+    json(&["gc", &path]);
+    assert_eq!(json(&["log", &path])["commits"].as_array().unwrap().len(), 10);
+    m.unmount_checked();
+    fsck_clean(&store);
+}
