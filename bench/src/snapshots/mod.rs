@@ -264,11 +264,13 @@ fn tree(cx: &mut Ctx) -> Result<()> {
     let fork_mp = cx.base.join("fork-mnt");
     let fork_store = cx.base.join("fork-store");
     std::fs::create_dir_all(&fork_mp)?;
-    let before = crate::store::measure::du(&rf.store_dir())?.1;
+    // du counts a hard-linked pack once per run: the whole section's
+    // directory before and after is the fork's new disk.
+    let before = crate::store::measure::du(&cx.base)?.1;
     let fk = cx.run.ringfs(&["fork", &mp.to_string_lossy(), "--new-store", &fork_store.to_string_lossy(), "--no-mount"]);
     match fk {
         Ok(fk) => {
-            let new_disk = crate::store::measure::du(&fork_store)?.1 + crate::store::measure::du(&rf.store_dir())?.1.saturating_sub(before);
+            let new_disk = crate::store::measure::du(&cx.base)?.1.saturating_sub(before);
             cx.figures.push(
                 Figure::new("snap-fork", format!("fork of the {n}-file tree (ringfs: its fork_ms; ext4: cp -a)"), "ms", Some(gcp), Some(fk.doc["fork_ms"].as_f64().unwrap_or(fk.wall_ms))).at_most(50.0, "≤ 50 ms"),
             );
