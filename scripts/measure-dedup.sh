@@ -19,10 +19,11 @@
 # against; allocated bytes are printed beside it.
 #
 # Needs root and a built binary (target/release/ringfs, or $RINGFS).
-#   scripts/measure-dedup.sh [MIB]      (default 32)
+#   scripts/measure-dedup.sh [MIB [N]]   (default 32 MiB, N = 16 overwrites)
 set -euo pipefail
 BIN=${RINGFS:-$(dirname "$0")/../target/release/ringfs}
 MIB=${1:-32}
+N=${2:-16}
 uptime
 T=$(mktemp -d /tmp/ringfs-dedupmeasure-XXXXXX)
 mkdir "$T/mnt"
@@ -53,13 +54,13 @@ PP=$P0 PR=$R0 PA=$A0 PT=$TOT0 BT=$TOT0
 cp "$T/orig" "$T/mnt/big"
 row "write ${MIB}MiB" "$(commit base)"
 read -r _ _ _ BT < <(sizes)
-for i in $(seq 0 15); do
-  off=$(( (i * (MIB << 20) / 16) + 12345 ))
-  printf 'overwrite%02d' "$i" | dd of="$T/mnt/big" bs=1 seek=$off conv=notrunc status=none
+for i in $(seq 0 $((N - 1))); do
+  off=$(( (i * (MIB << 20) / N) + 12345 ))
+  printf 'ovw%07d' "$i" | dd of="$T/mnt/big" bs=1 seek=$off conv=notrunc status=none
   row "overwrite $i" "$(commit "overwrite $i")"
 done
 read -r _ _ _ T16 < <(sizes)
-echo "sixteen overwrites: store grew $((T16 - BT)) bytes ($(python3 -c "print('%.3f' % (($T16 - $BT) / 1048576))") MiB)"
+echo "$N overwrites: store grew $((T16 - BT)) bytes ($(python3 -c "print('%.3f' % (($T16 - $BT) / 1048576))") MiB)"
 BT=$T16
 printf '0123456789' > "$T/mnt/big.tmp"
 cat "$T/mnt/big" >> "$T/mnt/big.tmp"
