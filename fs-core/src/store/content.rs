@@ -18,16 +18,19 @@ use crate::store::pack::Loc;
 use crate::schema::*;
 use crate::types::{Errno, Result};
 
-/// The chunk hashes whose count of entries differs between manifests `old`
-/// and `new`, with `new`'s count minus `old`'s (few after a small edit of a
-/// big file), sorted by hash. Memory: 32 bytes per entry of each, briefly.
-fn ref_deltas(old: &[ChunkRef], new: &[ChunkRef]) -> Vec<([u8; 32], i64)> {
-    let sorted = |m: &[ChunkRef]| {
-        let mut v: Vec<[u8; 32]> = m.iter().map(|c| c.hash).collect();
-        v.sort_unstable();
-        v
-    };
-    let (o, n) = (sorted(old), sorted(new));
+/// A manifest's chunk hashes, sorted (32 bytes an entry).
+fn sorted_hashes(m: &[ChunkRef]) -> Vec<[u8; 32]> {
+    let mut v: Vec<[u8; 32]> = m.iter().map(|c| c.hash).collect();
+    v.sort_unstable();
+    v
+}
+
+/// The chunk hashes whose count of entries differs between an old manifest
+/// (`o`: its hashes, sorted) and `new`, with `new`'s count minus the old
+/// one's (few after a small edit of a big file), sorted by hash. Memory:
+/// 32 bytes per entry of each, briefly.
+fn ref_deltas(o: Vec<[u8; 32]>, new: &[ChunkRef]) -> Vec<([u8; 32], i64)> {
+    let n = sorted_hashes(new);
     let mut out = Vec::new();
     let (mut i, mut j) = (0, 0);
     while i < o.len() || j < n.len() {
@@ -78,11 +81,12 @@ impl Store {
         // edit of a big file touches a few rows of the chunk index, not one
         // per chunk of the file (each a page copied by redb).
         let mut delta = {
-            let old: Vec<ChunkRef> = match txn.open_table(MANIFESTS)?.get(ino)? {
-                Some(g) => dec(g.value()).unwrap_or_default(),
+            // The old manifest is dropped once its hashes are sorted.
+            let o = match txn.open_table(MANIFESTS)?.get(ino)? {
+                Some(g) => sorted_hashes(&dec::<Vec<ChunkRef>>(g.value()).unwrap_or_default()),
                 None => Vec::new(),
             };
-            ref_deltas(&old, manifest)
+            ref_deltas(o, manifest)
         };
         {
             let mut chunks = txn.open_table(CHUNKS)?;
@@ -128,11 +132,15 @@ impl Store {
         };
         dc -= c as i64;
         db -= b as i64;
-        let manifest = manifest.to_vec();
-        txn.open_table(MANIFESTS)?.insert(ino, &enc(&manifest)[..])?;
+        // Encoded once (same bytes as the Vec's): a 4 GiB file's manifest is
+        // ~24 MB, so no copies of it beyond this one.
+        let bytes = enc(&manifest);
+        let manifest_hash = *blake3::hash(&bytes).as_bytes();
+        txn.open_table(MANIFESTS)?.insert(ino, &bytes[..])?;
+        drop(bytes);
         txn.open_table(MANIFEST_SIZES)?.insert(ino, size)?;
         let seq = self.sync_pos.fetch_add(1, Ordering::SeqCst) + 1;
-        let rec = JournalRecord::Content { ino, size, chunks: manifest.len() as u32, manifest_hash: *blake3::hash(&enc(&manifest)).as_bytes() };
+        let rec = JournalRecord::Content { ino, size, chunks: manifest.len() as u32, manifest_hash };
         txn.open_table(JOURNAL)?.insert(seq, &enc(&rec)[..])?;
         bump_chunk_counters(txn, dc, db)?;
         Ok(Some((seq, dc, db)))
