@@ -2,23 +2,28 @@
 //!
 //! A cut point depends only on the 64 bytes before it, so an insertion or a
 //! prepend moves the boundaries after it along with the data: only the
-//! chunk(s) around the edit change. Sizes: [`MIN_CHUNK`] 128 KiB,
-//! [`AVG_CHUNK`] ~512 KiB, [`MAX_CHUNK`] 2 MiB.
+//! chunk(s) around the edit change. Sizes: [`MIN_CHUNK`] 2 KiB,
+//! [`AVG_CHUNK`] ~8 KiB, [`MAX_CHUNK`] 64 KiB (small, so that a small edit
+//! of a big file stores little: docs/DECISIONS.md D37). Stores made before
+//! D37 hold chunks cut at 128 KiB / ~512 KiB / 2 MiB; they stay valid
+//! (a manifest lists each chunk's offset and length), and a file cut again
+//! gets the new sizes.
 //!
 //! Owns: where chunks are cut. Must not touch: hashing, storage, files
 //! (it reads a stream it is given).
 
 /// Smallest chunk, except the last one of a file.
-pub const MIN_CHUNK: usize = 128 * 1024;
+pub const MIN_CHUNK: usize = 2 * 1024;
 /// Target average chunk size.
-pub const AVG_CHUNK: usize = 512 * 1024;
+pub const AVG_CHUNK: usize = 8 * 1024;
 /// Largest chunk.
-pub const MAX_CHUNK: usize = 2 * 1024 * 1024;
+pub const MAX_CHUNK: usize = 64 * 1024;
 
-/// Before the average size a cut needs 21 zero bits (rarer), after it 17
-/// (likelier): normalized chunking keeps sizes close to the average.
-const MASK_S: u64 = ((1u64 << 21) - 1) << (64 - 21);
-const MASK_L: u64 = ((1u64 << 17) - 1) << (64 - 17);
+/// Before the average size a cut needs 15 zero bits (rarer), after it 11
+/// (likelier): normalized chunking keeps sizes close to the average
+/// (log2(AVG_CHUNK) ± 2).
+const MASK_S: u64 = ((1u64 << 15) - 1) << (64 - 15);
+const MASK_L: u64 = ((1u64 << 11) - 1) << (64 - 11);
 
 const fn gear_table() -> [u64; 256] {
     // splitmix64 from a fixed seed: the table is part of the on-disk format.
@@ -101,13 +106,17 @@ pub fn chunk_slice<E>(data: &[u8], mut f: impl FnMut(u64, &[u8]) -> Result<(), E
     Ok(())
 }
 
-/// Streams chunks out of a reader, keeping at most ~2 × [`MAX_CHUNK`] in
-/// memory. Calls `f(offset, bytes)` for each chunk in order.
+/// Bytes [`chunk_stream`] buffers: many chunks, so that moving the
+/// unconsumed tail (< [`MAX_CHUNK`]) to the front is rare.
+const STREAM_BUF: usize = 16 * MAX_CHUNK;
+
+/// Streams chunks out of a reader, keeping at most [`STREAM_BUF`] (1 MiB)
+/// in memory. Calls `f(offset, bytes)` for each chunk in order.
 pub fn chunk_stream<R: std::io::Read>(
     mut r: R,
     mut f: impl FnMut(u64, &[u8]) -> std::io::Result<()>,
 ) -> std::io::Result<u64> {
-    let mut buf: Vec<u8> = Vec::with_capacity(2 * MAX_CHUNK);
+    let mut buf: Vec<u8> = Vec::with_capacity(STREAM_BUF);
     let mut start = 0usize; // consumed bytes at the front of buf
     let mut off: u64 = 0;
     let mut eof = false;
@@ -115,7 +124,7 @@ pub fn chunk_stream<R: std::io::Read>(
         if !eof && buf.len() - start < MAX_CHUNK {
             buf.drain(..start);
             start = 0;
-            let want = 2 * MAX_CHUNK;
+            let want = STREAM_BUF;
             while buf.len() < want {
                 let old = buf.len();
                 buf.resize(want, 0);
@@ -179,7 +188,7 @@ mod tests {
             }
         }
         let avg = d.len() / a.len();
-        assert!(avg > 256 * 1024 && avg < 1024 * 1024, "avg {avg}");
+        assert!(avg > 4 * 1024 && avg < 16 * 1024, "avg {avg}");
     }
 
     #[test]
@@ -229,7 +238,7 @@ mod tests {
     }
 
     #[test]
-    fn prepend_10_bytes_to_32mib_stores_under_1mib() {
+    fn prepend_10_bytes_to_32mib_stores_under_64kib() {
         let seeds: &[u64] = if cfg!(debug_assertions) { &[1] } else { &[1, 2, 3] };
         for &seed in seeds {
             let d = rand_bytes(32 << 20, seed);
@@ -237,7 +246,7 @@ mod tests {
             p.extend_from_slice(&d);
             let fresh = new_bytes(&d, &p);
             eprintln!("prepend 10 B to 32 MiB (seed {seed}): {fresh} new bytes");
-            assert!(fresh < 1 << 20, "seed {seed}: {fresh} new bytes");
+            assert!(fresh < 64 << 10, "seed {seed}: {fresh} new bytes");
         }
     }
 

@@ -3,7 +3,7 @@
 //! and stored with its manifest ([`Wc::hash_many`]: many small files to a
 //! transaction, big ones each on its own); the priority of the worker threads.
 //! Buffers are bounded: a small file ([`SMALL_FILE`]) is read whole, a
-//! bigger one streamed through ~2 × `MAX_CHUNK` plus a 1 MiB read buffer.
+//! bigger one streamed through 1 MiB (`chunk_stream`) plus a 1 MiB read buffer.
 //!
 //! Owns: when a file's content counts as stored (`hashed_gen` catching up
 //! with `content_gen`), one hash at a time per inode. Must not touch: FUSE,
