@@ -223,7 +223,9 @@ impl Wc<'_> {
             // them unwritten (set_len), so a 1 TiB sparse file costs nothing.
             for (start, end) in data_extents(&f, size)? {
                 let reader = std::io::Read::take(ReadAt { file: &f, pos: start }, end - start);
-                chunk::chunk_stream(std::io::BufReader::with_capacity(1 << 20, reader), |off, b| {
+                // Chunk sizes by the file's size now (D37: ≥ 1 GiB keeps
+                // ~512 KiB chunks); a file that crossed it is cut anew.
+                chunk::chunk_stream_with(chunk::params_for(size), std::io::BufReader::with_capacity(1 << 20, reader), |off, b| {
                     manifest.push(ChunkRef { offset: start + off, len: b.len() as u32, hash: *blake3::hash(b).as_bytes() });
                     Ok(())
                 })?;
