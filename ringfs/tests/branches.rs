@@ -346,7 +346,7 @@ fn mount_at_commit_read_only_and_head_moved() {
     assert!(at_left().is_empty(), "{:?}", at_left());
     // The store's own live tree is untouched.
     m.mount_again();
-    assert_eq!(std::fs::read_to_string(m.p("a")).unwrap(), "three\n");
+    assert_eq!(std::fs::read_to_string(m.p("a")).unwrap(), "two\n");
     m.unmount_checked();
     fsck_clean(&store, false);
 }

@@ -77,9 +77,12 @@ fn store_with_branch(m: &mut TestMount) -> (std::path::PathBuf, String) {
     let c1 = json(&["commit", mp(m), "-m", "with big"]);
     let c1 = c1["id"].as_str().unwrap().to_string();
     m.unmount_checked();
-    // `exp` takes the commit; `main` starts again (its next commit is a root).
+    // `exp` takes the commit; `main` starts again (its next commit is a
+    // root): the branch and the base the live tree descends from go (the
+    // CLI never deletes the checked-out branch; "head moved" would refuse).
     set_ref(&store, "exp", Some(&unhex(&c1)));
     set_ref(&store, "main", None);
+    set_ref(&store, "BASE", None);
     m.mount_again();
     m.sh_ok("rm big");
     let c2 = json(&["commit", mp(m), "-m", "without big"]);

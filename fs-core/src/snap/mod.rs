@@ -342,14 +342,22 @@ pub fn log_store(dir: &Path) -> Result<Vec<LogEntry>, crate::types::StoreError> 
     log_of(&rtx).map_err(|e| crate::store::db::corrupt(&dir.join("store.redb"), e))
 }
 
-/// What `name` names: `live`, a branch, or the start of a commit id (hex,
-/// on `HEAD`'s history). Errors: [`SnapError::Unknown`] listing the
+/// What `name` names: `live`, a branch, the start (4+ hex digits) of any
+/// stored commit's id, or a shorter start on `HEAD`'s history. Errors: [`SnapError::Unknown`] listing the
 /// branches and the newest commits, [`SnapError::Ambiguous`].
 pub(crate) fn resolve(rtx: &ReadTransaction, name: &str) -> Result<Point, SnapError> {
     if name == "live" {
         return Ok(Point::Live);
     }
     let refs = rtx.open_table(REFS).map_err(se)?;
+    // A branch, HEAD, or a unique start (4+ hex digits) of any stored
+    // commit (a restore to a commit another branch holds, or that a moved
+    // branch left); shorter starts on HEAD's history below.
+    match refs::resolve_commit(&refs, &rtx.open_table(OBJECTS).map_err(se)?, name) {
+        Ok(id) => return Ok(Point::Commit(id)),
+        Err(e @ SnapError::Ambiguous { .. }) => return Err(e),
+        Err(_) => {}
+    }
     let mut branches = Vec::new();
     for r in refs.iter().map_err(se)? {
         let (k, v) = r.map_err(se)?;
