@@ -154,7 +154,8 @@ fn stream_buf(p: &Params) -> usize {
     (1usize << 20).max(2 * p.max)
 }
 
-/// [`chunk_stream_with`] with the [`SMALL`] parameters.
+/// [`chunk_stream_with`] with the [`SMALL`] parameters (the tests' shorthand).
+#[cfg(test)]
 pub fn chunk_stream<R: std::io::Read>(r: R, f: impl FnMut(u64, &[u8]) -> std::io::Result<()>) -> std::io::Result<u64> {
     chunk_stream_with(&SMALL, r, f)
 }
