@@ -3,7 +3,8 @@
 # release of schema N, for ringfs/tests/migration.rs.
 #   scripts/make-store-fixture.sh N OLD_RINGFS_BINARY
 # Build OLD_RINGFS_BINARY from the last commit of schema N, e.g. 322d4de
-# (schema 1) or 0b4381d (schema 2):
+# (schema 1), 0b4381d (schema 2) or d08f47e (schema 4 with snapshot objects
+# version 1 and 512 KiB chunks; its store also gets one commit, "fixture"):
 #   git worktree add /tmp/old 0b4381d && cargo build --release -p ringfs --manifest-path /tmp/old/Cargo.toml
 # Needs root (FUSE). The fixture's contents are listed in migration.rs.
 set -euo pipefail
@@ -27,9 +28,11 @@ mkdir "$tmp/mnt"
     ln dir/b hard
     : > empty
 )
+if [ "$schema" -ge 4 ]; then "$old" commit "$tmp/mnt" -m fixture; fi
 "$old" umount "$tmp/mnt"
 rm -rf "$out"
 mkdir -p "$out"
 cp -a "$tmp/store/store.redb" "$tmp/store/wc" "$out/"
+if [ -d "$tmp/store/packs" ]; then cp -a "$tmp/store/packs" "$out/"; fi
 rm -f "$out/ringfs.lock"
 du -sh "$out"

@@ -112,6 +112,9 @@ fn gc_frees_what_only_a_deleted_branch_named() {
     let g = json(&["gc", mp(&m)]);
     let s = &g["snapshots"];
     assert!(s["commits_deleted"] == 1 && s["chunk_bytes_freed"].as_u64().unwrap() >= 3_000_000, "{g}");
+    // big's manifest was a tree (~370 chunks, D37): its nodes went too
+    // (commit, root directory, manifest and ≥ 8 nodes).
+    assert!(s["objects_deleted"].as_u64().unwrap() >= 11, "{g}");
     assert_eq!(m.sh_ok("cat small"), "keep\n");
     let o = ringfs(&["gc", mp(&m)]);
     let (out, _) = out_str(&o);

@@ -16,6 +16,7 @@ use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::inode::ROOT;
 use crate::schema::*;
+use crate::snap::manifest::build_file;
 use crate::snap::object::*;
 
 type Links = BTreeSet<(u64, Vec<u8>)>;
@@ -314,7 +315,8 @@ impl<'t> Builder<'t> {
         Ok(Some(Entry { name: name.to_vec(), kind, meta, target }))
     }
 
-    /// The manifest object of regular file `ino` and its size: remembered
+    /// The manifest object of regular file `ino` (a version 2 tree: only
+    /// its nodes the store lacks are new) and its size: remembered
     /// when the file did not change, else from its stored manifest and the
     /// size it was cut at (the record's size for a manifest stored before
     /// schema 4; a file never stored is empty).
@@ -332,14 +334,10 @@ impl<'t> Builder<'t> {
             Some(g) => Some(dec(g.value()).map_err(|e| format!("manifest {ino}: {e}"))?),
             None => None,
         };
-        let f = match chunks {
-            Some(chunks) => {
-                let size = self.src.sizes.get(ino).map_err(e2s)?.map(|g| g.value()).unwrap_or(rec.size);
-                FileObj { size, chunks }
-            }
-            None => FileObj { size: 0, chunks: Vec::new() },
+        let (size, chunks) = match chunks {
+            Some(chunks) => (self.src.sizes.get(ino).map_err(e2s)?.map(|g| g.value()).unwrap_or(rec.size), chunks),
+            None => (0, Vec::new()),
         };
-        let size = f.size;
-        Ok((self.note(enc_file(&f))?, size))
+        Ok((build_file(size, &chunks, &mut |b| self.note(b))?, size))
     }
 }

@@ -1,8 +1,9 @@
 //! fsck's checks of the snapshot tables ([`check_objects`]): every object's
 //! id is the hash of its bytes and it decodes; every id a commit or
 //! directory object names is stored (the commit graph and the trees are
-//! whole); every ref names a commit; and the chunk references file
-//! manifest objects hold, added to what fsck counts from live manifests.
+//! whole, manifest nodes included); every ref names a commit; and the chunk
+//! references file manifest objects and manifest nodes hold, added to what
+//! fsck counts from live manifests.
 //!
 //! Owns: what a sound set of snapshot objects is. Must not touch: writing.
 
@@ -11,6 +12,7 @@ use std::collections::HashMap;
 use redb::{ReadTransaction, ReadableTable};
 
 use crate::schema::{OBJECTS, REFS};
+use crate::snap::manifest::{child_nodes, own_chunks, KIND_NODE};
 use crate::snap::object::*;
 
 /// Checks the `objects` and `refs` tables of `rtx`, calling `bad(place,
@@ -47,13 +49,16 @@ pub(crate) fn check_objects(rtx: &ReadTransaction, want_refs: &mut HashMap<[u8; 
         };
         kinds.insert(id, kind);
         match kind {
-            KIND_FILE => match dec_file(b) {
-                Ok(f) => {
-                    for c in f.chunks {
-                        *want_refs.entry(c.hash).or_default() += 1;
+            KIND_FILE | KIND_NODE => match (own_chunks(b), child_nodes(b)) {
+                (Ok(own), Ok(kids)) => {
+                    for h in own {
+                        *want_refs.entry(h).or_default() += 1;
+                    }
+                    for c in kids {
+                        named.push((id, c, KIND_NODE));
                     }
                 }
-                Err(e) => bad(place, e),
+                (Err(e), _) | (_, Err(e)) => bad(place, e),
             },
             KIND_DIR => match dec_dir(b) {
                 Ok(d) => {

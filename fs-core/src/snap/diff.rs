@@ -124,7 +124,7 @@ pub fn diff_trees(
                     if let (Target::Object(p), Target::Object(q)) = (&x.target, &y.target) {
                         diff_trees(load, Some(p), Some(q), &path, out)?;
                     }
-                } else if x.meta != y.meta || x.target != y.target {
+                } else if x.meta != y.meta || (x.target != y.target && !same_file(load, &x.target, &y.target)?) {
                     out.push(Change { path, kind: ChangeKind::Modified, old: Some(side(x)), new: Some(side(y)) });
                 }
                 i += 1;
@@ -133,6 +133,21 @@ pub fn diff_trees(
         }
     }
     Ok(())
+}
+
+/// Whether two file manifests of different ids hold the same chunks: only
+/// when one is version 1 and the other version 2 (a file's entry rebuilt
+/// after an upgrade with nothing changed); otherwise different ids are
+/// different content (each version's encoding is canonical).
+fn same_file(load: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, String>, a: &Target, b: &Target) -> Result<bool, String> {
+    let (Target::Object(a), Target::Object(b)) = (a, b) else { return Ok(false) };
+    let (ba, bb) = (load(a)?, load(b)?);
+    if ba.len() < 6 || bb.len() < 6 || ba[4] == bb[4] || ba[5] != KIND_FILE || bb[5] != KIND_FILE {
+        return Ok(false);
+    }
+    let fa = crate::snap::manifest::read_file(&ba, load).map_err(|e| format!("file manifest {}: {e}", hex_id(a)))?;
+    let fb = crate::snap::manifest::read_file(&bb, load).map_err(|e| format!("file manifest {}: {e}", hex_id(b)))?;
+    Ok(fa == fb)
 }
 
 /// An entry on one side only: itself, and for a directory everything below.

@@ -8,7 +8,8 @@
 //!
 //! What stays (the roots of the mark): the commit every ref names (each
 //! branch; `HEAD` is symbolic, or a commit id when detached), through all
-//! parents, root directories, directories and file manifests; and the tree
+//! parents, root directories, directories, file manifests and the nodes of
+//! version 2 manifests ([`super::manifest::child_nodes`]); and the tree
 //! of the store's last commit (the root inode's `snap_inodes` row names its
 //! root directory object), whose unchanged subtrees the next commit reuses
 //! (so it stays even when the branch that commit went to was deleted,
@@ -16,8 +17,9 @@
 //! are counted by the live manifests and are not touched here.
 //!
 //! Cost: each distinct reachable commit and directory object is read once
-//! (a subtree already marked is not walked again; file manifest objects are
-//! marked by id, not read), plus one pass over the `objects` table's keys
+//! (a subtree already marked is not walked again), and each reachable file
+//! manifest object and manifest node once (to find its nodes), plus one
+//! pass over the `objects` table's keys
 //! and the bytes of the objects deleted.
 //!
 //! Owns: which objects are garbage. Must not touch: live manifests, the
@@ -28,6 +30,7 @@ use std::time::Instant;
 
 use redb::{Durability, ReadableTable, WriteTransaction};
 
+use super::manifest::{child_nodes, own_chunks, KIND_NODE};
 use super::object::*;
 use super::{se, SnapError};
 use crate::schema::*;
@@ -101,10 +104,12 @@ pub(crate) fn collect(store: &Store) -> Result<SnapGcReport, SnapError> {
             let Some(b) = objects.remove(&id[..]).map_err(se)?.map(|g| g.value().to_vec()) else { continue };
             rep.objects_deleted += 1;
             match kind_of(&b) {
-                Ok(KIND_FILE) => {
-                    let f = dec_file(&b).map_err(|e| SnapError::Store(format!("object {}: {e}", hex_id(&id))))?;
-                    rep.refs_dropped += f.chunks.len() as u64;
-                    dropped.extend(f.chunks);
+                // Exactly the references `write_built` added for it: one
+                // per chunk entry a manifest or node holds itself.
+                Ok(KIND_FILE | KIND_NODE) => {
+                    let own = own_chunks(&b).map_err(|e| SnapError::Store(format!("object {}: {e}", hex_id(&id))))?;
+                    rep.refs_dropped += own.len() as u64;
+                    dropped.extend(own.into_iter().map(|hash| ChunkRef { offset: 0, len: 0, hash }));
                 }
                 Ok(KIND_COMMIT) => rep.commits_deleted += 1,
                 _ => {}
@@ -138,8 +143,8 @@ pub(crate) fn collect(store: &Store) -> Result<SnapGcReport, SnapError> {
 type Pending = (ObjectId, Option<u8>);
 
 /// The ids of every object reachable from the refs and the root inode's
-/// `snap_inodes` row. Commit and directory objects are read once each; file manifest
-/// objects are marked without reading.
+/// `snap_inodes` row. Commit, directory, file manifest objects and manifest
+/// nodes are read once each.
 fn mark(txn: &WriteTransaction) -> Result<HashSet<ObjectId>, SnapError> {
     let objects = txn.open_table(OBJECTS).map_err(se)?;
     let mut marked: HashSet<ObjectId> = HashSet::new();
@@ -168,10 +173,6 @@ fn mark(txn: &WriteTransaction) -> Result<HashSet<ObjectId>, SnapError> {
 /// Marks everything reachable from `stack`, skipping what is marked.
 fn walk(objects: &redb::Table<&[u8], &[u8]>, stack: &mut Vec<Pending>, marked: &mut HashSet<ObjectId>) -> Result<(), SnapError> {
     while let Some((id, kind)) = stack.pop() {
-        if kind == Some(KIND_FILE) {
-            marked.insert(id);
-            continue;
-        }
         if marked.contains(&id) {
             continue;
         }
@@ -198,6 +199,8 @@ fn walk(objects: &redb::Table<&[u8], &[u8]>, stack: &mut Vec<Pending>, marked: &
                     }
                 }
             }
+            // A version 2 manifest's nodes (none for version 1).
+            KIND_FILE | KIND_NODE => stack.extend(child_nodes(&b).map_err(bad)?.into_iter().map(|c| (c, Some(KIND_NODE)))),
             _ => {}
         }
     }

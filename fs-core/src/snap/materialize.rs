@@ -113,7 +113,8 @@ pub(crate) fn write_tree(txn: &WriteTransaction, load: &mut dyn FnMut(&ObjectId)
                     continue;
                 }
                 (EntryKind::File, Target::Object(fid)) => {
-                    let f = dec_file(&load(fid)?).map_err(|x| format!("file object {}: {x}", hex_id(fid)))?;
+                    let b = load(fid)?;
+                    let f = crate::snap::manifest::read_file(&b, &mut |n: &ObjectId| load(n)).map_err(|x| format!("file object {}: {x}", hex_id(fid)))?;
                     for ch in &f.chunks {
                         *w.uses.entry(ch.hash).or_default() += 1;
                     }
@@ -306,10 +307,10 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
         for r in src_objects.iter().map_err(ee)? {
             let (k, v) = r.map_err(ee)?;
             let b = v.value();
-            if kind_of(b) == Ok(KIND_FILE) {
-                for ch in dec_file(b).map_err(fatal)?.chunks {
-                    *uses.entry(ch.hash).or_default() += 1;
-                }
+            // A file manifest or manifest node counts the chunk entries it
+            // holds itself (as the commit that stored it did).
+            for h in crate::snap::manifest::own_chunks(b).map_err(fatal)? {
+                *uses.entry(h).or_default() += 1;
             }
             objects.insert(k.value(), b).map_err(ee)?;
             rep.objects += 1;

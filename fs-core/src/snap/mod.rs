@@ -4,6 +4,8 @@
 //!
 //! - [`object`]: the objects (file manifest, directory, commit), their
 //!   encoding and ids;
+//! - [`manifest`]: file manifests as trees of nodes (version 2), read back
+//!   as chunk lists whatever their version;
 //! - `build`: the tree the store's tables hold, rebuilt only along what the
 //!   journal says changed since the last commit;
 //! - [`diff`]: comparing two trees, skipping equal subtrees;
@@ -20,6 +22,7 @@ pub(crate) mod build;
 pub(crate) mod check;
 pub mod gc;
 pub mod diff;
+pub mod manifest;
 pub mod materialize;
 pub mod object;
 pub mod refs;
@@ -243,20 +246,20 @@ pub(crate) fn commit_tree(store: &Store, opts: &CommitOptions, mut phases: Vec<(
 
 /// Stores what [`build::build`] computed, the commit object, the branch
 /// head and the journal position its `snap_inodes` rows describe. A new
-/// file manifest object adds one reference to each chunk entry it holds.
+/// file manifest object or manifest node adds one reference to each chunk
+/// entry it holds itself ([`manifest::own_chunks`]).
 fn write_built(txn: &WriteTransaction, built: &build::Built, branch: &str, cid: &ObjectId, cb: Vec<u8>, rep: &mut CommitReport) -> Result<(), String> {
     let e = |e: redb::Error| e.to_string();
     {
         let mut objects = txn.open_table(OBJECTS).map_err(|x| e(x.into()))?;
         let mut chunks = txn.open_table(CHUNKS).map_err(|x| e(x.into()))?;
         for (id, bytes) in built.new_objects.iter().chain(std::iter::once((cid, &cb))) {
-            if kind_of(bytes)? == KIND_FILE {
-                for c in dec_file(bytes)?.chunks {
-                    let Some((pack, off, len, refs)) = chunks.get(&c.hash[..]).map_err(|x| e(x.into()))?.map(|g| g.value()) else {
-                        return Err(format!("chunk {} of a file being committed is not in the chunk index", hex(&c.hash)));
-                    };
-                    chunks.insert(&c.hash[..], (pack, off, len, refs + 1)).map_err(|x| e(x.into()))?;
-                }
+            kind_of(bytes)?;
+            for h in manifest::own_chunks(bytes)? {
+                let Some((pack, off, len, refs)) = chunks.get(&h[..]).map_err(|x| e(x.into()))?.map(|g| g.value()) else {
+                    return Err(format!("chunk {} of a file being committed is not in the chunk index", hex(&h)));
+                };
+                chunks.insert(&h[..], (pack, off, len, refs + 1)).map_err(|x| e(x.into()))?;
             }
             objects.insert(&id[..], &bytes[..]).map_err(|x| e(x.into()))?;
             rep.objects_new += 1;

@@ -299,19 +299,24 @@ impl<'a> R<'a> {
 }
 
 /// The kind byte of encoded object bytes, after checking the magic and
-/// version. Errors: not an object, or a version this build does not read.
+/// version: version 1 of kinds 1–3, version 2 of kinds 1 (file manifest)
+/// and 4 (manifest node, [`crate::snap::manifest`]). Errors: not an
+/// object, or a version this build does not read.
 pub fn kind_of(b: &[u8]) -> Result<u8, String> {
     if b.len() < 6 || &b[..4] != MAGIC {
         return Err("not a snapshot object (no RFSO magic)".into());
     }
-    if b[4] != OBJECT_VERSION {
-        return Err(format!("object version {} (this build reads {OBJECT_VERSION})", b[4]));
+    match (b[4], b[5]) {
+        (OBJECT_VERSION, _) | (2, KIND_FILE) | (2, 4) => Ok(b[5]),
+        (v, k) => Err(format!("object version {v} of kind {k} (this build reads version {OBJECT_VERSION}, and 2 of kinds 1 and 4)")),
     }
-    Ok(b[5])
 }
 
 fn reader(b: &[u8], kind: u8) -> Result<R<'_>, String> {
     let k = kind_of(b)?;
+    if b[4] != OBJECT_VERSION {
+        return Err(format!("object version {} of kind {k} (this decoder reads version {OBJECT_VERSION})", b[4]));
+    }
     if k != kind {
         return Err(format!("object of kind {k}, expected {kind}"));
     }

@@ -157,7 +157,10 @@ fn merge_one(load: &mut Load, a: Option<&Entry>, b: Option<&Entry>, dir: &[u8], 
 /// Steps making entry `y` in `dir`, a directory's whole subtree with it.
 fn add(load: &mut Load, y: &Entry, dir: &[u8], replaces: bool, out: &mut Vec<Step>) -> Result<(), String> {
     let content = match (&y.kind, obj(y)) {
-        (EntryKind::File, Some(id)) => Some(dec_file(&load(id)?).map_err(|e| format!("file manifest object {}: {e}", hex_id(id)))?),
+        (EntryKind::File, Some(id)) => {
+            let b = load(id)?;
+            Some(crate::snap::manifest::read_file(&b, &mut |n: &ObjectId| load(n)).map_err(|e| format!("file manifest object {}: {e}", hex_id(id)))?)
+        }
         _ => None,
     };
     out.push(Step::Add { dir: dir.to_vec(), entry: y.clone(), content, replaces });

@@ -18,6 +18,44 @@ use crate::store::pack::Loc;
 use crate::schema::*;
 use crate::types::{Errno, Result};
 
+/// A manifest's chunk hashes, sorted (32 bytes an entry).
+fn sorted_hashes(m: &[ChunkRef]) -> Vec<[u8; 32]> {
+    let mut v: Vec<[u8; 32]> = m.iter().map(|c| c.hash).collect();
+    v.sort_unstable();
+    v
+}
+
+/// The chunk hashes whose count of entries differs between an old manifest
+/// (`o`: its hashes, sorted) and `new`, with `new`'s count minus the old
+/// one's (few after a small edit of a big file), sorted by hash. Memory:
+/// 32 bytes per entry of each, briefly.
+fn ref_deltas(o: Vec<[u8; 32]>, new: &[ChunkRef]) -> Vec<([u8; 32], i64)> {
+    let n = sorted_hashes(new);
+    let mut out = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < o.len() || j < n.len() {
+        let h = match (o.get(i), n.get(j)) {
+            (Some(a), Some(b)) => *a.min(b),
+            (Some(a), None) => *a,
+            (None, Some(b)) => *b,
+            (None, None) => break,
+        };
+        let mut d = 0i64;
+        while o.get(i) == Some(&h) {
+            d -= 1;
+            i += 1;
+        }
+        while n.get(j) == Some(&h) {
+            d += 1;
+            j += 1;
+        }
+        if d != 0 {
+            out.push((h, d));
+        }
+    }
+    out
+}
+
 impl Store {
     /// Stores `manifest` (the chunks of a file of `size` bytes) as the
     /// content of `ino` in `txn`: chunks the store lacks are appended to the open pack
@@ -38,14 +76,31 @@ impl Store {
     ) -> std::result::Result<Option<(u64, i64, i64)>, redb::Error> {
         let (mut dc, mut db) = (0i64, 0i64);
         let mut touched: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+        // Only the chunks whose count of entries differs between the old
+        // manifest and the new one have their references moved: a small
+        // edit of a big file touches a few rows of the chunk index, not one
+        // per chunk of the file (each a page copied by redb).
+        let mut delta = {
+            // The old manifest is dropped once its hashes are sorted.
+            let o = match txn.open_table(MANIFESTS)?.get(ino)? {
+                Some(g) => sorted_hashes(&dec::<Vec<ChunkRef>>(g.value()).unwrap_or_default()),
+                None => Vec::new(),
+            };
+            ref_deltas(o, manifest)
+        };
         {
             let mut chunks = txn.open_table(CHUNKS)?;
             let mut buf = Vec::new();
             for c in manifest {
+                let Ok(k) = delta.binary_search_by(|(h, _)| h.cmp(&c.hash)) else { continue };
+                if delta[k].1 <= 0 {
+                    continue;
+                }
+                let add = std::mem::take(&mut delta[k].1) as u64;
                 let cur = chunks.get(&c.hash[..])?.map(|g| g.value());
                 match cur {
                     Some((pack, off, len, refs)) => {
-                        chunks.insert(&c.hash[..], (pack, off, len, refs + 1))?;
+                        chunks.insert(&c.hash[..], (pack, off, len, refs + add))?;
                     }
                     None => {
                         buf.resize(c.len as usize, 0);
@@ -53,7 +108,7 @@ impl Store {
                             return Ok(None); // changed under us
                         }
                         let loc = self.packs.append(&c.hash, &buf).map_err(redb::Error::Io)?;
-                        chunks.insert(&c.hash[..], (loc.pack, loc.offset, loc.len, 1))?;
+                        chunks.insert(&c.hash[..], (loc.pack, loc.offset, loc.len, add))?;
                         let t = touched.entry(loc.pack).or_default();
                         t.0 += PACK_RECORD_HEADER + loc.len as u64;
                         t.1 = loc.offset + loc.len as u64;
@@ -64,14 +119,28 @@ impl Store {
             }
         }
         self.packs.note(txn, &touched)?;
-        let (c, b) = remove_manifest(txn, ino)?;
+        let mut gone = Vec::new();
+        for (hash, d) in delta {
+            for _ in d..0 {
+                gone.push(ChunkRef { offset: 0, len: 0, hash });
+            }
+        }
+        let (c, b) = {
+            let mut chunks = txn.open_table(CHUNKS)?;
+            let mut packs = txn.open_table(PACKS)?;
+            drop_refs(&mut chunks, &mut packs, &gone)?
+        };
         dc -= c as i64;
         db -= b as i64;
-        let manifest = manifest.to_vec();
-        txn.open_table(MANIFESTS)?.insert(ino, &enc(&manifest)[..])?;
+        // Encoded once (same bytes as the Vec's): a 4 GiB file's manifest is
+        // ~24 MB, so no copies of it beyond this one.
+        let bytes = enc(&manifest);
+        let manifest_hash = *blake3::hash(&bytes).as_bytes();
+        txn.open_table(MANIFESTS)?.insert(ino, &bytes[..])?;
+        drop(bytes);
         txn.open_table(MANIFEST_SIZES)?.insert(ino, size)?;
         let seq = self.sync_pos.fetch_add(1, Ordering::SeqCst) + 1;
-        let rec = JournalRecord::Content { ino, size, chunks: manifest.len() as u32, manifest_hash: *blake3::hash(&enc(&manifest)).as_bytes() };
+        let rec = JournalRecord::Content { ino, size, chunks: manifest.len() as u32, manifest_hash };
         txn.open_table(JOURNAL)?.insert(seq, &enc(&rec)[..])?;
         bump_chunk_counters(txn, dc, db)?;
         Ok(Some((seq, dc, db)))

@@ -3,7 +3,7 @@
 //! and stored with its manifest ([`Wc::hash_many`]: many small files to a
 //! transaction, big ones each on its own); the priority of the worker threads.
 //! Buffers are bounded: a small file ([`SMALL_FILE`]) is read whole, a
-//! bigger one streamed through ~2 × `MAX_CHUNK` plus a 1 MiB read buffer.
+//! bigger one streamed through 1 MiB (`chunk_stream`) plus a 1 MiB read buffer.
 //!
 //! Owns: when a file's content counts as stored (`hashed_gen` catching up
 //! with `content_gen`), one hash at a time per inode. Must not touch: FUSE,
@@ -223,7 +223,9 @@ impl Wc<'_> {
             // them unwritten (set_len), so a 1 TiB sparse file costs nothing.
             for (start, end) in data_extents(&f, size)? {
                 let reader = std::io::Read::take(ReadAt { file: &f, pos: start }, end - start);
-                chunk::chunk_stream(std::io::BufReader::with_capacity(1 << 20, reader), |off, b| {
+                // Chunk sizes by the file's size now (D37: ≥ 1 GiB keeps
+                // ~512 KiB chunks); a file that crossed it is cut anew.
+                chunk::chunk_stream_with(chunk::params_for(size), std::io::BufReader::with_capacity(1 << 20, reader), |off, b| {
                     manifest.push(ChunkRef { offset: start + off, len: b.len() as u32, hash: *blake3::hash(b).as_bytes() });
                     Ok(())
                 })?;

@@ -1,0 +1,170 @@
+//! LayerFS's dedup cases through a real mount (issue 13, DECISIONS D37):
+//! sixteen 10-byte overwrites spread over a 32 MiB file with a commit after
+//! each, then a 10-byte prepend (10 bytes written to a temporary file, the
+//! 32 MiB appended, renamed over the file) and a commit. The store's growth
+//! is counted in bytes (deterministic, unlike times): the pack files'
+//! sizes plus store.redb's file size, as scripts/measure-dedup.sh prints it.
+//! Then the commits' diff names the file, and fsck finds the objects
+//! (manifest trees) and chunk references sound.
+
+mod common;
+
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use common::*;
+use serde_json::Value;
+
+/// Pack bytes plus store.redb's size.
+fn store_bytes(store: &Path) -> u64 {
+    let mut n = std::fs::metadata(store.join("store.redb")).unwrap().len();
+    for e in std::fs::read_dir(store.join("packs")).unwrap() {
+        let e = e.unwrap();
+        if e.file_name().to_string_lossy().ends_with(".pack") {
+            n += e.metadata().unwrap().len();
+        }
+    }
+    n
+}
+
+fn commit(m: &TestMount, msg: &str) -> Value {
+    let o = ringfs(&["commit", m.path().to_str().unwrap(), "-m", msg, "--json"]);
+    let (out, err) = out_str(&o);
+    assert!(o.status.success(), "commit: {out} {err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["created"], true, "{v}");
+    v
+}
+
+fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed;
+    let mut v = Vec::with_capacity(n + 8);
+    while v.len() < n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(n);
+    v
+}
+
+#[test]
+fn small_edits_of_a_big_file_grow_the_store_little() {
+    if raw_mode() {
+        return; // about ringfs's own store
+    }
+    const SIZE: usize = 32 << 20;
+    let mut m = TestMount::new(Backend::Store);
+    let store = m.store_dir().to_path_buf();
+    let mut data = random_bytes(SIZE, 0x5eed_dede_1357);
+    std::fs::write(m.p("big"), &data).unwrap();
+    let first = commit(&m, "32 MiB");
+    let base = store_bytes(&store);
+
+    let f = std::fs::OpenOptions::new().write(true).open(m.p("big")).unwrap();
+    for i in 0..16usize {
+        let off = i * SIZE / 16 + 12345;
+        let edit = format!("ovw{i:07}");
+        f.write_all_at(edit.as_bytes(), off as u64).unwrap();
+        data[off..off + 10].copy_from_slice(edit.as_bytes());
+        let c = commit(&m, &format!("overwrite {i}"));
+        assert!(c["bytes"]["new"].as_u64().unwrap() < 16 << 10, "overwrite {i}: {c}");
+    }
+    drop(f);
+    let grown = store_bytes(&store) - base;
+    eprintln!("sixteen 10-byte overwrites: store grew {grown} bytes");
+    assert!(grown <= 256 << 10, "sixteen 10-byte overwrites grew the store by {grown} bytes (target ≤ 0.25 MiB)");
+
+    let before = store_bytes(&store);
+    let mut t = std::fs::File::create(m.p("big.tmp")).unwrap();
+    std::io::Write::write_all(&mut t, b"0123456789").unwrap();
+    std::io::copy(&mut std::fs::File::open(m.p("big")).unwrap(), &mut t).unwrap();
+    drop(t);
+    std::fs::rename(m.p("big.tmp"), m.p("big")).unwrap();
+    commit(&m, "prepend");
+    let grown = store_bytes(&store) - before;
+    eprintln!("10-byte prepend: store grew {grown} bytes");
+    assert!(grown <= 31457, "a 10-byte prepend grew the store by {grown} bytes (target ≤ 0.03 MiB)");
+
+    let got = std::fs::read(m.p("big")).unwrap();
+    assert!(got.len() == SIZE + 10 && &got[..10] == b"0123456789" && got[10..] == data[..], "content after the prepend");
+    let o = ringfs(&["diff", m.path().to_str().unwrap(), first["id"].as_str().unwrap(), "main", "--json"]);
+    let (out, err) = out_str(&o);
+    assert!(o.status.success(), "diff: {out} {err}");
+    let d: Value = serde_json::from_str(&out).unwrap();
+    let ch = d["changes"].as_array().unwrap();
+    assert_eq!(ch.len(), 1, "{d}");
+    assert_eq!((ch[0]["path"].as_str(), ch[0]["change"].as_str()), (Some("big"), Some("modified")), "{d}");
+    assert_eq!(ch[0]["new"]["size"].as_u64(), Some(SIZE as u64 + 10), "{d}");
+    m.unmount_checked();
+    let o = ringfs(&["fsck", "--store", store.to_str().unwrap()]);
+    let (out, err) = out_str(&o);
+    assert!(o.status.success(), "fsck: {out} {err}");
+}
+
+/// Unmounts a fork's mountpoint on every path.
+struct ForkMount(std::path::PathBuf);
+
+impl Drop for ForkMount {
+    fn drop(&mut self) {
+        if is_mounted(&self.0) {
+            let _ = run_timeout(std::process::Command::new(env!("CARGO_BIN_EXE_ringfs")).arg("umount").arg(&self.0), std::time::Duration::from_secs(30));
+        }
+    }
+}
+
+/// Restore and fork read version 2 (multi-node) manifests: a 6 MiB file
+/// (~750 chunks, tens of manifest nodes) committed, edited in three small
+/// places and committed again; a restore to the first commit gives back its
+/// bytes (and to the second the edited ones), and a fork of the first
+/// commit reads them from the shared packs; fsck --full is clean on both.
+#[test]
+fn restore_and_fork_read_manifest_trees() {
+    if raw_mode() {
+        return;
+    }
+    const SIZE: usize = 6 << 20;
+    let mut m = TestMount::new(Backend::Store);
+    let store = m.store_dir().to_path_buf();
+    let old = random_bytes(SIZE, 0xf0f0_1234);
+    std::fs::write(m.p("big"), &old).unwrap();
+    let c1 = commit(&m, "6 MiB");
+    let id1 = c1["id"].as_str().unwrap().to_string();
+    let mut new = old.clone();
+    let f = std::fs::OpenOptions::new().write(true).open(m.p("big")).unwrap();
+    for (i, off) in [1000usize, SIZE / 2 + 7, SIZE - 20].into_iter().enumerate() {
+        let e = format!("edit{i:06}");
+        f.write_all_at(e.as_bytes(), off as u64).unwrap();
+        new[off..off + 10].copy_from_slice(e.as_bytes());
+    }
+    drop(f);
+    let c2 = commit(&m, "edits");
+    assert!(c2["bytes"]["new"].as_u64().unwrap() < 64 << 10, "{c2}");
+    let mp = m.path().to_str().unwrap().to_string();
+
+    let o = ringfs(&["restore", &mp, &id1, "--json"]);
+    assert!(o.status.success(), "restore: {:?}", out_str(&o));
+    assert!(std::fs::read(m.p("big")).unwrap() == old, "restored bytes of the first commit");
+    let o = ringfs(&["restore", &mp, "main", "--json"]);
+    assert!(o.status.success(), "restore: {:?}", out_str(&o));
+    assert!(std::fs::read(m.p("big")).unwrap() == new, "restored bytes of the edited commit");
+
+    let to = store.parent().unwrap().join("fork-mnt");
+    std::fs::create_dir_all(&to).unwrap();
+    let _g = ForkMount(to.clone());
+    let fs = store.parent().unwrap().join("fork-store");
+    let o = ringfs(&["fork", &format!("{mp}@{id1}"), "--to", to.to_str().unwrap(), "--new-store", fs.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "fork: {:?}", out_str(&o));
+    assert!(std::fs::read(to.join("big")).unwrap() == old, "the fork's bytes");
+    let o = ringfs(&["diff", to.to_str().unwrap(), "--json"]);
+    let d: Value = serde_json::from_str(&out_str(&o).0).unwrap();
+    assert_eq!(d["changes"].as_array().map(|a| a.len()), Some(0), "{d}");
+    let o = run_timeout(std::process::Command::new(env!("CARGO_BIN_EXE_ringfs")).arg("umount").arg(&to), std::time::Duration::from_secs(30));
+    assert!(o.status.success(), "umount fork: {:?}", out_str(&o));
+    m.unmount_checked();
+    for s in [&store, &fs] {
+        let o = ringfs(&["fsck", "--store", s.to_str().unwrap(), "--full"]);
+        assert!(o.status.success(), "fsck {}: {:?}", s.display(), out_str(&o));
+    }
+}
