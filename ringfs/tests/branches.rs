@@ -14,24 +14,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::*;
-use serde_json::Value;
-
-fn mp(m: &TestMount) -> &str {
-    m.path().to_str().unwrap()
-}
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// `ringfs ARGS --json`, which must succeed: its document.
-fn json(args: &[&str]) -> Value {
-    let mut a = args.to_vec();
-    a.push("--json");
-    let o = ringfs(&a);
-    let (out, err) = out_str(&o);
-    assert!(o.status.success(), "ringfs {args:?}: {out} {err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("ringfs {args:?} printed no JSON ({e}): {out}"))
 }
 
 /// `ringfs ARGS`, which must fail with one line on stderr containing `want`.

@@ -16,19 +16,6 @@ use std::time::Duration;
 
 const REFS: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("refs");
 
-fn mp(m: &TestMount) -> &str {
-    m.path().to_str().unwrap()
-}
-
-fn json(args: &[&str]) -> Value {
-    let mut a = args.to_vec();
-    a.push("--json");
-    let o = ringfs(&a);
-    let (out, err) = out_str(&o);
-    assert!(o.status.success(), "ringfs {args:?}: {out} {err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("ringfs {args:?} printed no JSON ({e}): {out}"))
-}
-
 fn unhex(s: &str) -> Vec<u8> {
     (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
 }

@@ -9,20 +9,6 @@ mod common;
 use common::*;
 use serde_json::Value;
 
-fn mp(m: &TestMount) -> &str {
-    m.path().to_str().unwrap()
-}
-
-/// `ringfs ARGS --json`, which must succeed: its document.
-fn json(args: &[&str]) -> Value {
-    let mut a = args.to_vec();
-    a.push("--json");
-    let o = ringfs(&a);
-    let (out, err) = out_str(&o);
-    assert!(o.status.success(), "ringfs {args:?}: {out} {err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("ringfs {args:?} printed no JSON ({e}): {out}"))
-}
-
 fn n(v: &Value, a: &str, b: &str) -> u64 {
     v[a][b].as_u64().unwrap_or_else(|| panic!("{a}.{b} in {v}"))
 }

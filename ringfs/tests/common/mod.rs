@@ -864,3 +864,18 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// A mountpoint as the `&str` the CLI takes.
+pub fn mp(m: &TestMount) -> &str {
+    m.path().to_str().unwrap()
+}
+
+/// `ringfs ARGS --json`, which must succeed: its document.
+pub fn json(args: &[&str]) -> serde_json::Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    let o = ringfs(&a);
+    let (out, err) = out_str(&o);
+    assert!(o.status.success(), "ringfs {args:?}: {out} {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("ringfs {args:?} printed no JSON ({e}): {out}"))
+}
