@@ -41,19 +41,6 @@ fn join(prefix: &[u8], name: &[u8]) -> Vec<u8> {
     }
 }
 
-/// The `S_IFMT` bits of an entry kind.
-fn type_bits(k: EntryKind) -> u32 {
-    match k {
-        EntryKind::File => libc::S_IFREG,
-        EntryKind::Dir => libc::S_IFDIR,
-        EntryKind::Symlink => libc::S_IFLNK,
-        EntryKind::Fifo => libc::S_IFIFO,
-        EntryKind::CharDev => libc::S_IFCHR,
-        EntryKind::BlockDev => libc::S_IFBLK,
-        EntryKind::Socket => libc::S_IFSOCK,
-    }
-}
-
 /// The inode at `path` (relative to the root), if every component is there.
 fn resolve(st: &State, path: &[u8]) -> Option<u64> {
     let mut ino = ROOT;
@@ -157,7 +144,7 @@ impl Apply<'_> {
         };
         let t = self.t;
         let rec = InodeRec {
-            mode: type_bits(e.kind) | (m.mode & 0o7777),
+            mode: e.kind.type_bits() | (m.mode & 0o7777),
             uid: m.uid,
             gid: m.gid,
             size,

@@ -41,22 +41,10 @@ pub(crate) struct Written {
     pub uses: HashMap<[u8; 32], u64>,
 }
 
-fn kind_bits(k: EntryKind) -> u32 {
-    match k {
-        EntryKind::File => libc::S_IFREG,
-        EntryKind::Dir => libc::S_IFDIR,
-        EntryKind::Symlink => libc::S_IFLNK,
-        EntryKind::Fifo => libc::S_IFIFO,
-        EntryKind::CharDev => libc::S_IFCHR,
-        EntryKind::BlockDev => libc::S_IFBLK,
-        EntryKind::Socket => libc::S_IFSOCK,
-    }
-}
-
 fn rec_of(kind: EntryKind, m: &Meta, parent: u64, now: (i64, u32)) -> InodeRec {
     let dir = kind == EntryKind::Dir;
     InodeRec {
-        mode: kind_bits(kind) | (m.mode & 0o7777),
+        mode: kind.type_bits() | (m.mode & 0o7777),
         uid: m.uid,
         gid: m.gid,
         size: if dir { 4096 } else { m.size },

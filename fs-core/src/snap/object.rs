@@ -42,6 +42,19 @@ pub enum EntryKind {
 }
 
 impl EntryKind {
+    /// The `S_IFMT` bits of this kind (the inverse of [`EntryKind::of_mode`]).
+    pub fn type_bits(self) -> u32 {
+        match self {
+            EntryKind::File => libc::S_IFREG,
+            EntryKind::Dir => libc::S_IFDIR,
+            EntryKind::Symlink => libc::S_IFLNK,
+            EntryKind::Fifo => libc::S_IFIFO,
+            EntryKind::CharDev => libc::S_IFCHR,
+            EntryKind::BlockDev => libc::S_IFBLK,
+            EntryKind::Socket => libc::S_IFSOCK,
+        }
+    }
+
     /// The kind of an `st_mode` (`None` for an unknown file type).
     pub fn of_mode(mode: u32) -> Option<EntryKind> {
         Some(match mode & libc::S_IFMT {
