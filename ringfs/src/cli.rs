@@ -341,12 +341,18 @@ pub struct LogArgs {
 
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The mountpoint a `ringfs mount` serves.
-    pub mountpoint: PathBuf,
+    /// The mountpoint a `ringfs mount` serves (with `--store DIR`: left
+    /// out, `ringfs diff --store DIR FROM TO`).
+    #[arg(required_unless_present = "store")]
+    pub mountpoint: Option<String>,
     /// The old side: a commit id or its start, a branch, or `live` (default: the last commit).
     pub from: Option<String>,
     /// The new side (default: `live`).
     pub to: Option<String>,
+    /// An unmounted store directory instead (opened read-only): the diff
+    /// of two commits, both named (`live` needs the mount).
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
