@@ -105,8 +105,14 @@ impl Fs {
     /// [`SnapError::Store`] (a file could not be stored, the transaction
     /// failed: the previous head stays).
     pub fn snapshot_commit(&self, opts: &CommitOptions) -> std::result::Result<CommitReport, SnapError> {
-        let phases = self.settle_for_commit()?.to_vec();
-        snap::commit_tree(&self.inner.store, opts, phases)
+        let (phases, sync) = self.settle_for_commit()?;
+        let r = snap::commit_tree(&self.inner.store, opts, phases.to_vec());
+        // Done by now (the commit's own sync waited for it); joined so that
+        // no thread outlives the call holding the store open.
+        if let Some(h) = sync {
+            let _ = h.join();
+        }
+        r
     }
 
     /// [`Fs::settle`] for a commit: once the changed files are stored, the
@@ -115,20 +121,31 @@ impl Fs {
     /// after (the commit's own `Packs::sync`, in its write transaction,
     /// still waits for it and syncs anything appended since: durability
     /// is unchanged, the two waits overlap instead of adding up).
-    fn settle_for_commit(&self) -> std::result::Result<[(&'static str, std::time::Duration); 2], SnapError> {
+    #[allow(clippy::type_complexity)]
+    fn settle_for_commit(&self) -> std::result::Result<([(&'static str, std::time::Duration); 2], Option<std::thread::JoinHandle<()>>), SnapError> {
         let t = Instant::now();
         self.store_changed().map_err(|e| SnapError::Store(format!("storing changed files: {e:?}")))?;
-        if self.inner.store.packs.needs_sync() {
+        let sync = if self.inner.store.packs.needs_sync() {
             let inner = self.inner.clone();
             // Errors are left for the commit's own sync to meet again.
-            let _ = std::thread::Builder::new().name("ringfs-packsync".into()).spawn(move || {
-                let _ = inner.store.packs.sync();
-            });
-        }
+            std::thread::Builder::new()
+                .name("ringfs-packsync".into())
+                .spawn(move || {
+                    let _ = inner.store.packs.sync();
+                })
+                .ok()
+        } else {
+            None
+        };
         let hash = t.elapsed();
         let t = Instant::now();
-        self.flush_for_snapshot()?;
-        Ok([("hash", hash), ("flush", t.elapsed())])
+        if let Err(e) = self.flush_for_snapshot() {
+            if let Some(h) = sync {
+                let _ = h.join();
+            }
+            return Err(e);
+        }
+        Ok(([("hash", hash), ("flush", t.elapsed())], sync))
     }
 
     /// `ringfs log`: the current branch's commits, newest first.
