@@ -82,6 +82,8 @@ pub enum Command {
     ///
     /// FROM and TO are a commit id (or a unique start of one), a branch
     /// name, or `live`; FROM defaults to the last commit, TO to `live`.
+    /// `ringfs diff --store DIR FROM TO` diffs two commits of an unmounted
+    /// store (read-only). `--json` carries `total_ms`.
     Diff(DiffArgs),
     /// Create, move, delete or list branches (names of commits).
     ///
@@ -344,7 +346,7 @@ pub struct DiffArgs {
     /// The mountpoint a `ringfs mount` serves (with `--store DIR`: left
     /// out, `ringfs diff --store DIR FROM TO`).
     #[arg(required_unless_present = "store")]
-    pub mountpoint: Option<String>,
+    pub mountpoint: Option<PathBuf>,
     /// The old side: a commit id or its start, a branch, or `live` (default: the last commit).
     pub from: Option<String>,
     /// The new side (default: `live`).

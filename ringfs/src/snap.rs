@@ -231,16 +231,18 @@ fn side_text(s: &Value) -> String {
     format!("{} {} {}", g("kind"), g("mode"), g("size"))
 }
 
-/// `ringfs diff MOUNTPOINT [FROM [TO]] [--json]`.
+/// `ringfs diff MOUNTPOINT [FROM [TO]] [--json]`, or `ringfs diff --store
+/// DIR FROM TO [--json]` on an unmounted store.
 pub fn cmd_diff(args: DiffArgs) -> Result<()> {
     let v = match &args.store {
         None => {
-            let mp = std::path::PathBuf::from(args.mountpoint.clone().unwrap_or_default());
+            let mp = args.mountpoint.clone().unwrap_or_default();
             check(ask(&mp, control::Request::Diff { from: args.from, to: args.to })?)?
         }
         Some(dir) => {
             // No mountpoint with --store: the positionals are FROM and TO.
-            let names: Vec<String> = [args.mountpoint, args.from, args.to].into_iter().flatten().collect();
+            let first = args.mountpoint.map(|p| p.to_string_lossy().into_owned());
+            let names: Vec<String> = [first, args.from, args.to].into_iter().flatten().collect();
             let [from, to] = &names[..] else {
                 bail!("ringfs diff --store DIR takes two commits, FROM and TO (commit ids or their starts, or branches), got {}", names.len());
             };
