@@ -384,8 +384,11 @@ fn corrupted_remote_objects_are_reported_with_their_key() {
         &format!("objects/{}", new[0]),
     );
     assert!(err.contains("corrupt"), "{err}");
+    b[n - 3] ^= 0x55;
+    std::fs::write(&p, &b).unwrap();
     // A chunk bundle too, on clone: nothing left under the new store's name.
-    let ch = files_in(&remote.join("chunks"));
+    let mut ch = files_in(&remote.join("chunks"));
+    ch.sort_by_key(|n| std::cmp::Reverse(std::fs::metadata(remote.join("chunks").join(n)).unwrap().len()));
     let p = remote.join("chunks").join(&ch[0]);
     let mut b = std::fs::read(&p).unwrap();
     b[100] ^= 0x55;
@@ -399,15 +402,12 @@ fn corrupted_remote_objects_are_reported_with_their_key() {
     );
     assert!(err.contains("corrupt"), "{err}");
     assert!(!cs2.join("store.redb").exists());
-    // Repaired, the clone goes through (the objects bundle is still bad:
-    // put it back too).
+    // Repaired, the clone and the pull go through.
     std::fs::write(&p, &b).unwrap();
-    let ob = remote.join("objects").join(&new[0]);
-    let mut b = std::fs::read(&ob).unwrap();
-    b[n - 3] ^= 0x55;
-    std::fs::write(&ob, &b).unwrap();
     json(&["clone", &url(&remote), "--store", s(&cs2)]);
     fsck_clean(&cs2);
+    assert_eq!(json(&["pull", "--store", s(&cs)])["up_to_date"], false);
+    fsck_clean(&cs);
 }
 
 /// Two stores pushing one branch: the second is refused, the head intact.
@@ -521,7 +521,7 @@ fn unreachable_remote_is_a_clear_error_and_the_workspace_keeps_working() {
     std::fs::rename(&remote, &away).unwrap();
     m.sh_ok("echo two > a && echo new > b");
     json(&["commit", mp(&m)]);
-    let err = refused(&[], &["push", mp(&m)], "not a directory any more");
+    let err = refused(&[], &["push", mp(&m)], "is not a directory");
     assert!(err.contains(&remote.display().to_string()), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     // The workspace goes on at local speed; status shows the lag and the error.
