@@ -3,7 +3,8 @@
 //! gives a byte-equal tree (the clone mounted), a second push sends
 //! nothing, a pull fast-forwards an unmounted clone; a push killed (-9, by
 //! failpoint) after some bundles resumes and resends nothing the remote
-//! acknowledged; a corrupted bundle is reported with its key on clone and
+//! acknowledged, and a clone killed mid-way leaves no store and resumes;
+//! a corrupted bundle is reported with its key on clone and
 //! pull; a second store pushing the same branch is refused with its head
 //! intact (with compare-and-swap, and with a backend that ignores it, as
 //! Garage 2.5 does); an unreachable remote gives a clear error while the
@@ -339,8 +340,21 @@ fn killed_push_resumes_and_resends_nothing_acknowledged() {
             "{n} rewritten"
         );
     }
+    // A clone killed after fetching two chunk bundles leaves no store under
+    // its name; run again, it fetches only the rest.
     let cs = base.join("clone");
-    json(&["clone", &url(&remote), "--store", s(&cs)]);
+    let o = rf(&[("RINGFS_FAILPOINT", "bundle-fetched")], &["clone", &url(&remote), "--store", s(&cs)]);
+    assert!(!o.status.success(), "{:?}", out_str(&o));
+    assert!(!cs.join("store.redb").exists());
+    let mut full = 0u64;
+    for d in ["chunks", "objects"] {
+        for n in files_in(&remote.join(d)) {
+            full += std::fs::metadata(remote.join(d).join(n)).unwrap().len();
+        }
+    }
+    let c = json(&["clone", &url(&remote), "--store", s(&cs)]);
+    assert!(c["bytes_fetched"].as_u64().unwrap() < full, "{c} vs {full}");
+    assert!(!base.join(".clone.clone-staging").exists());
     fsck_clean(&cs);
     let cm = Extra::mount(&base.join("cm"), &cs);
     m.mount_again();
