@@ -6,7 +6,6 @@
 mod adapter;
 mod branch;
 mod cli;
-mod control;
 mod gc;
 mod helper;
 mod install;
@@ -20,6 +19,9 @@ mod snap;
 mod umount;
 
 use std::ffi::OsString;
+
+// The control socket is the library's ([`ringfs::control`]): `ringfs exec` uses it there.
+use ringfs::control;
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
@@ -87,6 +89,7 @@ fn main() -> ExitCode {
         Command::Branch(args) => branch::cmd_branch(args),
         Command::Fork(args) => branch::cmd_fork(args),
         Command::Restore(args) => snap::cmd_restore(args),
+        Command::Exec(args) => return ringfs::exec::cmd_exec(args),
         Command::Install(args) => install::cmd_install(args),
         Command::Completions(args) => install::cmd_completions(args),
     };

@@ -340,6 +340,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         },
         control::Request::Commit { .. } | control::Request::Log | control::Request::Diff { .. } => crate::snap::answer(&info.fs, req),
         control::Request::Branch { .. } | control::Request::Fork { .. } => crate::branch::answer(&info.fs, req),
+        control::Request::ExecBegin | control::Request::ExecEnd { .. } | control::Request::ExecRelease { .. } => ringfs::exec::answer(&info.fs, req, || info.stats_doc()),
         control::Request::Restore { commit, paths } => {
             // A read-only mount (-o ro, or remounted so) takes no restore.
             let ro = mountpoint::mount_at(&info.mountpoint).ok().flatten().filter(|m| m.fstype == fuse_uring::session::FSTYPE).is_some_and(|m| Vfs::from_mountinfo(&m.options, &m.super_options).read_only);
@@ -526,6 +527,8 @@ impl DaemonInfo {
                 "unstored": s.unstored,
                 "open_files": s.open_files,
                 "closing": s.closing,
+                "content_new": s.content_new,
+                "content_reused": s.content_reused,
             },
             "journal_position": s.sync_position,
         })
