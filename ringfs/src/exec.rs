@@ -63,8 +63,8 @@ pub struct ExecArgs {
     /// MOUNTPOINT, or absolute below it). Default: MOUNTPOINT.
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// Print the receipt as JSON on stdout (the command's stdout is then
-    /// captured into it, bounded by --output-limit, default 1 MiB).
+    /// Print the receipt as JSON on stdout (the command's stdout and stderr
+    /// are then captured into it, bounded by --output-limit, default 1 MiB).
     #[arg(long)]
     pub json: bool,
     /// Capture stdout and stderr into the receipt, at most BYTES each
@@ -86,7 +86,7 @@ pub struct ExecArgs {
     pub timeout: Option<f64>,
     /// Run in fresh mount, PID, IPC, UTS and network namespaces, without
     /// capabilities, as an unprivileged user; the workspace is the only
-    /// writable tree (see README "ringfs exec --sandbox").
+    /// writable tree (docs/SEMANTICS.md "ringfs exec receipts").
     #[arg(long)]
     pub sandbox: bool,
     /// With --sandbox: the user to run as (name or uid). Default: nobody.
@@ -221,14 +221,35 @@ fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
 }
 
-/// One control request; a `refused` reply is an error naming why.
+/// Is `mp` a FUSE mount now (from /proc/self/mountinfo)?
+fn is_fuse_mount(mp: &Path) -> bool {
+    let want = mp.to_string_lossy().replace(' ', "\\040");
+    std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|t| {
+        t.lines().any(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let fstype = f.iter().position(|x| *x == "-").and_then(|i| f.get(i + 1));
+            f.get(4) == Some(&want.as_str()) && fstype.is_some_and(|t| t.starts_with("fuse"))
+        })
+    })
+}
+
+/// One control request; a `refused` reply is an error naming why. A mount
+/// whose control socket is not bound yet belongs to a daemon still
+/// starting: retried for up to 15 s, as the other commands do.
 fn ask(mp: &Path, req: &Request) -> Result<Value> {
-    let v = control::call(mp, req).with_context(|| {
-        format!(
-            "{} is not a ringfs mount, or its daemon does not answer",
-            mp.display()
-        )
-    })?;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let v = loop {
+        match control::call(mp, req) {
+            Ok(v) => break v,
+            // (Up to 2 s even when mountinfo does not show the mount yet.)
+            Err(_) if !control::socket_path(mp).exists() && Instant::now() < deadline && (is_fuse_mount(mp) || deadline - Instant::now() > Duration::from_secs(13)) => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("{} is not a ringfs mount, or its daemon does not answer", mp.display()));
+            }
+        }
+    };
     if let Some(why) = v.get("refused").and_then(|x| x.as_str()) {
         bail!("{why}");
     }

@@ -397,3 +397,51 @@ fn sandbox_escapes_are_refused() {
     let (code, _) = exec_json(&m, &["--sandbox", "--cwd", "w"], &["sh", "-c", "exit 7"]);
     assert_eq!(code, 7);
 }
+
+#[test]
+fn gc_keeps_points_in_use_and_frees_them_after() {
+    let mut m = TestMount::new(Backend::Store);
+    m.sh_ok("echo base > base.txt");
+    sh(&m, &[], "true");
+    // A call in progress whose before-point is no longer the store's
+    // last point (another call moved it): gc must keep it (pinned).
+    let mpath = mp(&m).to_string();
+    let long = std::thread::spawn(move || {
+        let o = run_timeout(
+            Command::new(RINGFS).args(["exec", &mpath, "--json", "--", "sh", "-c", "echo x > during; rm base.txt; sleep 2"]),
+            Duration::from_secs(50),
+        );
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    let (_, other) = sh(&m, &[], "echo y > other; echo more >> other");
+    assert_eq!(changes(&other).iter().filter(|c| c.ends_with(" other")).count(), 1, "{other:#}");
+    let g = json(&["gc", mp(&m)]);
+    let v = long.join().unwrap();
+    assert_eq!(v["exit_code"], 0, "{v:#}");
+    let c = changes(&v);
+    assert!(c.contains(&"A during".to_string()) && c.contains(&"D base.txt".to_string()), "{c:?} (gc: {g})");
+    // Now nothing is pinned: gc frees the earlier points' objects.
+    let g = json(&["gc", mp(&m)]);
+    assert!(g["snapshots"]["objects_deleted"].as_u64().unwrap() > 0, "{g}");
+    let (_, v) = sh(&m, &[], "rm during");
+    assert_eq!(changes(&v), vec!["D during"]);
+    m.unmount_checked();
+    let o = ringfs(&["fsck", "--store", m.store_dir().to_str().unwrap()]);
+    assert!(o.status.success(), "fsck after exec points and gc: {:?}", out_str(&o));
+}
+
+#[test]
+fn sandbox_limits_are_applied_or_refused_clearly() {
+    if !is_root() {
+        return;
+    }
+    let m = TestMount::new(Backend::Memory);
+    let o = ringfs(&["exec", mp(&m), "--sandbox", "--memory", "64M", "--pids", "32", "--", "true"]);
+    let (_, err) = out_str(&o);
+    // Applied where cgroup v2 has the controllers, else refused with why.
+    assert!(o.status.success() || (o.status.code() == Some(125) && err.contains("cgroup v2")), "{:?} {err}", o.status);
+    let o = ringfs(&["exec", mp(&m), "--sandbox", "--user", "no-such-user-ringfs", "--", "true"]);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(out_str(&o).1.contains("no such user"));
+}
