@@ -95,7 +95,7 @@ mod throttle;
 mod types;
 mod wc;
 
-pub use fs::Fs;
+pub use fs::{ExecEnd, Fs};
 
 /// Is `nodeid` an inode inside a native root's host tree (not the root
 /// directory itself)? See [`Fs::is_host`].

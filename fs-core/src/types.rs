@@ -248,6 +248,11 @@ pub struct Stats {
     pub open_files: u64,
     /// The clean shutdown (final commit) has begun.
     pub closing: bool,
+    /// File content stored since the daemon started, in bytes: chunks
+    /// written to the packs (`content_new`) and chunks the store already
+    /// had (`content_reused`, deduplicated or unchanged parts of a file).
+    pub content_new: u64,
+    pub content_reused: u64,
 }
 
 /// Errors opening, shutting down or checking a store. Each message is one

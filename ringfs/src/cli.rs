@@ -77,6 +77,19 @@ pub enum Command {
     Commit(CommitArgs),
     /// List the commits of the workspace's branch, newest first.
     Log(LogArgs),
+    /// Run one command in the workspace and print a receipt of what it
+    /// changed and cost.
+    ///
+    /// argv goes to the program directly (no shell); stdout and stderr are
+    /// streamed (or captured, --output-limit); the exit status is the
+    /// command's (128+N for a signal N, 125 when ringfs failed, 127 for a
+    /// command not found). The receipt (stderr; --json: stdout) has the
+    /// wall time, the command's time and the fixed overhead, CPU and peak
+    /// RSS, the daemon's requests by opcode and bytes, the paths added,
+    /// modified and removed with sizes, content stored new vs reused,
+    /// local-only paths apart, and whether every change is durable.
+    /// Processes the command leaves running are killed when it exits.
+    Exec(ringfs::exec::ExecArgs),
     /// What changed between two commits, or a commit and the live tree:
     /// per path added/modified/removed with old and new size, kind and mode.
     ///

@@ -6,7 +6,6 @@
 mod adapter;
 mod branch;
 mod cli;
-mod control;
 mod gc;
 mod helper;
 mod install;
@@ -21,6 +20,9 @@ mod snap;
 mod umount;
 
 use std::ffi::OsString;
+
+// The control socket is the library's ([`ringfs::control`]): `ringfs exec` uses it there.
+use ringfs::control;
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
@@ -92,6 +94,7 @@ fn main() -> ExitCode {
         Command::Pull(args) => remote::cmd_pull(args),
         Command::Clone(args) => remote::cmd_clone(args),
         Command::Restore(args) => snap::cmd_restore(args),
+        Command::Exec(args) => return ringfs::exec::cmd_exec(args),
         Command::Install(args) => install::cmd_install(args),
         Command::Completions(args) => install::cmd_completions(args),
     };

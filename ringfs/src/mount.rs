@@ -344,6 +344,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
             let dir = std::path::Path::new(&info.store);
             crate::remote::answer(&info.fs, dir.is_dir().then_some(dir), req)
         }
+        control::Request::ExecBegin | control::Request::ExecEnd { .. } | control::Request::ExecRelease { .. } => ringfs::exec::answer(&info.fs, req, || info.stats_doc()),
         control::Request::Restore { commit, paths } => {
             // A read-only mount (-o ro, or remounted so) takes no restore.
             let ro = mountpoint::mount_at(&info.mountpoint).ok().flatten().filter(|m| m.fstype == fuse_uring::session::FSTYPE).is_some_and(|m| Vfs::from_mountinfo(&m.options, &m.super_options).read_only);
@@ -530,6 +531,8 @@ impl DaemonInfo {
                 "unstored": s.unstored,
                 "open_files": s.open_files,
                 "closing": s.closing,
+                "content_new": s.content_new,
+                "content_reused": s.content_reused,
             },
             "journal_position": s.sync_position,
         })

@@ -21,6 +21,7 @@ mod roots;
 mod sides;
 mod fork;
 mod snap;
+pub use snap::ExecEnd;
 mod xattr;
 
 use std::fs::File;
@@ -84,6 +85,10 @@ pub(crate) struct Inner {
     atime: std::sync::atomic::AtomicU8,
     _tmp: Option<tempfile::TempDir>,
     _tmp_local: Option<tempfile::TempDir>,
+    /// Local-only paths changed while an exec point is pinned (path,
+    /// still there): what `ringfs exec` lists apart (`snap::note_local`),
+    /// and where each pinned point's call began in it (token → index).
+    local_log: Mutex<(Vec<(Vec<u8>, bool)>, std::collections::HashMap<u64, usize>)>,
 }
 
 /// The filesystem. `Send + Sync`; every method takes `&self`. Inode numbers
@@ -126,6 +131,9 @@ impl Inner {
         let drain = || {
             let mut st = self.lock();
             let b = st.drain(self.local_tables);
+            if self.local_tables {
+                snap::note_local(self, &st, &b);
+            }
             if durable {
                 drained = b.inodes.iter().filter_map(|(i, v)| v.as_ref().and(st.nodes.get(i)).map(|n| (*i, meta_key(&n.rec)))).collect();
             }
@@ -273,6 +281,7 @@ impl Fs {
             atime: std::sync::atomic::AtomicU8::new(cfg.atime.as_u8()),
             _tmp: tmp,
             _tmp_local: tmp_local,
+            local_log: Mutex::new((Vec::new(), std::collections::HashMap::new())),
         });
         // After a reopen of the database (an I/O error), content stored
         // non-durably before it is gone: hash those files again.
@@ -399,6 +408,8 @@ impl Fs {
             unstored: st.nodes.values().filter(|n| is_reg(n.rec.mode) && !n.local && n.content_gen != n.hashed_gen).count() as u64,
             open_files: st.handles.len() as u64,
             closing: self.inner.shut.load(Ordering::SeqCst),
+            content_new: self.inner.store.content_new.load(Ordering::Relaxed),
+            content_reused: self.inner.store.content_reused.load(Ordering::Relaxed),
         }
     }
 

@@ -1,4 +1,5 @@
 //! Snapshot commands on a live filesystem: [`Fs::snapshot_commit`],
+//! [`Fs::exec_begin`]/[`Fs::exec_end`] (the exec points of `ringfs exec`),
 //! [`Fs::snapshot_log`] and [`Fs::snapshot_diff`]. Each first makes the
 //! store hold the live tree as it is (changed synced files hashed, the
 //! inode table flushed in a group commit), then hands over to
@@ -10,10 +11,23 @@ use std::time::Instant;
 
 use redb::Durability;
 
-use crate::fs::{dirty_files, Fs};
-use crate::snap::{self, CommitOptions, CommitReport, DiffReport, LogEntry, Point, SnapError};
+use crate::fs::{dirty_files, Fs, Inner};
+use crate::inode::{batch::Batch, State};
+use crate::snap::point::ExecPoint;
+use crate::snap::{self, diff::Change, CommitOptions, CommitReport, DiffReport, LogEntry, Point, SnapError};
 use crate::types::{Errno, Result};
 use crate::wc::note_bypass;
+
+/// What [`Fs::exec_end`] found: the point after the call, the synced
+/// paths that differ from the point before it (path order), the local-only
+/// paths changed meanwhile (path, still there), and the phases' times.
+#[derive(Clone, Debug)]
+pub struct ExecEnd {
+    pub point: ExecPoint,
+    pub changes: Vec<Change>,
+    pub local: Vec<(Vec<u8>, bool)>,
+    pub phases: Vec<(&'static str, std::time::Duration)>,
+}
 
 impl Fs {
     /// Hashes every synced file changed since it was last stored (in the
@@ -82,7 +96,17 @@ impl Fs {
         self.store_changed().map_err(|e| SnapError::Store(format!("storing changed files: {e:?}")))?;
         let hash = t.elapsed();
         let t = Instant::now();
-        self.flush_for_snapshot()?;
+        // Nothing to flush and nothing stored non-durably: no transaction
+        // (an exec call that changed nothing costs no database commit).
+        // (A group commit in flight has drained its batch but not written
+        // it yet: wait for it through the writer lock.)
+        let idle = {
+            let st = self.inner.lock();
+            st.dirty_count() == 0 && st.commits_in_flight == 0
+        } && !self.inner.store.content_pending.load(std::sync::atomic::Ordering::SeqCst);
+        if !idle {
+            self.flush_for_snapshot()?;
+        }
         Ok([("hash", hash), ("flush", t.elapsed())])
     }
 
@@ -177,11 +201,154 @@ impl Fs {
         snap::diff_of(&self.inner.store, a, b)
     }
 
+    /// `ringfs exec`, before the command: settles the live tree and takes
+    /// an exec point of it (`snap::point`), pinned until
+    /// [`Fs::exec_end`] or [`Fs::exec_release`] with the token returned.
+    /// Costs what changed since the last point or commit (the first point
+    /// of a store without commits builds the whole tree once).
+    /// Errors: [`SnapError::Store`].
+    pub fn exec_begin(&self) -> std::result::Result<(u64, ExecPoint), SnapError> {
+        self.settle()?;
+        let (mut p, token) = snap::point::take(&self.inner.store, false, true)?;
+        let token = token.expect("take pins when asked");
+        let mut log = self
+            .inner
+            .local_log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        p.local_mark = log.0.len();
+        log.1.insert(token, p.local_mark);
+        Ok((token, p))
+    }
+
+    /// The local-only paths changed since the point of `token` was taken,
+    /// in path order, each once: (path, still there). The log is emptied
+    /// once no exec point uses it.
+    fn exec_local_changes(&self, token: u64) -> Vec<(Vec<u8>, bool)> {
+        let mut log = self
+            .inner
+            .local_log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut m: std::collections::BTreeMap<Vec<u8>, bool> = std::collections::BTreeMap::new();
+        let mark = log.1.remove(&token).unwrap_or(usize::MAX);
+        for (p, there) in log.0.iter().skip(mark) {
+            m.insert(p.clone(), *there);
+        }
+        if log.1.is_empty() {
+            log.0.clear();
+        }
+        m.into_iter().collect()
+    }
+
+    /// `ringfs exec`, after the command: settles the live tree, takes a
+    /// point of it (durable when `durable` and anything changed, so every
+    /// change the call made is then durable in the store), and returns
+    /// it with the paths that differ from the point of `token` (which is
+    /// unpinned), the local-only paths changed meanwhile and the time of
+    /// each phase (settle, point, diff): an [`ExecEnd`].
+    /// Errors: [`SnapError::Unknown`] for a token not pinned (ended
+    /// already, or from another daemon), [`SnapError::Store`].
+    pub fn exec_end(&self, token: u64, durable: bool) -> std::result::Result<ExecEnd, SnapError> {
+        let store = &self.inner.store;
+        let Some(before) = store.pinned(token) else {
+            return Err(SnapError::Unknown {
+                name: format!("exec point {token}"),
+                candidates: Vec::new(),
+            });
+        };
+        let t = Instant::now();
+        let r = self.settle();
+        let settle = t.elapsed();
+        let r = r.and_then(|_| {
+            let t = Instant::now();
+            let (after, _) = snap::point::take(store, durable, false)?;
+            let point = t.elapsed();
+            let t = Instant::now();
+            let changes = snap::point::changes(store, &before, &after.root)?;
+            Ok(ExecEnd {
+                point: after,
+                changes,
+                local: Vec::new(),
+                phases: vec![("settle", settle), ("point", point), ("diff", t.elapsed())],
+            })
+        });
+        store.unpin(token);
+        let local = self.exec_local_changes(token);
+        r.map(|e| ExecEnd { local, ..e })
+    }
+
+    /// Drops the pin of an exec point whose call will not end (its client
+    /// failed); `false` if it was not pinned.
+    pub fn exec_release(&self, token: u64) -> bool {
+        let r = self.inner.store.unpin(token).is_some();
+        self.exec_local_changes(token);
+        r
+    }
+
     /// Tests: (root of a from-scratch build of the tables, root of the head
     /// commit), after settling.
     #[cfg(test)]
     pub(crate) fn snapshot_full_root(&self) -> ([u8; 32], [u8; 32]) {
         self.settle().unwrap();
         snap::full_root(&self.inner.store).unwrap()
+    }
+}
+
+/// Called with each group commit's batch while the inode table is locked:
+/// while an exec point is pinned, appends the local-only paths the batch
+/// changes to `Inner::local_log` (entries named or removed under a
+/// local-only directory, or whose child is local-only, or whose path the
+/// ignore patterns match; local-only files whose inode changed, named by
+/// a scan of their parent directory). Costs the batch, not the tree.
+pub(super) fn note_local(inner: &Inner, st: &State, b: &Batch) {
+    if b.loc.is_empty() && b.freed_local.is_empty() && b.dirents.values().all(|v| v.is_some()) {
+        return;
+    }
+    if inner.store.pinned_roots().is_empty() {
+        return;
+    }
+    let join = |dir: u64, name: &[u8]| {
+        let d = st.dir_path(dir);
+        if d.is_empty() {
+            name.to_vec()
+        } else {
+            [&d[..], b"/", name].concat()
+        }
+    };
+    let mut out: Vec<(Vec<u8>, bool)> = Vec::new();
+    for ((p, name), v) in &b.dirents {
+        let local = b.loc.contains(p)
+            || v.is_some_and(|(c, _)| b.loc.contains(&c))
+            || (v.is_none()
+                && inner.policy.as_ref().is_some_and(|pol| {
+                    pol.matches(&join(*p, name), false) || pol.matches(&join(*p, name), true)
+                }));
+        if local {
+            out.push((join(*p, name), v.is_some()));
+        }
+    }
+    for (ino, v) in &b.inodes {
+        if v.is_none() || !b.loc.contains(ino) {
+            continue;
+        }
+        let Some(n) = st.nodes.get(ino) else { continue };
+        if n.dir.is_some() {
+            continue;
+        }
+        let parent = n.rec.parent;
+        if let Some(d) = st.nodes.get(&parent).and_then(|p| p.dir.as_ref()) {
+            if let Some((name, _)) = d.by_name.iter().find(|(_, (c, _))| c == ino) {
+                out.push((join(parent, name), true));
+            }
+        }
+    }
+    if !out.is_empty() {
+        inner
+            .local_log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .extend(out);
     }
 }

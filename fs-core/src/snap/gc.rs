@@ -13,7 +13,8 @@
 //! of the store's last commit (the root inode's `snap_inodes` row names its
 //! root directory object), whose unchanged subtrees the next commit reuses
 //! (so it stays even when the branch that commit went to was deleted,
-//! until the next commit replaces it). Chunks of the live tree
+//! until the next commit replaces it); and the exec points a running
+//! `ringfs exec` call has pinned ([`super::point`]). Chunks of the live tree
 //! are counted by the live manifests and are not touched here.
 //!
 //! Cost: each distinct reachable commit and directory object is read once
@@ -81,7 +82,7 @@ pub(crate) fn collect(store: &Store) -> Result<SnapGcReport, SnapError> {
     let t = Instant::now();
     let mut txn = store.begin_write().map_err(se)?;
     txn.set_durability(Durability::Immediate).map_err(se)?;
-    let marked = mark(&txn)?;
+    let marked = mark(&txn, &store.pinned_roots())?;
     failpoint("gc-after-mark");
     let mut rep = SnapGcReport::default();
     let mut dropped: Vec<ChunkRef> = Vec::new();
@@ -142,13 +143,14 @@ pub(crate) fn collect(store: &Store) -> Result<SnapGcReport, SnapError> {
 /// stored).
 type Pending = (ObjectId, Option<u8>);
 
-/// The ids of every object reachable from the refs and the root inode's
-/// `snap_inodes` row. Commit, directory, file manifest objects and manifest
+/// The ids of every object reachable from the refs, the pinned exec points
+/// and the root inode's `snap_inodes` row. Commit, directory, file manifest objects and manifest
 /// nodes are read once each.
-fn mark(txn: &WriteTransaction) -> Result<HashSet<ObjectId>, SnapError> {
+fn mark(txn: &WriteTransaction, pins: &[ObjectId]) -> Result<HashSet<ObjectId>, SnapError> {
     let objects = txn.open_table(OBJECTS).map_err(se)?;
     let mut marked: HashSet<ObjectId> = HashSet::new();
-    let mut stack: Vec<Pending> = Vec::new();
+    // Exec points in use (`super::point`): root directory objects.
+    let mut stack: Vec<Pending> = pins.iter().map(|id| (*id, Some(KIND_DIR))).collect();
     for r in txn.open_table(REFS).map_err(se)?.iter().map_err(se)? {
         let (_, v) = r.map_err(se)?;
         // A symbolic ref (`ref: NAME`) names a branch, marked by its own row.

@@ -9,7 +9,9 @@
 //! - `build`: the tree the store's tables hold, rebuilt only along what the
 //!   journal says changed since the last commit;
 //! - [`diff`]: comparing two trees, skipping equal subtrees;
-//! - [`restore`]: the steps that make the live tree a commit's.
+//! - [`restore`]: the steps that make the live tree a commit's;
+//! - [`point`]: exec points, trees written without moving a branch, whose
+//!   diff is what one `ringfs exec` call changed.
 //!
 //! This module writes a commit ([`commit_tree`]: objects, the chunk
 //! references of new file manifests, the `snap_inodes` rows, the branch
@@ -20,6 +22,7 @@
 
 pub(crate) mod build;
 pub(crate) mod check;
+pub mod point;
 pub mod gc;
 pub mod diff;
 pub mod manifest;
@@ -175,10 +178,7 @@ pub(crate) fn commit_tree(store: &Store, opts: &CommitOptions, mut phases: Vec<(
     let (branch, head_id) = head(&txn.open_table(REFS).map_err(se)?)?;
     // Never over a head that moved since the live tree's base (refs::BASE_KEY).
     refs::check_head(&txn, &branch, head_id)?;
-    let base = match head_id {
-        Some(_) => meta_get(&txn, "snap_pos").map_err(se)?,
-        None => None,
-    };
+    let base = base_pos(&txn, head_id.is_some())?;
     let built = build::build(&txn, base).map_err(SnapError::Store)?;
     phases.push(("build", t.elapsed()));
     let t = Instant::now();
@@ -251,36 +251,25 @@ pub(crate) fn commit_tree(store: &Store, opts: &CommitOptions, mut phases: Vec<(
     Ok(rep)
 }
 
+/// The journal position the `snap_inodes` rows describe, from which a
+/// build need only follow the journal: `snap_pos` once a commit (`head`)
+/// or an exec point ([`point`]) wrote rows; `None` (build everything)
+/// before either.
+pub(crate) fn base_pos(txn: &WriteTransaction, head: bool) -> Result<Option<u64>, SnapError> {
+    if !head && txn.open_table(SNAP_INODES).map_err(se)?.get(crate::inode::ROOT).map_err(se)?.is_none() {
+        return Ok(None);
+    }
+    meta_get(txn, "snap_pos").map_err(se)
+}
+
 /// Stores what [`build::build`] computed, the commit object, the branch
 /// head and the journal position its `snap_inodes` rows describe. A new
 /// file manifest object or manifest node adds one reference to each chunk
 /// entry it holds itself ([`manifest::own_chunks`]).
 fn write_built(txn: &WriteTransaction, built: &build::Built, branch: &str, cid: &ObjectId, cb: Vec<u8>, rep: &mut CommitReport) -> Result<(), String> {
     let e = |e: redb::Error| e.to_string();
+    (rep.objects_new, rep.bytes_new) = write_objects(txn, built, Some((cid, &cb)))?;
     {
-        let mut objects = txn.open_table(OBJECTS).map_err(|x| e(x.into()))?;
-        let mut chunks = txn.open_table(CHUNKS).map_err(|x| e(x.into()))?;
-        for (id, bytes) in built.new_objects.iter().chain(std::iter::once((cid, &cb))) {
-            kind_of(bytes)?;
-            for h in manifest::own_chunks(bytes)? {
-                let Some((pack, off, len, refs)) = chunks.get(&h[..]).map_err(|x| e(x.into()))?.map(|g| g.value()) else {
-                    return Err(format!("chunk {} of a file being committed is not in the chunk index", hex(&h)));
-                };
-                chunks.insert(&h[..], (pack, off, len, refs + 1)).map_err(|x| e(x.into()))?;
-            }
-            objects.insert(&id[..], &bytes[..]).map_err(|x| e(x.into()))?;
-            rep.objects_new += 1;
-            rep.bytes_new += bytes.len() as u64;
-        }
-        let mut snap = txn.open_table(SNAP_INODES).map_err(|x| e(x.into()))?;
-        for ino in &built.uncache {
-            snap.remove(*ino).map_err(|x| e(x.into()))?;
-        }
-        // An inode removed from the synced side and back again is in both:
-        // it was rebuilt, so its new row stands.
-        for (ino, row) in &built.cache {
-            snap.insert(*ino, &enc(row)[..]).map_err(|x| e(x.into()))?;
-        }
         let mut refs = txn.open_table(REFS).map_err(|x| e(x.into()))?;
         refs.insert(branch, &cid[..]).map_err(|x| e(x.into()))?;
         refs.insert(refs::BASE_KEY, &cid[..]).map_err(|x| e(x.into()))?;
@@ -290,6 +279,39 @@ fn write_built(txn: &WriteTransaction, built: &build::Built, branch: &str, cid: 
     }
     txn.open_table(META).map_err(|x| e(x.into()))?.insert("snap_pos", built.covered).map_err(|x| e(x.into()))?;
     Ok(())
+}
+
+/// Stores the objects [`build::build`] computed (and `extra`, a commit
+/// object), adding one chunk reference per chunk entry a new file manifest
+/// or node holds itself, and the `snap_inodes` rows; not the refs nor
+/// `snap_pos`. Returns the objects written and their encoded bytes.
+pub(crate) fn write_objects(txn: &WriteTransaction, built: &build::Built, extra: Option<(&ObjectId, &Vec<u8>)>) -> Result<(u64, u64), String> {
+    let e = |e: redb::Error| e.to_string();
+    let (mut n, mut bytes_new) = (0u64, 0u64);
+    let mut objects = txn.open_table(OBJECTS).map_err(|x| e(x.into()))?;
+    let mut chunks = txn.open_table(CHUNKS).map_err(|x| e(x.into()))?;
+    for (id, bytes) in built.new_objects.iter().chain(extra) {
+        kind_of(bytes)?;
+        for h in manifest::own_chunks(bytes)? {
+            let Some((pack, off, len, refs)) = chunks.get(&h[..]).map_err(|x| e(x.into()))?.map(|g| g.value()) else {
+                return Err(format!("chunk {} of a file being committed is not in the chunk index", hex(&h)));
+            };
+            chunks.insert(&h[..], (pack, off, len, refs + 1)).map_err(|x| e(x.into()))?;
+        }
+        objects.insert(&id[..], &bytes[..]).map_err(|x| e(x.into()))?;
+        n += 1;
+        bytes_new += bytes.len() as u64;
+    }
+    let mut snap = txn.open_table(SNAP_INODES).map_err(|x| e(x.into()))?;
+    for ino in &built.uncache {
+        snap.remove(*ino).map_err(|x| e(x.into()))?;
+    }
+    // An inode removed from the synced side and back again is in both:
+    // it was rebuilt, so its new row stands.
+    for (ino, row) in &built.cache {
+        snap.insert(*ino, &enc(row)[..]).map_err(|x| e(x.into()))?;
+    }
+    Ok((n, bytes_new))
 }
 
 /// An object's bytes from a write transaction. Errors: missing.
@@ -439,7 +461,7 @@ pub(crate) fn resolve(rtx: &ReadTransaction, name: &str) -> Result<Point, SnapEr
 pub(crate) fn journaled_since_commit(store: &Store) -> Result<Option<std::collections::HashSet<u64>>, SnapError> {
     let rtx = store.begin_read().map_err(se)?;
     let refs = rtx.open_table(REFS).map_err(se)?;
-    if head(&refs)?.1.is_none() {
+    if head(&refs)?.1.is_none() && rtx.open_table(SNAP_INODES).map_err(se)?.get(crate::inode::ROOT).map_err(se)?.is_none() {
         return Ok(None);
     }
     let Some(base) = rtx.open_table(META).map_err(se)?.get("snap_pos").map_err(se)?.map(|g| g.value()) else { return Ok(None) };

@@ -91,7 +91,9 @@ impl Store {
         {
             let mut chunks = txn.open_table(CHUNKS)?;
             let mut buf = Vec::new();
+            let (mut new_b, mut all_b) = (0u64, 0u64);
             for c in manifest {
+                all_b += c.len as u64;
                 let Ok(k) = delta.binary_search_by(|(h, _)| h.cmp(&c.hash)) else { continue };
                 if delta[k].1 <= 0 {
                     continue;
@@ -114,9 +116,12 @@ impl Store {
                         t.1 = loc.offset + loc.len as u64;
                         dc += 1;
                         db += c.len as i64;
+                        new_b += c.len as u64;
                     }
                 }
             }
+            self.content_new.fetch_add(new_b, Ordering::Relaxed);
+            self.content_reused.fetch_add(all_b - new_b, Ordering::Relaxed);
         }
         self.packs.note(txn, &touched)?;
         let mut gone = Vec::new();

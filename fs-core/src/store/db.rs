@@ -60,6 +60,13 @@ pub(crate) struct Store {
     pub(crate) compacting: Mutex<()>,
     /// The chunk counters at the last automatic compaction check.
     pub(crate) compact_seen: AtomicU64,
+    /// Exec points in use (token → root directory object): gc keeps what
+    /// they reach (`crate::snap::point`).
+    pins: Mutex<(u64, std::collections::HashMap<u64, [u8; 32]>)>,
+    /// File content stored since the store was opened, in bytes: chunks
+    /// written to packs (new) and chunks the store already had (reused).
+    pub(crate) content_new: AtomicU64,
+    pub(crate) content_reused: AtomicU64,
 }
 
 impl Store {
@@ -83,7 +90,35 @@ impl Store {
             packs,
             compacting: Mutex::new(()),
             compact_seen: AtomicU64::new(u64::MAX),
+            pins: Mutex::new((0, std::collections::HashMap::new())),
+            content_new: AtomicU64::new(0),
+            content_reused: AtomicU64::new(0),
         }
+    }
+
+    /// Pins the tree rooted at `root` (gc keeps it) until [`Store::unpin`]
+    /// with the token returned.
+    pub(crate) fn pin(&self, root: [u8; 32]) -> u64 {
+        let mut p = self.pins.lock().unwrap_or_else(|e| e.into_inner());
+        p.0 += 1;
+        let t = p.0;
+        p.1.insert(t, root);
+        t
+    }
+
+    /// Drops a pin; returns the root it held (`None`: no such token).
+    pub(crate) fn unpin(&self, token: u64) -> Option<[u8; 32]> {
+        self.pins.lock().unwrap_or_else(|e| e.into_inner()).1.remove(&token)
+    }
+
+    /// The root a pin holds.
+    pub(crate) fn pinned(&self, token: u64) -> Option<[u8; 32]> {
+        self.pins.lock().unwrap_or_else(|e| e.into_inner()).1.get(&token).copied()
+    }
+
+    /// Every pinned root.
+    pub(crate) fn pinned_roots(&self) -> Vec<[u8; 32]> {
+        self.pins.lock().unwrap_or_else(|e| e.into_inner()).1.values().copied().collect()
     }
 
     /// Sets the hook told which files must be stored again after a reopen

@@ -1,0 +1,755 @@
+//! `ringfs exec`: one command run with its working directory in a
+//! workspace, and a receipt of what it changed and cost (docs/SEMANTICS.md
+//! "exec receipts", docs/DECISIONS.md D40).
+//!
+//! The call: (with `--checkpoint`, a commit), an exec point taken and
+//! pinned by the daemon (`exec_begin` on the control socket: the live tree
+//! settled and written as snapshot objects without moving a branch), the
+//! command (directly, or in a sandbox: [`crate::sandbox`]), a second point
+//! (`exec_end`, durable when anything changed) and its diff against the
+//! first, (with `--commit`, a commit). Both requests carry the daemon's
+//! stats document, whose difference is the receipt's request counts and
+//! bytes. Every step costs what the call changed, not the tree's size.
+//!
+//! Library form: [`exec`] with [`ExecOptions`] returns the [`Receipt`];
+//! `ringfs exec` is [`cmd_exec`].
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::control::{self, Request};
+use crate::run::{self, Output, RunResult};
+use crate::sandbox::SandboxOptions;
+
+/// What [`exec`] runs and how.
+#[derive(Clone, Debug)]
+pub struct ExecOptions {
+    /// The mountpoint of a ringfs mount (its daemon answers the control socket).
+    pub mountpoint: PathBuf,
+    /// The working directory: relative to the mountpoint, or an absolute
+    /// path inside it; `None` is the mountpoint itself.
+    pub cwd: Option<PathBuf>,
+    /// The command and its arguments, passed to execve directly (no shell;
+    /// the program is looked up in `PATH` when it has no `/`).
+    pub argv: Vec<OsString>,
+    /// `None`: stdout and stderr go to the caller's (streamed). `Some(n)`:
+    /// both are captured into the receipt, at most `n` bytes each (the
+    /// rest is read and counted as cut).
+    pub capture: Option<u64>,
+    /// Make a commit after the call with this message (`--commit -m`).
+    pub commit: Option<String>,
+    /// Make a commit before the call (`--checkpoint`), so that `ringfs
+    /// restore MOUNTPOINT ID` undoes the call.
+    pub checkpoint: bool,
+    /// Kill the command (and everything it started) after this long.
+    pub timeout: Option<Duration>,
+    /// Run in a sandbox ([`crate::sandbox`]).
+    pub sandbox: Option<SandboxOptions>,
+}
+
+/// `ringfs exec`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct ExecArgs {
+    /// The mountpoint a `ringfs mount` serves.
+    pub mountpoint: PathBuf,
+    /// Working directory of the command, inside the workspace (relative to
+    /// MOUNTPOINT, or absolute below it). Default: MOUNTPOINT.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Print the receipt as JSON on stdout (the command's stdout and stderr
+    /// are then captured into it, bounded by --output-limit, default 1 MiB).
+    #[arg(long)]
+    pub json: bool,
+    /// Capture stdout and stderr into the receipt, at most BYTES each
+    /// (what is cut is counted), instead of streaming them through.
+    #[arg(long, value_name = "BYTES")]
+    pub output_limit: Option<u64>,
+    /// Commit the workspace after the call (the commit id is in the receipt).
+    #[arg(long)]
+    pub commit: bool,
+    /// The message of the --commit commit.
+    #[arg(short, long, value_name = "MSG", requires = "commit")]
+    pub message: Option<String>,
+    /// Commit before the call, so `ringfs restore MOUNTPOINT ID` undoes it
+    /// exactly (files the call created are removed).
+    #[arg(long)]
+    pub checkpoint: bool,
+    /// Kill the command and everything it started after SECONDS (exit 137).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+    /// Run in fresh mount, PID, IPC, UTS and network namespaces, without
+    /// capabilities, as an unprivileged user; the workspace is the only
+    /// writable tree (docs/SEMANTICS.md "ringfs exec receipts").
+    #[arg(long)]
+    pub sandbox: bool,
+    /// With --sandbox: the user to run as (name or uid). Default: nobody.
+    #[arg(long, value_name = "USER", requires = "sandbox")]
+    pub user: Option<String>,
+    /// With --sandbox: memory limit (bytes, or with K/M/G), through cgroup v2.
+    #[arg(long, value_name = "SIZE", requires = "sandbox")]
+    pub memory: Option<String>,
+    /// With --sandbox: limit on processes, through cgroup v2.
+    #[arg(long, value_name = "N", requires = "sandbox")]
+    pub pids: Option<u64>,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// Output captured from the command: its first `limit` bytes (as text,
+/// invalid UTF-8 replaced), the total it wrote, and how many bytes were cut.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Captured {
+    pub text: String,
+    /// The bytes kept, as written (`text` is their lossy UTF-8).
+    #[serde(skip)]
+    pub raw: Vec<u8>,
+    pub bytes: u64,
+    pub cut: u64,
+}
+
+/// One side of a changed path: kind (`file`, `dir`, `symlink`, …), mode
+/// (octal text) and size in bytes.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct PathSide {
+    pub kind: String,
+    pub mode: String,
+    pub size: u64,
+}
+
+/// A changed path (relative to the workspace root): `added`, `modified`
+/// or `removed`, with its old and new side.
+#[derive(Clone, Debug, Serialize)]
+pub struct PathChange {
+    pub path: String,
+    pub change: String,
+    pub old: Option<PathSide>,
+    pub new: Option<PathSide>,
+}
+
+/// A changed local-only path: `changed` (created or written) or `removed`.
+#[derive(Clone, Debug, Serialize)]
+pub struct LocalChange {
+    pub path: String,
+    pub change: String,
+}
+
+/// Times of the call, in milliseconds: `wall` of the whole call (as the
+/// caller sees it), `command` (from starting the command to its exit,
+/// measured next to it), `overhead` = wall − command; `begin` and `end`
+/// the daemon's two exec points, `checkpoint` and `commit` the commits;
+/// user and system CPU of the command (and what it waited for).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Times {
+    pub wall_ms: f64,
+    pub command_ms: f64,
+    pub overhead_ms: f64,
+    pub checkpoint_ms: f64,
+    pub begin_ms: f64,
+    pub end_ms: f64,
+    pub commit_ms: f64,
+    pub user_cpu_ms: f64,
+    pub system_cpu_ms: f64,
+}
+
+/// The daemon's requests during the call: FUSE requests by opcode (those
+/// that moved), their total, and bytes to and from the daemon.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Requests {
+    pub total: u64,
+    pub by_opcode: BTreeMap<String, u64>,
+    pub bytes_to_daemon: u64,
+    pub bytes_from_daemon: u64,
+}
+
+/// The synced paths the call changed (against the exec point before it),
+/// with counts, and file content stored during the call: bytes newly
+/// written to the store's packs and bytes the store already had.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Changes {
+    pub added: u64,
+    pub modified: u64,
+    pub removed: u64,
+    pub paths: Vec<PathChange>,
+    pub bytes_new: u64,
+    pub bytes_reused: u64,
+}
+
+/// Whether the call's changes are safe: `local` is true when every change
+/// to a synced path is durable in the local store (local-only paths are
+/// never stored); `remote` says `no remote` until a remote is configured.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Durability {
+    pub local: bool,
+    pub remote: String,
+}
+
+/// The receipt of one call. `exit_code` is the command's status as a shell
+/// gives it (128+N for a signal N; 137 after `timeout`), `signal` the
+/// signal that ended it. `orphans` counts processes the command left
+/// running, killed when it exited (a sandbox's are killed with it).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Receipt {
+    pub command: Vec<String>,
+    pub cwd: String,
+    pub mountpoint: String,
+    pub exit_code: i32,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub orphans: u64,
+    pub sandbox: bool,
+    pub time: Times,
+    pub peak_rss_kib: u64,
+    pub requests: Requests,
+    pub changes: Changes,
+    pub local_only: Vec<LocalChange>,
+    pub durability: Durability,
+    pub checkpoint: Option<String>,
+    pub commit: Option<String>,
+    pub stdout: Option<Captured>,
+    pub stderr: Option<Captured>,
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// Is `mp` a FUSE mount now (from /proc/self/mountinfo)?
+fn is_fuse_mount(mp: &Path) -> bool {
+    let want = mp.to_string_lossy().replace(' ', "\\040");
+    std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|t| {
+        t.lines().any(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let fstype = f.iter().position(|x| *x == "-").and_then(|i| f.get(i + 1));
+            f.get(4) == Some(&want.as_str()) && fstype.is_some_and(|t| t.starts_with("fuse"))
+        })
+    })
+}
+
+/// One control request; a `refused` reply is an error naming why. A mount
+/// whose control socket is not bound yet belongs to a daemon still
+/// starting: retried for up to 15 s, as the other commands do.
+fn ask(mp: &Path, req: &Request) -> Result<Value> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let v = loop {
+        match control::call(mp, req) {
+            Ok(v) => break v,
+            // (Up to 2 s even when mountinfo does not show the mount yet.)
+            Err(_) if !control::socket_path(mp).exists() && Instant::now() < deadline && (is_fuse_mount(mp) || deadline - Instant::now() > Duration::from_secs(13)) => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("{} is not a ringfs mount, or its daemon does not answer", mp.display()));
+            }
+        }
+    };
+    if let Some(why) = v.get("refused").and_then(|x| x.as_str()) {
+        bail!("{why}");
+    }
+    Ok(v)
+}
+
+/// The working directory for `cwd` on mountpoint `mp` (canonical), which
+/// must exist and be inside the workspace. Errors name the fix.
+fn resolve_cwd(mp: &Path, cwd: Option<&Path>) -> Result<PathBuf> {
+    let Some(c) = cwd else {
+        return Ok(mp.to_path_buf());
+    };
+    let joined = if c.is_absolute() {
+        c.to_path_buf()
+    } else {
+        mp.join(c)
+    };
+    let real = joined
+        .canonicalize()
+        .with_context(|| format!("--cwd {}: no such directory in the workspace", c.display()))?;
+    if !real.starts_with(mp) {
+        bail!(
+            "--cwd {} is outside the workspace {} (resolves to {}): give a directory inside it",
+            c.display(),
+            mp.display(),
+            real.display()
+        );
+    }
+    if !real.is_dir() {
+        bail!("--cwd {} is not a directory", c.display());
+    }
+    Ok(real)
+}
+
+fn commit(mp: &Path, message: &str) -> Result<String> {
+    let user = std::env::var("SUDO_USER")
+        .or_else(|_| std::env::var("USER"))
+        .unwrap_or_else(|_| format!("uid{}", rustix::process::getuid().as_raw()));
+    let v = ask(
+        mp,
+        &Request::Commit {
+            message: message.to_string(),
+            author: format!("{user}@ringfs-exec"),
+            allow_empty: false,
+        },
+    )?;
+    Ok(v.get("id")
+        .and_then(|x| x.as_str())
+        .unwrap_or_default()
+        .to_string())
+}
+
+fn shown(argv: &[OsString]) -> Vec<String> {
+    argv.iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Runs one command in the workspace at `opts.mountpoint` and returns its
+/// receipt (see [`Receipt`]; docs/SEMANTICS.md "exec receipts").
+///
+/// The command runs directly (no shell) with stdin inherited; its stdout
+/// and stderr are streamed to the caller's, or captured with
+/// `opts.capture`. Processes it leaves behind are killed when it exits
+/// (they would change the workspace after the receipt was written). This
+/// makes the calling process a child subreaper (`PR_SET_CHILD_SUBREAPER`)
+/// and waits for its own child only.
+///
+/// Errors (nothing was run unless said): the mountpoint is no ringfs mount
+/// or its daemon does not answer; `--cwd` outside the workspace; the
+/// program cannot be found or executed (not run); a sandbox that cannot
+/// be set up (not run); the daemon failing the exec points or commits
+/// (the command may have run: the error says so).
+pub fn exec(opts: &ExecOptions) -> Result<Receipt> {
+    let t0 = Instant::now();
+    if opts.argv.is_empty() {
+        bail!("no command given: ringfs exec MOUNTPOINT -- CMD [ARGS…]");
+    }
+    let mp = opts
+        .mountpoint
+        .canonicalize()
+        .with_context(|| format!("mountpoint {}", opts.mountpoint.display()))?;
+    let cwd = resolve_cwd(&mp, opts.cwd.as_deref())?;
+    let program = run::find_program(&opts.argv[0], &cwd)?;
+    let mut r = Receipt {
+        command: shown(&opts.argv),
+        cwd: cwd
+            .strip_prefix(&mp)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        mountpoint: mp.to_string_lossy().into_owned(),
+        sandbox: opts.sandbox.is_some(),
+        ..Default::default()
+    };
+    // The sandbox is prepared (users, cgroup, paths to hide) before the
+    // workspace is touched: a refusal leaves nothing behind.
+    let prepared = match &opts.sandbox {
+        Some(s) => Some(crate::sandbox::prepare(s, &mp, &cwd)?),
+        None => None,
+    };
+    if opts.checkpoint {
+        let t = Instant::now();
+        let args: Vec<String> = r.command.clone();
+        r.checkpoint = Some(commit(
+            &mp,
+            &format!("checkpoint before ringfs exec: {}", args.join(" ")),
+        )?);
+        r.time.checkpoint_ms = ms(t.elapsed());
+    }
+    let t = Instant::now();
+    let begin = ask(&mp, &Request::ExecBegin)?;
+    r.time.begin_ms = ms(t.elapsed());
+    let token = begin
+        .get("token")
+        .and_then(|x| x.as_u64())
+        .context("exec_begin reply without a token")?;
+    let output = match opts.capture {
+        Some(n) => Output::Capture(n),
+        None => Output::Inherit,
+    };
+    let ran: Result<RunResult> = match &prepared {
+        Some(p) => {
+            // Hidden from the sandbox: the control sockets and the store.
+            let sock = control::socket_path(&mp);
+            let mut hide: Vec<PathBuf> = vec![control::runtime_dir()];
+            hide.extend(sock.parent().map(Path::to_path_buf));
+            hide.extend(
+                begin["stats"]["store"]["location"]
+                    .as_str()
+                    .map(PathBuf::from)
+                    .filter(|p| p.is_absolute()),
+            );
+            crate::sandbox::run(p, &program, &opts.argv, &cwd, output, opts.timeout, &hide)
+        }
+        None => run::run(&program, &opts.argv, &cwd, output, opts.timeout),
+    };
+    let ran = match ran {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = control::call(&mp, &Request::ExecRelease { token });
+            return Err(e);
+        }
+    };
+    let t = Instant::now();
+    let end = ask(
+        &mp,
+        &Request::ExecEnd {
+            token,
+            durable: true,
+        },
+    )
+    .context("the command ran, but the daemon could not say what it changed")?;
+    r.time.end_ms = ms(t.elapsed());
+    if let Some(m) = &opts.commit {
+        let t = Instant::now();
+        let msg = if m.is_empty() {
+            format!("ringfs exec: {}", r.command.join(" "))
+        } else {
+            m.clone()
+        };
+        r.commit =
+            Some(commit(&mp, &msg).context("the command ran, but the commit after it failed")?);
+        r.time.commit_ms = ms(t.elapsed());
+    }
+    fill(&mut r, &ran, &begin, &end);
+    r.time.wall_ms = ms(t0.elapsed());
+    r.time.overhead_ms = ((r.time.wall_ms - r.time.command_ms) * 1e3).round() / 1e3;
+    Ok(r)
+}
+
+fn u(v: &Value, path: &[&str]) -> u64 {
+    let mut x = v;
+    for k in path {
+        x = &x[*k];
+    }
+    x.as_u64().unwrap_or(0)
+}
+
+/// The receipt's fields from the run and the daemon's two replies.
+fn fill(r: &mut Receipt, ran: &RunResult, begin: &Value, end: &Value) {
+    r.exit_code = ran.exit_code;
+    r.signal = ran.signal;
+    r.timed_out = ran.timed_out;
+    r.orphans = ran.orphans;
+    r.time.command_ms = ms(ran.command);
+    r.time.user_cpu_ms = ms(ran.user);
+    r.time.system_cpu_ms = ms(ran.system);
+    r.peak_rss_kib = ran.max_rss_kib;
+    r.stdout = ran.stdout.clone();
+    r.stderr = ran.stderr.clone();
+    let (a, b) = (&begin["stats"], &end["stats"]);
+    let mut req = Requests {
+        bytes_to_daemon: u(b, &["bytes_to_daemon"]).saturating_sub(u(a, &["bytes_to_daemon"])),
+        bytes_from_daemon: u(b, &["bytes_from_daemon"])
+            .saturating_sub(u(a, &["bytes_from_daemon"])),
+        ..Default::default()
+    };
+    if let Some(ops) = b["requests"].as_object() {
+        for (name, v) in ops {
+            let n = v["count"]
+                .as_u64()
+                .unwrap_or(0)
+                .saturating_sub(a["requests"][name]["count"].as_u64().unwrap_or(0));
+            if n > 0 {
+                req.by_opcode.insert(name.clone(), n);
+                req.total += n;
+            }
+        }
+    }
+    r.requests = req;
+    let side = |s: &Value| -> Option<PathSide> {
+        s.is_object().then(|| PathSide {
+            kind: s["kind"].as_str().unwrap_or("").to_string(),
+            mode: s["mode"].as_str().unwrap_or("").to_string(),
+            size: s["size"].as_u64().unwrap_or(0),
+        })
+    };
+    let mut ch = Changes {
+        bytes_new: u(b, &["store", "content_new"]).saturating_sub(u(a, &["store", "content_new"])),
+        bytes_reused: u(b, &["store", "content_reused"])
+            .saturating_sub(u(a, &["store", "content_reused"])),
+        ..Default::default()
+    };
+    for c in end["changes"]
+        .as_array()
+        .map(|x| x.as_slice())
+        .unwrap_or(&[])
+    {
+        let change = c["change"].as_str().unwrap_or("").to_string();
+        match change.as_str() {
+            "added" => ch.added += 1,
+            "removed" => ch.removed += 1,
+            _ => ch.modified += 1,
+        }
+        ch.paths.push(PathChange {
+            path: c["path"].as_str().unwrap_or("").to_string(),
+            change,
+            old: side(&c["old"]),
+            new: side(&c["new"]),
+        });
+    }
+    r.changes = ch;
+    r.local_only = end["local_only"]
+        .as_array()
+        .map(|x| x.as_slice())
+        .unwrap_or(&[])
+        .iter()
+        .map(|c| LocalChange {
+            path: c["path"].as_str().unwrap_or("").to_string(),
+            change: c["change"].as_str().unwrap_or("").to_string(),
+        })
+        .collect();
+    r.durability = Durability {
+        local: end["durable"].as_bool().unwrap_or(false),
+        remote: "no remote".into(),
+    };
+}
+
+/// The daemon's answer to `exec_begin`, `exec_end` and `exec_release`;
+/// `stats` builds the stats document (taken after the exec point, so the
+/// content stored by settling counts in the call that changed it).
+pub fn answer(fs: &fs_core::Fs, req: &Request, stats: impl Fn() -> Value) -> Value {
+    match req {
+        Request::ExecBegin => match fs.exec_begin() {
+            Ok((token, p)) => {
+                json!({ "token": token, "position": p.pos, "records": p.records, "local_mark": p.local_mark, "stats": stats() })
+            }
+            Err(e) => json!({ "refused": e.to_string() }),
+        },
+        Request::ExecEnd { token, durable } => match fs.exec_end(*token, *durable) {
+            Ok(e) => {
+                let side = |s: &Option<fs_core::snap::diff::Side>| {
+                    s.map(|s| json!({ "kind": s.kind.name(), "mode": format!("{:04o}", s.mode), "size": s.size }))
+                };
+                json!({
+                    "position": e.point.pos,
+                    "records": e.point.records,
+                    "objects_new": e.point.objects_new,
+                    // Durable: written durably, or nothing changed to write.
+                    "durable": e.point.durable || e.point.records == 0,
+                    "changes": e.changes.iter().map(|c| json!({
+                        "path": String::from_utf8_lossy(&c.path),
+                        "change": c.kind.name(),
+                        "old": side(&c.old),
+                        "new": side(&c.new),
+                    })).collect::<Vec<_>>(),
+                    "local_only": e.local.iter().map(|(path, there)| json!({ "path": String::from_utf8_lossy(path), "change": if *there { "changed" } else { "removed" } })).collect::<Vec<_>>(),
+                    "phases_ms": e.phases.iter().map(|(k, d)| (k.to_string(), json!(ms(*d)))).collect::<serde_json::Map<String, Value>>(),
+                    "stats": stats(),
+                })
+            }
+            Err(e) => json!({ "refused": e.to_string() }),
+        },
+        Request::ExecRelease { token } => json!({ "released": fs.exec_release(*token) }),
+        _ => json!({ "refused": "not an exec request" }),
+    }
+}
+
+fn size_text(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+/// The human receipt (what `ringfs exec` prints on stderr).
+pub fn human(r: &Receipt) -> String {
+    let mut o = String::new();
+    let t = &r.time;
+    let how = match (r.timed_out, r.signal) {
+        (true, _) => format!("killed after the timeout (exit {})", r.exit_code),
+        (false, Some(s)) => format!("killed by signal {s} (exit {})", r.exit_code),
+        _ => format!("exit {}", r.exit_code),
+    };
+    o += &format!(
+        "ringfs exec: {how}; wall {} ms = command {} ms + overhead {} ms; cpu user {} ms, system {} ms; peak rss {}\n",
+        t.wall_ms,
+        t.command_ms,
+        t.overhead_ms,
+        t.user_cpu_ms,
+        t.system_cpu_ms,
+        size_text(r.peak_rss_kib * 1024)
+    );
+    let ops: Vec<String> = r
+        .requests
+        .by_opcode
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    o += &format!(
+        "  requests: {}{}; {} to / {} from the daemon\n",
+        r.requests.total,
+        if ops.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", ops.join(", "))
+        },
+        size_text(r.requests.bytes_to_daemon),
+        size_text(r.requests.bytes_from_daemon)
+    );
+    let c = &r.changes;
+    o += &format!(
+        "  changed: {} added, {} modified, {} removed; content stored {} new, {} reused\n",
+        c.added,
+        c.modified,
+        c.removed,
+        size_text(c.bytes_new),
+        size_text(c.bytes_reused)
+    );
+    let sz = |s: &Option<PathSide>| {
+        s.as_ref()
+            .map(|s| format!("{} {}", s.kind, s.size))
+            .unwrap_or_default()
+    };
+    for p in c.paths.iter().take(20) {
+        match p.change.as_str() {
+            "added" => o += &format!("    A  {}  ({})\n", p.path, sz(&p.new)),
+            "removed" => o += &format!("    D  {}  ({})\n", p.path, sz(&p.old)),
+            _ => o += &format!("    M  {}  ({} -> {})\n", p.path, sz(&p.old), sz(&p.new)),
+        }
+    }
+    if c.paths.len() > 20 {
+        o += &format!(
+            "    … {} more (--json lists them all)\n",
+            c.paths.len() - 20
+        );
+    }
+    if !r.local_only.is_empty() {
+        let shown: Vec<&str> = r
+            .local_only
+            .iter()
+            .take(5)
+            .map(|l| l.path.as_str())
+            .collect();
+        o += &format!(
+            "  local-only (not stored): {} changed ({}{})\n",
+            r.local_only.len(),
+            shown.join(", "),
+            if r.local_only.len() > 5 { ", …" } else { "" }
+        );
+    }
+    o += &format!(
+        "  durable: {} in the local store; {}\n",
+        if r.durability.local {
+            "yes, every change"
+        } else {
+            "NOT yet"
+        },
+        r.durability.remote
+    );
+    if r.orphans > 0 {
+        o += &format!(
+            "  left running: {} processes, killed when the command exited\n",
+            r.orphans
+        );
+    }
+    for (name, cap) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
+        if let Some(c) = cap {
+            if c.cut > 0 {
+                o += &format!(
+                    "  {name}: {} bytes written, {} cut (over --output-limit)\n",
+                    c.bytes, c.cut
+                );
+            }
+        }
+    }
+    if let Some(id) = &r.checkpoint {
+        o += &format!(
+            "  checkpoint: {id} (undo the call: ringfs restore {} {})\n",
+            r.mountpoint,
+            &id[..id.len().min(12)]
+        );
+    }
+    if let Some(id) = &r.commit {
+        o += &format!("  commit: {id}\n");
+    }
+    o
+}
+
+fn parse_size(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let (num, mul) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    let n: u64 = num
+        .parse()
+        .with_context(|| format!("--memory {s}: give bytes, or a number with K, M or G"))?;
+    Ok(n * mul)
+}
+
+/// `ringfs exec`: exits with the command's status (125 when ringfs itself
+/// failed before or after it, as `env`/`timeout` do; 127 for a command
+/// not found, 126 for one that cannot be executed).
+pub fn cmd_exec(args: ExecArgs) -> ExitCode {
+    match cmd_exec_inner(args) {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            eprintln!("ringfs exec: {e:#}");
+            let code = e
+                .downcast_ref::<run::NotRun>()
+                .map(|n| n.code())
+                .unwrap_or(125);
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn cmd_exec_inner(args: ExecArgs) -> Result<i32> {
+    let timeout = match args.timeout {
+        Some(s) if !(s > 0.0 && s.is_finite()) => {
+            bail!("--timeout {s}: give a positive number of seconds")
+        }
+        Some(s) => Some(Duration::from_secs_f64(s)),
+        None => None,
+    };
+    let capture = match (args.output_limit, args.json) {
+        (Some(n), _) => Some(n),
+        (None, true) => Some(1 << 20),
+        (None, false) => None,
+    };
+    let sandbox = if args.sandbox {
+        Some(SandboxOptions {
+            user: args.user.clone(),
+            memory: args.memory.as_deref().map(parse_size).transpose()?,
+            pids: args.pids,
+        })
+    } else {
+        None
+    };
+    let opts = ExecOptions {
+        mountpoint: args.mountpoint.clone(),
+        cwd: args.cwd.clone(),
+        argv: args.command.clone(),
+        capture,
+        commit: args
+            .commit
+            .then(|| args.message.clone().unwrap_or_default()),
+        checkpoint: args.checkpoint,
+        timeout,
+        sandbox,
+    };
+    let r = exec(&opts)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        if let Some(c) = &r.stdout {
+            let _ = out.write_all(&c.raw);
+        }
+        let _ = out.flush();
+        if let Some(c) = &r.stderr {
+            let _ = std::io::stderr().write_all(&c.raw);
+        }
+        eprint!("{}", human(&r));
+    }
+    Ok(r.exit_code)
+}

@@ -1,0 +1,17 @@
+//! ringfs as a library: what `ringfs exec` does, for Rust callers (an
+//! agent runtime) that want the receipt without spawning the CLI.
+//!
+//! - [`exec`]: [`exec::exec`] runs one command in a mounted workspace and
+//!   returns its [`exec::Receipt`]; [`exec::answer`] is the daemon's side;
+//! - [`sandbox`]: the namespaces `--sandbox` runs it in;
+//! - [`control`]: the control socket the CLI and the daemon talk over.
+//!
+//! The rest of the command line lives in the `ringfs` binary (src/main.rs).
+
+pub mod control;
+pub mod exec;
+mod run;
+pub mod sandbox;
+
+pub use exec::{exec, ExecOptions, Receipt};
+pub use run::NotRun;

@@ -1,0 +1,478 @@
+//! `ringfs exec` through real mounts (issue 15): receipts checked against
+//! what the command really did (created, modified, removed, hard links,
+//! renames, local-only paths apart), exit codes and signals passed
+//! through, a child that outlives the command, `--timeout`, bounded
+//! output capture, `--checkpoint` + restore undoing the call, `--commit`,
+//! the library form, and the sandbox's escapes refused (write outside,
+//! open the store, signal the daemon, mount, network, the control socket).
+//! Mount arguments come from RINGFS_TEST_MOUNT_ARGS (both transports).
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+/// `ringfs exec MP ARGS… --json -- CMD…`: (exit code, receipt).
+fn exec_json(m: &TestMount, flags: &[&str], cmd: &[&str]) -> (i32, Value) {
+    let mut c = Command::new(RINGFS);
+    c.arg("exec")
+        .arg(mp(m))
+        .args(flags)
+        .arg("--json")
+        .arg("--")
+        .args(cmd);
+    let o = run_timeout(&mut c, Duration::from_secs(50));
+    let (out, err) = out_str(&o);
+    let v: Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("exec {flags:?} {cmd:?}: no JSON ({e}): {out} / {err}"));
+    (o.status.code().unwrap_or(-1), v)
+}
+
+fn sh(m: &TestMount, flags: &[&str], script: &str) -> (i32, Value) {
+    exec_json(m, flags, &["sh", "-c", script])
+}
+
+/// The receipt's changes as sorted "A path" / "M path" / "D path" lines.
+fn changes(v: &Value) -> Vec<String> {
+    let mut out: Vec<String> = v["changes"]["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let k = match c["change"].as_str().unwrap() {
+                "added" => "A",
+                "removed" => "D",
+                _ => "M",
+            };
+            format!("{k} {}", c["path"].as_str().unwrap())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn path_of<'a>(v: &'a Value, p: &str) -> &'a Value {
+    v["changes"]["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["path"] == p)
+        .unwrap_or_else(|| panic!("{p} not in {v}"))
+}
+
+#[test]
+fn receipt_matches_what_the_command_did() {
+    if all_local() {
+        return;
+    }
+    let m = TestMount::new(Backend::Store);
+    m.sh_ok("echo aaaa > a.txt && echo bbbb > b.txt && mkdir dir && echo cccc > dir/c && echo keep > same.txt");
+    // A first call settles the tree the second starts from.
+    let (code, _) = sh(&m, &[], "true");
+    assert_eq!(code, 0);
+    let (code, v) = sh(&m, &[], "echo new > n.txt; echo more >> a.txt; rm b.txt; ln same.txt hl; mv dir/c dir/d; mkdir e; head -c 300000 /dev/urandom > big");
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        changes(&v),
+        vec!["A big", "A dir/d", "A e", "A hl", "A n.txt", "D b.txt", "D dir/c", "M a.txt"],
+        "{v:#}"
+    );
+    let c = &v["changes"];
+    assert_eq!(
+        (
+            c["added"].as_u64(),
+            c["modified"].as_u64(),
+            c["removed"].as_u64()
+        ),
+        (Some(5), Some(1), Some(2))
+    );
+    let a = path_of(&v, "a.txt");
+    assert_eq!(
+        (a["old"]["size"].as_u64(), a["new"]["size"].as_u64()),
+        (Some(5), Some(10))
+    );
+    assert_eq!(path_of(&v, "big")["new"]["size"].as_u64(), Some(300_000));
+    assert_eq!(path_of(&v, "b.txt")["new"], Value::Null);
+    // The big file's content was new to the store; the hard link's was not.
+    assert!(c["bytes_new"].as_u64().unwrap() >= 300_000, "{c}");
+    assert_eq!(v["exit_code"], 0);
+    assert_eq!(v["durability"]["local"], true);
+    assert_eq!(v["durability"]["remote"], "no remote");
+    let req = &v["requests"];
+    assert!(
+        req["total"].as_u64().unwrap() > 0 && req["bytes_to_daemon"].as_u64().unwrap() > 0, // writes may bypass the daemon (passthrough)
+        "{req}"
+    );
+    assert!(
+        req["by_opcode"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .any(|k| k.contains("CREATE") || k.contains("MKNOD")),
+        "{req}"
+    );
+    let t = &v["time"];
+    let (wall, cmd, over) = (
+        t["wall_ms"].as_f64().unwrap(),
+        t["command_ms"].as_f64().unwrap(),
+        t["overhead_ms"].as_f64().unwrap(),
+    );
+    assert!(wall >= cmd && (wall - cmd - over).abs() < 0.01, "{t}");
+    assert!(v["peak_rss_kib"].as_u64().unwrap() > 0);
+    // Nothing changed: an empty receipt.
+    let (_, v) = sh(&m, &[], "cat a.txt > /dev/null");
+    assert_eq!(changes(&v), Vec::<String>::new(), "{v:#}");
+}
+
+#[test]
+fn exit_codes_and_signals_pass_through() {
+    if all_local() {
+        return;
+    }
+    let m = TestMount::new(Backend::Store);
+    let (code, v) = sh(&m, &[], "exit 3");
+    assert_eq!((code, v["exit_code"].as_i64()), (3, Some(3)));
+    let (code, v) = sh(&m, &[], "kill -TERM $$");
+    assert_eq!(
+        (code, v["exit_code"].as_i64(), v["signal"].as_i64()),
+        (143, Some(143), Some(15))
+    );
+    let o = ringfs(&["exec", mp(&m), "--", "no-such-program-ringfs"]);
+    assert_eq!(o.status.code(), Some(127), "{:?}", out_str(&o));
+    let o = ringfs(&["exec", mp(&m), "--cwd", "/etc", "--", "true"]);
+    let (_, err) = out_str(&o);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(err.contains("outside the workspace"), "{err}");
+    m.sh_ok("mkdir -p sub/deeper");
+    let (code, v) = exec_json(&m, &["--cwd", "sub"], &["sh", "-c", "pwd > here; exit 0"]);
+    assert_eq!(code, 0);
+    assert_eq!(changes(&v), vec!["A sub/here"]);
+    assert_eq!(m.sh_ok("cat sub/here").trim(), m.p("sub").to_str().unwrap());
+    // Human receipt on stderr, the command's stdout untouched on stdout.
+    let o = ringfs(&[
+        "exec",
+        mp(&m),
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo new > h.txt",
+    ]);
+    let (out, err) = out_str(&o);
+    assert_eq!(out, "out\n");
+    assert!(
+        err.contains("1 added, 0 modified, 0 removed") && err.contains("durable: yes"),
+        "{err}"
+    );
+}
+
+#[test]
+fn children_that_outlive_the_command_and_timeouts() {
+    if all_local() {
+        return;
+    }
+    let m = TestMount::new(Backend::Store);
+    let (code, v) = sh(
+        &m,
+        &[],
+        "(sleep 1; echo late > late.txt) & echo now > now.txt",
+    );
+    assert_eq!(code, 0);
+    assert_eq!(changes(&v), vec!["A now.txt"]);
+    assert!(v["orphans"].as_u64().unwrap() >= 1, "{v}");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        !m.p("late.txt").exists(),
+        "a child the command left ran on after the receipt"
+    );
+    let (code, v) = sh(
+        &m,
+        &["--timeout", "0.5"],
+        "echo a > t1; sleep 30; echo b > t2",
+    );
+    assert_eq!(code, 137, "{v}");
+    assert_eq!(v["timed_out"], true);
+    assert_eq!(changes(&v), vec!["A t1"]);
+    assert!(v["time"]["command_ms"].as_f64().unwrap() < 20_000.0);
+}
+
+#[test]
+fn output_capture_is_bounded() {
+    let m = TestMount::new(Backend::Memory);
+    let (code, v) = sh(
+        &m,
+        &["--output-limit", "10"],
+        "head -c 1000 /dev/zero | tr '\\0' a; echo err >&2",
+    );
+    assert_eq!(code, 0);
+    assert_eq!(v["stdout"]["text"], "aaaaaaaaaa");
+    assert_eq!(
+        (v["stdout"]["bytes"].as_u64(), v["stdout"]["cut"].as_u64()),
+        (Some(1000), Some(990))
+    );
+    assert_eq!(v["stderr"]["text"], "err\n");
+    // Without --output-limit, --json still captures stdout (1 MiB).
+    let (_, v) = sh(&m, &[], "echo hello");
+    assert_eq!(v["stdout"]["text"], "hello\n");
+}
+
+#[test]
+fn local_only_paths_are_listed_apart() {
+    if all_local() {
+        return;
+    }
+    let m = TestMount::builder(Backend::Store)
+        .args(["--ignore", "target", "--native-roots", "off"])
+        .name("exec-local")
+        .mount();
+    m.sh_ok("mkdir target && echo old > target/stale");
+    let (code, v) = sh(
+        &m,
+        &[],
+        "echo o > target/out; rm target/stale; echo s > src.txt",
+    );
+    assert_eq!(code, 0);
+    assert_eq!(changes(&v), vec!["A src.txt"], "{v:#}");
+    let local: Vec<(String, String)> = v["local_only"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["path"].as_str().unwrap().to_string(),
+                l["change"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        local.contains(&("target/out".into(), "changed".into())),
+        "{local:?}"
+    );
+    assert!(
+        local.contains(&("target/stale".into(), "removed".into())),
+        "{local:?}"
+    );
+}
+
+#[test]
+fn checkpoint_and_restore_undo_the_call_and_commit_records_it() {
+    if all_local() {
+        return;
+    }
+    let m = TestMount::new(Backend::Store);
+    m.sh_ok("echo before > f && mkdir d && echo x > d/x");
+    let (code, v) = sh(
+        &m,
+        &["--checkpoint"],
+        "echo created > created; echo after > f; rm -r d; mkdir -p n/m && echo y > n/m/y",
+    );
+    assert_eq!(code, 0);
+    let id = v["checkpoint"].as_str().unwrap().to_string();
+    assert_eq!(
+        changes(&v),
+        vec![
+            "A created",
+            "A n",
+            "A n/m",
+            "A n/m/y",
+            "D d",
+            "D d/x",
+            "M f"
+        ]
+    );
+    let o = ringfs(&["restore", mp(&m), &id]);
+    assert!(o.status.success(), "{:?}", out_str(&o));
+    assert!(!m.p("created").exists() && !m.p("n").exists());
+    assert_eq!(m.sh_ok("cat f; cat d/x"), "before\nx\n");
+    let (_, v) = sh(&m, &["--commit", "-m", "made g"], "echo g > g");
+    let cid = v["commit"].as_str().unwrap();
+    let log = json(&["log", mp(&m)]);
+    assert_eq!(log["commits"][0]["id"], cid);
+    assert_eq!(log["commits"][0]["message"], "made g");
+    // gc during nothing pinned keeps the tree whole; a later call still diffs.
+    assert!(ringfs(&["gc", mp(&m)]).status.success());
+    let (_, v) = sh(&m, &[], "rm g");
+    assert_eq!(changes(&v), vec!["D g"]);
+}
+
+#[test]
+fn library_form_returns_the_receipt() {
+    if all_local() {
+        return;
+    }
+    let m = TestMount::new(Backend::Store);
+    let opts = ringfs::ExecOptions {
+        mountpoint: m.path().to_path_buf(),
+        cwd: None,
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            "echo lib > lib.txt; echo printed".into(),
+        ],
+        capture: Some(1024),
+        commit: None,
+        checkpoint: false,
+        timeout: Some(Duration::from_secs(30)),
+        sandbox: None,
+    };
+    let r = ringfs::exec(&opts).expect("exec");
+    assert_eq!(r.exit_code, 0);
+    assert_eq!(r.changes.added, 1);
+    assert_eq!(r.changes.paths[0].path, "lib.txt");
+    assert_eq!(r.changes.paths[0].new.as_ref().unwrap().size, 4);
+    assert_eq!(r.stdout.as_ref().unwrap().text, "printed\n");
+    assert!(r.durability.local);
+    let doc = serde_json::to_value(&r).unwrap();
+    assert_eq!(doc["changes"]["added"], 1);
+}
+
+/// Every path local-only (`--ignore /*` in RINGFS_TEST_MOUNT_ARGS): no
+/// synced change to report, so the receipt tests have nothing to check.
+fn all_local() -> bool {
+    let a = env_mount_args();
+    a.iter().any(|x| x == "/*" || x == "*") && a.iter().any(|x| x == "--ignore")
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn sandbox_escapes_are_refused() {
+    if all_local() {
+        return;
+    }
+    if !is_root() {
+        eprintln!("skipped: --sandbox needs root");
+        return;
+    }
+    let m = TestMount::new(Backend::Store);
+    m.sh_ok("mkdir -m 777 w && mkdir -m 777 w/mnt");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let outside = format!("/var/tmp/ringfs-escape-{}", std::process::id());
+    let store = m.store_dir().canonicalize().unwrap().display().to_string();
+    let pid = m.daemon_pid().unwrap();
+    let script = format!(
+        "echo ok > inside.txt; \
+         if echo x > {outside} 2>/dev/null; then echo WRITE_OUTSIDE; else echo write_refused; fi; \
+         if ls -A {store} 2>/dev/null | grep -q .; then echo STORE_VISIBLE; else echo store_hidden; fi; \
+         if kill -0 {pid} 2>/dev/null; then echo SIGNAL_DAEMON; else echo signal_refused; fi; \
+         if mount -t tmpfs none mnt 2>/dev/null; then echo MOUNTED; else echo mount_refused; fi; \
+         if ls -A /run/ringfs 2>/dev/null | grep -q sock; then echo SOCKET_VISIBLE; else echo socket_hidden; fi; \
+         if timeout 3 bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}' 2>/dev/null; then echo NETWORK; else echo network_refused; fi; \
+         echo ifaces $(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '); \
+         echo uid $(id -u); grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status | tr -s '\\t' ' '; \
+         echo pid $$; hostname"
+    );
+    let (code, v) = exec_json(&m, &["--sandbox", "--cwd", "w"], &["sh", "-c", &script]);
+    let out = v["stdout"]["text"].as_str().unwrap_or_default().to_string();
+    assert_eq!(code, 0, "{v:#}");
+    for want in [
+        "write_refused",
+        "store_hidden",
+        "signal_refused",
+        "mount_refused",
+        "socket_hidden",
+        "network_refused",
+        "ifaces lo",
+        "uid 65534",
+        "CapEff: 0000000000000000",
+        "CapBnd: 0000000000000000",
+        "NoNewPrivs: 1",
+        "ringfs-sandbox",
+    ] {
+        assert!(
+            out.contains(want),
+            "sandbox escape: missing {want:?} in\n{out}"
+        );
+    }
+    let escaped = std::path::Path::new(&outside).exists();
+    let _ = std::fs::remove_file(&outside);
+    assert!(!escaped, "the sandbox wrote {outside}");
+    assert!(
+        listener.accept().is_err(),
+        "the sandbox reached a host port"
+    );
+    assert_eq!(changes(&v), vec!["A w/inside.txt"], "{v:#}");
+    assert_eq!(v["sandbox"], true);
+    // PID 1 is the sandbox's init: the command is a low pid in its own namespace.
+    let pid_line = out.lines().find(|l| l.starts_with("pid ")).unwrap();
+    assert!(
+        pid_line["pid ".len()..].trim().parse::<u32>().unwrap() < 10,
+        "{pid_line}"
+    );
+    // A timeout kills the whole sandbox, children included.
+    let (code, v) = exec_json(
+        &m,
+        &["--sandbox", "--cwd", "w", "--timeout", "0.5"],
+        &[
+            "sh",
+            "-c",
+            "echo a > t1; (sleep 2; echo late > late) & sleep 30",
+        ],
+    );
+    assert_eq!(code, 137, "{v:#}");
+    assert_eq!(v["timed_out"], true);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(!m.p("w/late").exists());
+    assert_eq!(changes(&v), vec!["A w/t1"]);
+    // The exit code passes through the sandbox too.
+    let (code, _) = exec_json(&m, &["--sandbox", "--cwd", "w"], &["sh", "-c", "exit 7"]);
+    assert_eq!(code, 7);
+}
+
+#[test]
+fn gc_keeps_points_in_use_and_frees_them_after() {
+    if all_local() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    m.sh_ok("echo base > base.txt");
+    sh(&m, &[], "true");
+    // A call in progress whose before-point is no longer the store's
+    // last point (another call moved it): gc must keep it (pinned).
+    let mpath = mp(&m).to_string();
+    let long = std::thread::spawn(move || {
+        let o = run_timeout(
+            Command::new(RINGFS).args(["exec", &mpath, "--json", "--", "sh", "-c", "echo x > during; rm base.txt; sleep 2"]),
+            Duration::from_secs(50),
+        );
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    let (_, other) = sh(&m, &[], "echo y > other; echo more >> other");
+    assert_eq!(changes(&other).iter().filter(|c| c.ends_with(" other")).count(), 1, "{other:#}");
+    let g = json(&["gc", mp(&m)]);
+    let v = long.join().unwrap();
+    assert_eq!(v["exit_code"], 0, "{v:#}");
+    let c = changes(&v);
+    assert!(c.contains(&"A during".to_string()) && c.contains(&"D base.txt".to_string()), "{c:?} (gc: {g})");
+    // Now nothing is pinned: gc frees the earlier points' objects.
+    let g = json(&["gc", mp(&m)]);
+    assert!(g["snapshots"]["objects_deleted"].as_u64().unwrap() > 0, "{g}");
+    let (_, v) = sh(&m, &[], "rm during");
+    assert_eq!(changes(&v), vec!["D during"]);
+    m.unmount_checked();
+    let o = ringfs(&["fsck", "--store", m.store_dir().to_str().unwrap()]);
+    assert!(o.status.success(), "fsck after exec points and gc: {:?}", out_str(&o));
+}
+
+#[test]
+fn sandbox_limits_are_applied_or_refused_clearly() {
+    if !is_root() {
+        return;
+    }
+    let m = TestMount::new(Backend::Memory);
+    let o = ringfs(&["exec", mp(&m), "--sandbox", "--memory", "64M", "--pids", "32", "--", "true"]);
+    let (_, err) = out_str(&o);
+    // Applied where cgroup v2 has the controllers, else refused with why.
+    assert!(o.status.success() || (o.status.code() == Some(125) && err.contains("cgroup v2")), "{:?} {err}", o.status);
+    let o = ringfs(&["exec", mp(&m), "--sandbox", "--user", "no-such-user-ringfs", "--", "true"]);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(out_str(&o).1.contains("no such user"));
+}
