@@ -273,3 +273,35 @@ fn file_conditional_put() {
         assert_eq!(get_bytes(&s, &k).await, b"writer-1");
     });
 }
+
+/// The 3-node cluster of the harness (replication 3): objects written with every node
+/// up are read, and new ones written, through another node with one node stopped;
+/// the stopped node, restarted, serves them too.
+#[test]
+fn garage_cluster_of_three_survives_one_node_down() {
+    let mut g = Garage::cluster();
+    assert_eq!(g.nodes().len(), 3);
+    let before = pattern(6 << 20, 3);
+    rt().block_on(async {
+        let s = s3(&g);
+        s.put(&OPath::from("c/before"), PutPayload::from(before.clone())).await.unwrap();
+    });
+    g.stop_node(0);
+    assert!(g.nodes()[0].pid().is_none());
+    // `endpoint()` is now node 1's.
+    assert_eq!(g.endpoint(), g.nodes()[1].endpoint());
+    rt().block_on(async {
+        let s = s3(&g);
+        assert!(get_bytes(&s, &OPath::from("c/before")).await == before, "read with node 0 down");
+        s.put(&OPath::from("c/after"), PutPayload::from_static(b"written with node 0 down")).await.unwrap();
+        let mut names: Vec<String> = s.list(Some(&OPath::from("c"))).map(|r| r.unwrap().location.to_string()).collect::<Vec<_>>().await;
+        names.sort();
+        assert_eq!(names, ["c/after", "c/before"]);
+    });
+    g.restart_node(0);
+    rt().block_on(async {
+        let s = s3(&g);
+        assert_eq!(g.endpoint(), g.nodes()[0].endpoint());
+        assert_eq!(get_bytes(&s, &OPath::from("c/after")).await, b"written with node 0 down");
+    });
+}
