@@ -101,6 +101,26 @@ pub enum Command {
     /// need the same filesystem), then mounted at --to NEWMNT as `ringfs
     /// mount --daemon` does (not with --no-mount).
     Fork(ForkArgs),
+    /// Remotes of a workspace: `remote add` records one (file:///DIR or
+    /// s3://BUCKET/PREFIX), `remote status` shows per branch the local and
+    /// remote heads, what a push would send, the last push and its error.
+    ///
+    /// S3 settings come from the environment at each use (AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_REGION); no secret is
+    /// ever written or printed.
+    Remote(RemoteArgs),
+    /// Send a branch's commits to a remote: only the objects and chunks the
+    /// remote lacks (by a local record, no per-object round trips), then
+    /// the branch head, never over another store's head.
+    Push(PushArgs),
+    /// Bring a branch's new commits from a remote into an unmounted store
+    /// (fast-forward only; a diverged branch is reported, not merged). The
+    /// live tree follows when the branch is checked out and has no
+    /// uncommitted change.
+    Pull(PullArgs),
+    /// A new store from a remote's branch (every chunk fetched), mountable
+    /// with `ringfs mount MNT --store DIR`; the remote is recorded as `origin`.
+    Clone(CloneArgs),
     /// Make the live tree a commit's (whole, or only the paths given):
     /// files absent from the commit are removed, changed files rewritten,
     /// attributes set, the kernel's caches invalidated. Prints paths
@@ -505,6 +525,115 @@ pub struct ForkArgs {
     #[arg(short = 'o', value_name = "OPTS", action = clap::ArgAction::Append)]
     pub options: Vec<String>,
     /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `ringfs remote`.
+#[derive(Debug, Args)]
+pub struct RemoteArgs {
+    #[command(subcommand)]
+    pub action: RemoteAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RemoteAction {
+    /// Record remote NAME at URL (file:///ABSOLUTE/DIR or s3://BUCKET[/PREFIX]):
+    /// the URL is checked and the remote contacted (set up when new) before
+    /// anything is written.
+    #[command(
+        override_usage = "ringfs remote add MOUNTPOINT NAME URL\n       ringfs remote add --store DIR NAME URL"
+    )]
+    Add {
+        /// [MOUNTPOINT] NAME URL (no MOUNTPOINT with --store).
+        #[arg(value_name = "MOUNTPOINT NAME URL", num_args = 2..=3, required = true)]
+        args: Vec<String>,
+        /// A store directory instead of MOUNTPOINT.
+        #[arg(long, value_name = "DIR")]
+        store: Option<PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Per remote and branch: local head, remote head, objects and bytes a
+    /// push would send, last push and last error.
+    #[command(
+        override_usage = "ringfs remote status MOUNTPOINT [--remote NAME] [--json]\n       ringfs remote status --store DIR [--remote NAME] [--json]"
+    )]
+    Status {
+        /// The mountpoint a `ringfs mount` serves.
+        mountpoint: Option<PathBuf>,
+        /// An unmounted store directory instead.
+        #[arg(long, value_name = "DIR", conflicts_with = "mountpoint")]
+        store: Option<PathBuf>,
+        /// Only this remote.
+        #[arg(long, value_name = "NAME")]
+        remote: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `ringfs push`.
+#[derive(Debug, Args)]
+#[command(
+    override_usage = "ringfs push MOUNTPOINT [--branch B] [--remote NAME] [--json]\n       ringfs push --store DIR [--branch B] [--remote NAME] [--json]",
+    group(ArgGroup::new("target").required(true).multiple(false).args(["mountpoint", "store"]))
+)]
+pub struct PushArgs {
+    /// The mountpoint a `ringfs mount` serves (the daemon pushes while serving).
+    pub mountpoint: Option<PathBuf>,
+    /// An unmounted store directory instead.
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
+    /// The branch to push (default: the checked-out one).
+    #[arg(long, value_name = "B")]
+    pub branch: Option<String>,
+    /// The remote (default: the only one, or origin).
+    #[arg(long, value_name = "NAME")]
+    pub remote: Option<String>,
+    /// Print JSON instead of text (no progress bar).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `ringfs pull`.
+#[derive(Debug, Args)]
+#[command(
+    override_usage = "ringfs pull --store DIR [--branch B] [--remote NAME] [--json]",
+    group(ArgGroup::new("target").required(true).multiple(false).args(["mountpoint", "store"]))
+)]
+pub struct PullArgs {
+    /// A mountpoint (refused for now: unmount, pull --store, mount again).
+    pub mountpoint: Option<PathBuf>,
+    /// The unmounted store directory to pull into.
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
+    /// The branch to pull (default: the checked-out one).
+    #[arg(long, value_name = "B")]
+    pub branch: Option<String>,
+    /// The remote (default: the only one, or origin).
+    #[arg(long, value_name = "NAME")]
+    pub remote: Option<String>,
+    /// Print JSON instead of text (no progress bar).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `ringfs clone`.
+#[derive(Debug, Args)]
+#[command(override_usage = "ringfs clone URL --store DIR [--branch B] [--json]")]
+pub struct CloneArgs {
+    /// The remote: file:///ABSOLUTE/DIR or s3://BUCKET[/PREFIX].
+    pub url: String,
+    /// The new store directory (must not exist, or be empty).
+    #[arg(long, value_name = "DIR")]
+    pub store: PathBuf,
+    /// The branch to clone (default: the remote's only branch, or main).
+    #[arg(long, value_name = "B")]
+    pub branch: Option<String>,
+    /// Print JSON instead of text (no progress bar).
     #[arg(long)]
     pub json: bool,
 }

@@ -48,6 +48,8 @@ pub enum Request {
     /// Make the live tree a commit's (`ringfs restore`): `paths` relative
     /// to the workspace root as raw bytes (empty: the whole tree).
     Restore { commit: String, paths: Vec<Vec<u8>> },
+    Push { branch: Option<String>, remote: Option<String> },
+    RemoteStatus { remote: Option<String> },
 }
 
 /// The directory holding control sockets.
@@ -122,7 +124,7 @@ fn serve_one(conn: UnixStream, answer: &dyn Fn(&Request) -> Value, shutdown: &dy
     reader.read_line(&mut line)?;
     let mut conn = conn;
     let reply = match serde_json::from_str::<Request>(line.trim()) {
-        Ok(req @ (Request::Status | Request::Stats | Request::Unroot { .. } | Request::Gc | Request::Commit { .. } | Request::Log | Request::Diff { .. } | Request::Branch { .. } | Request::Fork { .. } | Request::Restore { .. })) => answer(&req),
+        Ok(req @ (Request::Status | Request::Stats | Request::Unroot { .. } | Request::Gc | Request::Commit { .. } | Request::Log | Request::Diff { .. } | Request::Branch { .. } | Request::Fork { .. } | Request::Restore { .. } | Request::Push { .. } | Request::RemoteStatus { .. })) => answer(&req),
         Ok(Request::Shutdown) => serde_json::json!({ "ok": true, "pid": std::process::id() }),
         Err(e) => serde_json::json!({ "error": format!("bad request: {e}") }),
     };
@@ -151,7 +153,7 @@ pub fn call_within(mountpoint: &Path, req: &Request, wait: Duration) -> Result<V
         .with_context(|| format!("no ringfs daemon answers for {} (control socket {})", mountpoint.display(), path.display()))?;
     // A gc copies up to a store's worth of packs; a first commit or a diff
     // against live hashes every changed file first.
-    conn.set_read_timeout(Some(if matches!(req, Request::Gc | Request::Commit { .. } | Request::Diff { .. } | Request::Fork { .. } | Request::Restore { .. }) { wait.max(Duration::from_secs(3600)) } else { wait }))?;
+    conn.set_read_timeout(Some(if matches!(req, Request::Gc | Request::Commit { .. } | Request::Diff { .. } | Request::Fork { .. } | Request::Restore { .. } | Request::Push { .. } | Request::RemoteStatus { .. }) { wait.max(Duration::from_secs(3600)) } else { wait }))?;
     writeln!(conn, "{}", serde_json::to_string(req)?)?;
     let mut line = String::new();
     BufReader::new(conn).read_line(&mut line)?;

@@ -15,6 +15,7 @@ mod mountpoint;
 mod notify;
 mod options;
 mod plan;
+mod remote;
 mod roots;
 mod snap;
 mod umount;
@@ -86,6 +87,10 @@ fn main() -> ExitCode {
         Command::Diff(args) => snap::cmd_diff(args),
         Command::Branch(args) => branch::cmd_branch(args),
         Command::Fork(args) => branch::cmd_fork(args),
+        Command::Remote(args) => remote::cmd_remote(args),
+        Command::Push(args) => remote::cmd_push(args),
+        Command::Pull(args) => remote::cmd_pull(args),
+        Command::Clone(args) => remote::cmd_clone(args),
         Command::Restore(args) => snap::cmd_restore(args),
         Command::Install(args) => install::cmd_install(args),
         Command::Completions(args) => install::cmd_completions(args),

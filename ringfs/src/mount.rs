@@ -340,6 +340,10 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         },
         control::Request::Commit { .. } | control::Request::Log | control::Request::Diff { .. } => crate::snap::answer(&info.fs, req),
         control::Request::Branch { .. } | control::Request::Fork { .. } => crate::branch::answer(&info.fs, req),
+        control::Request::Push { .. } | control::Request::RemoteStatus { .. } => {
+            let dir = std::path::Path::new(&info.store);
+            crate::remote::answer(&info.fs, dir.is_dir().then_some(dir), req)
+        }
         control::Request::Restore { commit, paths } => {
             // A read-only mount (-o ro, or remounted so) takes no restore.
             let ro = mountpoint::mount_at(&info.mountpoint).ok().flatten().filter(|m| m.fstype == fuse_uring::session::FSTYPE).is_some_and(|m| Vfs::from_mountinfo(&m.options, &m.super_options).read_only);

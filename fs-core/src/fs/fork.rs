@@ -10,6 +10,7 @@ use std::path::Path;
 use crate::fs::Fs;
 use crate::snap::materialize::{fork_from, fork_point, ForkReport};
 use crate::snap::refs::{branch_op, BranchOp, BranchReport};
+use crate::snap::transfer::Transfer;
 use crate::snap::SnapError;
 
 impl Fs {
@@ -17,6 +18,12 @@ impl Fs {
     /// (see [`BranchOp`]), in one durable transaction.
     pub fn snapshot_branch(&self, op: &BranchOp) -> Result<BranchReport, SnapError> {
         branch_op(&self.inner.store, op)
+    }
+
+    /// Read access to this store's history for `ringfs push` (see
+    /// [`Transfer`]); requests go on meanwhile.
+    pub fn transfer(&self) -> Transfer<'_> {
+        Transfer { store: &self.inner.store }
     }
 
     /// `ringfs fork MOUNTPOINT[@AT] --to …`: a new store at `dest` from the

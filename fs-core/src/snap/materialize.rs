@@ -195,7 +195,7 @@ fn sweep(dest: &Path) {
     }
 }
 
-fn sync_dir(p: &Path) -> std::io::Result<()> {
+pub(crate) fn sync_dir(p: &Path) -> std::io::Result<()> {
     std::fs::File::open(p)?.sync_all()
 }
 

@@ -27,6 +27,7 @@ pub mod materialize;
 pub mod object;
 pub mod refs;
 pub mod switch;
+pub mod transfer;
 pub mod restore;
 
 use std::collections::HashMap;

@@ -39,12 +39,19 @@ pub struct SwitchReport {
 /// local-only path hangs below a synced subdirectory.
 pub fn switch_store(dir: &Path, name: &str) -> Result<SwitchReport, BranchStoreError> {
     let store = open_offline(dir).map_err(BranchStoreError::Store)?;
-    let r = switch(&store, dir, name).map_err(BranchStoreError::Snap);
+    let r = switch(&store, dir, name, false).map_err(BranchStoreError::Snap);
     store.release_lock();
     r
 }
 
-fn switch(store: &crate::store::db::Store, dir: &Path, name: &str) -> Result<SwitchReport, SnapError> {
+/// After a pull moved the checked-out branch `name` (`BASE` still its old
+/// head): the live tree becomes the new head's tree, refused as a switch
+/// is ([`SnapError::Dirty`]) when it holds changes not in its last commit.
+pub(crate) fn refresh(store: &crate::store::db::Store, dir: &Path, name: &str) -> Result<SwitchReport, SnapError> {
+    switch(store, dir, name, true)
+}
+
+fn switch(store: &crate::store::db::Store, dir: &Path, name: &str, refresh: bool) -> Result<SwitchReport, SnapError> {
     let mut txn = store.begin_write().map_err(se)?;
     txn.set_durability(Durability::Immediate).map_err(se)?;
     let (cur, target, base) = {
@@ -59,7 +66,7 @@ fn switch(store: &crate::store::db::Store, dir: &Path, name: &str) -> Result<Swi
         (cur, target.unwrap(), base)
     };
     let mut rep = SwitchReport { from: cur.clone(), to: name.to_string(), commit: hex_id(&target), ..Default::default() };
-    if cur == name {
+    if cur == name && (!refresh || base == Some(target)) {
         txn.abort().map_err(se)?;
         return Ok(rep);
     }

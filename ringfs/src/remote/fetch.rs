@@ -1,0 +1,218 @@
+//! `ringfs clone` and `ringfs pull`: a branch head read from the remote,
+//! the bundle indexes, then the objects the head reaches that the local
+//! store lacks (each checked against its id) and the chunk bundles
+//! holding the chunks they name (each checked against its key, then every
+//! record against its hash when it becomes a pack). Eager: every chunk is
+//! fetched before the command returns.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use fs_core::snap::object::{hex_id, id_of, ObjectId};
+use fs_core::snap::transfer::children;
+
+use super::heads::{self, HeadRec};
+use super::progress;
+use super::push::parse_hex;
+use super::store::Remote;
+
+/// Where each object and chunk is on the remote: (bundle key, offset, len).
+#[derive(Default)]
+pub struct Catalog {
+    pub objects: HashMap<ObjectId, (String, u64, u32)>,
+    pub chunks: HashMap<ObjectId, (String, u64, u32)>,
+    pub sizes: HashMap<String, u64>,
+}
+
+/// Reads every bundle index (each checked against its key).
+pub fn catalog(r: &Remote) -> Result<Catalog> {
+    let mut c = Catalog::default();
+    for n in r.list("index")? {
+        let Some(h) = n.strip_suffix(".json") else {
+            continue;
+        };
+        let k = format!("index/{n}");
+        let b = r.get_verified(&k, h)?;
+        let v: serde_json::Value = serde_json::from_slice(&b)
+            .map_err(|e| anyhow!("remote {}: {k} is not a bundle index: {e}", r.url))?;
+        let bundle = v["bundle"]
+            .as_str()
+            .ok_or_else(|| anyhow!("remote {}: {k} names no bundle", r.url))?
+            .to_string();
+        let map = if bundle.starts_with("chunks/") {
+            &mut c.chunks
+        } else {
+            &mut c.objects
+        };
+        for e in v["entries"].as_array().into_iter().flatten() {
+            let (Some(id), Some(off), Some(len)) = (
+                e[0].as_str().and_then(parse_hex),
+                e[1].as_u64(),
+                e[2].as_u64(),
+            ) else {
+                bail!("remote {}: {k} has a malformed entry", r.url);
+            };
+            map.insert(id, (bundle.clone(), off, len as u32));
+        }
+        c.sizes.insert(bundle, v["size"].as_u64().unwrap_or(0));
+    }
+    Ok(c)
+}
+
+/// The hex hash a bundle key names (`objects/<H>.bundle`).
+fn key_hash(k: &str) -> &str {
+    k.rsplit('/')
+        .next()
+        .unwrap_or(k)
+        .trim_end_matches(".bundle")
+}
+
+/// What a fetch brought: objects (post-order not needed: a store insert
+/// takes them all at once) and the chunk bundle files.
+pub struct Fetched {
+    pub head: HeadRec,
+    pub objects: Vec<(ObjectId, Vec<u8>)>,
+    pub bundles: Vec<PathBuf>,
+    pub bytes: u64,
+}
+
+/// Fetches what `head` reaches and `have_object` / `have_chunk` say the
+/// local store lacks; chunk bundles are written under `staging` (a bundle
+/// already there whole is not fetched again: a cut-short clone resumes).
+pub fn fetch(
+    r: &Remote,
+    head: HeadRec,
+    have_object: &dyn Fn(&ObjectId) -> bool,
+    have_chunk: &dyn Fn(&ObjectId) -> bool,
+    staging: &Path,
+    quiet: bool,
+) -> Result<Fetched> {
+    let cat = catalog(r)?;
+    let root = parse_hex(&head.commit).ok_or_else(|| {
+        anyhow!(
+            "remote {}: head of {} is not a commit id",
+            r.url,
+            head.branch
+        )
+    })?;
+    let mut bundles: HashMap<String, Vec<u8>> = HashMap::new();
+    let mut objects = Vec::new();
+    let mut want_chunks: HashSet<ObjectId> = HashSet::new();
+    let mut seen: HashSet<ObjectId> = HashSet::new();
+    let mut stack = vec![root];
+    let mut bytes = 0u64;
+    while let Some(id) = stack.pop() {
+        if !seen.insert(id) || have_object(&id) {
+            continue;
+        }
+        let Some((bk, off, len)) = cat.objects.get(&id) else {
+            bail!(
+                "remote {}: object {} is in no bundle index (the remote lost data a head needs)",
+                r.url,
+                hex_id(&id)
+            );
+        };
+        if !bundles.contains_key(bk) {
+            let b = r.get_verified(bk, key_hash(bk))?;
+            bytes += b.len() as u64;
+            bundles.insert(bk.clone(), b);
+        }
+        let b = &bundles[bk];
+        let rec = b
+            .get(*off as usize..*off as usize + *len as usize)
+            .ok_or_else(|| anyhow!("remote {}: {bk} is shorter than its index says", r.url))?;
+        if id_of(rec) != id {
+            bail!(
+                "remote {}: object {} in {bk} does not match its id",
+                r.url,
+                hex_id(&id)
+            );
+        }
+        let (objs, chunks) = children(rec)
+            .map_err(|e| anyhow!("remote {}: object {} in {bk}: {e}", r.url, hex_id(&id)))?;
+        stack.extend(objs);
+        want_chunks.extend(chunks.into_iter().filter(|h| !have_chunk(h)));
+        objects.push((id, rec.to_vec()));
+    }
+    drop(bundles);
+    // The chunk bundles holding what is wanted.
+    let mut need: Vec<String> = Vec::new();
+    let mut in_need: HashSet<&str> = HashSet::new();
+    for h in &want_chunks {
+        let Some((bk, _, _)) = cat.chunks.get(h) else {
+            bail!(
+                "remote {}: chunk {} is in no bundle index (the remote lost data a head needs)",
+                r.url,
+                hex_id(h)
+            );
+        };
+        if in_need.insert(bk.as_str()) {
+            need.push(bk.clone());
+        }
+    }
+    need.sort();
+    std::fs::create_dir_all(staging).with_context(|| format!("creating {}", staging.display()))?;
+    let total: u64 = need
+        .iter()
+        .map(|k| cat.sizes.get(k).copied().unwrap_or(0))
+        .sum();
+    let bar = progress(total, quiet, "fetch");
+    let mut files = Vec::new();
+    for k in &need {
+        let h = key_hash(k);
+        let p = staging.join(format!("{h}.bundle"));
+        let whole = std::fs::read(&p)
+            .map(|b| blake3::hash(&b).to_hex().as_str() == h)
+            .unwrap_or(false);
+        if !whole {
+            let b = r.get_verified(k, h)?;
+            bytes += b.len() as u64;
+            let tmp = p.with_extension("part");
+            std::fs::write(&tmp, &b).with_context(|| format!("writing {}", tmp.display()))?;
+            std::fs::rename(&tmp, &p)?;
+            if super::failpoint("bundle-fetched") && files.len() >= 1 {
+                std::process::abort();
+            }
+        }
+        bar.inc(cat.sizes.get(k).copied().unwrap_or(0));
+        files.push(p);
+    }
+    bar.finish_and_clear();
+    Ok(Fetched {
+        head,
+        objects,
+        bundles: files,
+        bytes,
+    })
+}
+
+/// The head of `branch` on the remote (None: the remote's only branch, or
+/// `main`). Errors: no such branch (naming those there are).
+pub fn remote_head(r: &Remote, branch: Option<&str>) -> Result<HeadRec> {
+    let g = heads::read_guard(r)?;
+    let names = heads::branches(r, g)?;
+    let b = match branch {
+        Some(b) => b.to_string(),
+        None if names.len() == 1 => names[0].clone(),
+        None if names.iter().any(|n| n == "main") => "main".into(),
+        None if names.is_empty() => bail!("remote {}: no branch has been pushed there yet", r.url),
+        None => bail!(
+            "remote {} has several branches ({}): name one with --branch",
+            r.url,
+            names.join(", ")
+        ),
+    };
+    match heads::head(r, g, &b)? {
+        Some(h) => Ok(h),
+        None => bail!(
+            "remote {}: no branch {b:?} there (it has: {})",
+            r.url,
+            if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(", ")
+            }
+        ),
+    }
+}

@@ -1,0 +1,481 @@
+//! Remote sync (DECISIONS D38, docs/SEMANTICS.md "Remotes", docs/FORMATS.md
+//! "Remote layout"): `ringfs remote add|status`, `push`, `pull`, `clone`.
+//! On a mount, push and status go through the daemon's control socket
+//! (requests `push` and `remote_status`, answered by [`answer`] on the
+//! control thread, never on the FUSE request path); with `--store DIR` they
+//! work on an unmounted store, its lock held.
+//!
+//! Modules: `store` (URL, backend, runtime, verified fetches), `state`
+//! (the local record `STORE/remotes/NAME/`), `heads` (the head guard per
+//! server kind), `push`, `fetch` (clone and pull), `nocas` (tests).
+//!
+//! JSON shapes (`--json`): push `{"remote", "branch", "commit",
+//! "objects_sent", "chunks_sent", "bytes_sent", "bundles_sent",
+//! "head_moved", "heads", "push_ms"}`; clone and pull `{"store", "branch",
+//! "commit", "objects", "chunks", "packs", "bytes_fetched", "files",
+//! "live_updated", "ms"}` (pull also `"up_to_date"`); remote status
+//! `{"remotes": [{"name", "url", "writer", "heads", "reachable", "error",
+//! "last_push", "last_error", "branches": [{"branch", "local", "remote",
+//! "pending_objects", "pending_chunks", "pending_bytes"}]}]}`. A refusal on
+//! a mount is `{"refused": "one line"}`.
+
+mod fetch;
+mod heads;
+mod nocas;
+mod push;
+mod state;
+mod store;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use fs_core::snap::object::hex_id;
+use fs_core::snap::transfer::{build_clone, import_into, Offline, Transfer};
+use fs_core::Fs;
+use serde_json::{json, Value};
+
+use crate::cli::{CloneArgs, PullArgs, PushArgs, RemoteAction, RemoteArgs};
+use crate::{ask, control, plan};
+
+/// Tests: whether failpoint `name` is set in RINGFS_FAILPOINT (the process
+/// then aborts, as kill -9 would, at that point).
+pub(crate) fn failpoint(name: &str) -> bool {
+    std::env::var("RINGFS_FAILPOINT")
+        .map(|v| v.split(',').any(|x| x == name))
+        .unwrap_or(false)
+}
+
+/// A byte progress bar on stderr, hidden when `quiet` or stderr is no tty.
+pub(crate) fn progress(total: u64, quiet: bool, what: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if quiet || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let b = indicatif::ProgressBar::new(total);
+    if let Ok(s) = indicatif::ProgressStyle::with_template(&format!(
+        "{what} {{bar:30}} {{bytes}}/{{total_bytes}} {{bytes_per_sec}} eta {{eta}}"
+    )) {
+        b.set_style(s);
+    }
+    b
+}
+
+fn print(v: &Value, json: bool, text: String) {
+    if json {
+        println!("{v}");
+    } else {
+        println!("{text}");
+    }
+}
+
+/// The store directory of a mount (asked of its daemon) or `--store DIR`.
+fn store_of(mountpoint: Option<&Path>, store: Option<&Path>) -> Result<(bool, PathBuf)> {
+    match (mountpoint, store) {
+        (Some(m), None) => {
+            let st = ask(m, control::Request::Status)?;
+            let s = st
+                .get("store")
+                .and_then(|s| s.as_str())
+                .unwrap_or("memory")
+                .to_string();
+            if s == "memory" {
+                bail!("{} is a memory workspace: remotes need a durable store (mount with --store DIR)", m.display());
+            }
+            Ok((true, PathBuf::from(s)))
+        }
+        (None, Some(s)) => {
+            if let Some(m) = plan::not_a_store("--store", s) {
+                bail!("{m}");
+            }
+            Ok((false, s.canonicalize()?))
+        }
+        _ => bail!("give a MOUNTPOINT or --store DIR, not both"),
+    }
+}
+
+fn check(v: Value) -> Result<Value> {
+    if let Some(why) = v.get("refused").and_then(|x| x.as_str()) {
+        bail!("{why}");
+    }
+    Ok(v)
+}
+
+fn offline(dir: &Path) -> Result<Offline> {
+    Offline::open(dir).map_err(|e| anyhow!("{e}"))
+}
+
+/// `ringfs remote add|status`.
+pub fn cmd_remote(args: RemoteArgs) -> Result<()> {
+    match args.action {
+        RemoteAction::Add { args, store, json } => {
+            let (mp, name, url) = match (args.len(), &store) {
+                (2, Some(_)) => (None, args[0].clone(), args[1].clone()),
+                (3, None) => (
+                    Some(PathBuf::from(&args[0])),
+                    args[1].clone(),
+                    args[2].clone(),
+                ),
+                (_, Some(_)) => bail!("with --store DIR give NAME URL"),
+                _ => bail!("give MOUNTPOINT NAME URL, or --store DIR NAME URL"),
+            };
+            // Everything checked before anything is written.
+            state::check_name(&name)?;
+            store::parse_url(&url)?;
+            let (_, dir) = store_of(mp.as_deref(), store.as_deref())?;
+            if state::names(&dir).contains(&name) {
+                bail!(
+                    "a remote named {name:?} exists already in {} (its URL: {})",
+                    dir.display(),
+                    state::load(&dir, &name)?.url
+                );
+            }
+            let create = matches!(store::parse_url(&url)?, store::Url::File(ref d) if d.parent().is_some_and(|p| p.is_dir()));
+            let r = store::Remote::open(&url, create)?;
+            let seed = format!("{:?}{}", std::time::SystemTime::now(), std::process::id());
+            let probe_writer = blake3::hash(seed.as_bytes()).to_hex()[..16].to_string();
+            let guard = heads::init(&r, &probe_writer)?;
+            let c = state::add(&dir, &name, &url)?;
+            let v = json!({ "name": c.name, "url": c.url, "writer": c.writer, "heads": guard.as_str(), "store": dir });
+            print(
+                &v,
+                json,
+                format!(
+                    "remote {} = {} (heads guarded by {})",
+                    c.name,
+                    c.url,
+                    if guard == heads::Guard::Cas {
+                        "compare-and-swap"
+                    } else {
+                        "per-writer keys (no compare-and-swap on this server)"
+                    }
+                ),
+            );
+            Ok(())
+        }
+        RemoteAction::Status {
+            mountpoint,
+            store,
+            remote,
+            json,
+        } => {
+            let (mounted, dir) = store_of(mountpoint.as_deref(), store.as_deref())?;
+            let v = if mounted {
+                check(ask(
+                    mountpoint.as_deref().unwrap(),
+                    control::Request::RemoteStatus { remote },
+                )?)?
+            } else {
+                let off = offline(&dir)?;
+                status_doc(&off.transfer(), &dir, remote.as_deref())?
+            };
+            print(&v, json, status_text(&v));
+            Ok(())
+        }
+    }
+}
+
+/// `ringfs remote status`'s document (see the module doc).
+pub fn status_doc(src: &Transfer, dir: &Path, only: Option<&str>) -> Result<Value> {
+    let names = match only {
+        Some(n) => vec![state::load(dir, n)?.name],
+        None => state::names(dir),
+    };
+    let mut out = Vec::new();
+    for n in names {
+        let c = state::load(dir, &n)?;
+        let st = state::status(dir, &n);
+        let held = state::held(dir, &n)?;
+        let reach = store::Remote::open(&c.url, false).and_then(|r| {
+            r.ping()?;
+            let g = heads::read_guard(&r)?;
+            Ok((r, g))
+        });
+        let (reachable, error) = match &reach {
+            Ok(_) => (true, None),
+            Err(e) => (false, Some(format!("{e:#}"))),
+        };
+        let mut branches = Vec::new();
+        for b in src.branches().map_err(|e| anyhow!("{e}"))? {
+            let out = src
+                .outgoing(Some(&b.name), &|k, id| held.contains(&(k, *id)))
+                .map_err(|e| anyhow!("{e}"))?;
+            let remote = match &reach {
+                Ok((r, g)) => heads::head(r, *g, &b.name).ok().flatten().map(|h| h.commit),
+                Err(_) => st.heads.get(&b.name).cloned(),
+            };
+            branches.push(json!({
+                "branch": b.name, "local": b.head, "remote": remote, "current": b.current,
+                "pending_objects": out.objects.len(), "pending_chunks": out.chunks.len(), "pending_bytes": out.bytes(),
+            }));
+        }
+        out.push(json!({
+            "name": c.name, "url": c.url, "writer": c.writer, "heads": reach.as_ref().ok().map(|x| x.1.as_str()),
+            "reachable": reachable, "error": error, "last_push": st.last_push, "last_error": st.last_error, "branches": branches,
+        }));
+    }
+    Ok(json!({ "remotes": out }))
+}
+
+fn status_text(v: &Value) -> String {
+    let mut s = String::new();
+    let rs = v["remotes"].as_array().cloned().unwrap_or_default();
+    if rs.is_empty() {
+        return "no remotes (add one with `ringfs remote add … NAME URL`)".into();
+    }
+    for r in rs {
+        s += &format!(
+            "{} {} ({})\n",
+            r["name"].as_str().unwrap_or(""),
+            r["url"].as_str().unwrap_or(""),
+            if r["reachable"] == true {
+                "reachable"
+            } else {
+                "UNREACHABLE"
+            }
+        );
+        if let Some(e) = r["error"].as_str() {
+            s += &format!("  error: {e}\n");
+        }
+        if let Some(e) = r["last_error"].as_str() {
+            s += &format!("  last push failed: {e}\n");
+        }
+        s += &format!(
+            "  last push: {}\n",
+            r["last_push"]
+                .as_u64()
+                .map(|t| format!("{t} (unix s)"))
+                .unwrap_or_else(|| "never".into())
+        );
+        for b in r["branches"].as_array().into_iter().flatten() {
+            let short = |x: &Value| {
+                x.as_str()
+                    .map(|h| h[..12.min(h.len())].to_string())
+                    .unwrap_or_else(|| "-".into())
+            };
+            s += &format!(
+                "  {}{}: local {} remote {}; to send: {} objects, {} chunks, {} bytes\n",
+                if b["current"] == true { "* " } else { "" },
+                b["branch"].as_str().unwrap_or(""),
+                short(&b["local"]),
+                short(&b["remote"]),
+                b["pending_objects"],
+                b["pending_chunks"],
+                b["pending_bytes"]
+            );
+        }
+    }
+    s.trim_end().to_string()
+}
+
+/// The daemon's answer to a `push` or `remote_status` request.
+pub fn answer(fs: &Fs, store: Option<&Path>, req: &control::Request) -> Value {
+    let Some(dir) = store else {
+        return json!({ "refused": "a memory workspace has no remotes" });
+    };
+    let r = match req {
+        control::Request::Push { branch, remote } => state::pick(dir, remote.as_deref())
+            .and_then(|c| push::push(&fs.transfer(), dir, &c, branch.as_deref(), true))
+            .map(|r| r.doc()),
+        control::Request::RemoteStatus { remote } => {
+            status_doc(&fs.transfer(), dir, remote.as_deref())
+        }
+        _ => Err(anyhow!("not a remote request")),
+    };
+    r.unwrap_or_else(|e| json!({ "refused": format!("{e:#}") }))
+}
+
+fn push_text(v: &Value) -> String {
+    format!(
+        "pushed {} {} to {}: {} objects, {} chunks, {} bytes in {} bundles ({} ms)",
+        v["branch"].as_str().unwrap_or(""),
+        &v["commit"].as_str().unwrap_or("")[..12],
+        v["remote"].as_str().unwrap_or(""),
+        v["objects_sent"],
+        v["chunks_sent"],
+        v["bytes_sent"],
+        v["bundles_sent"],
+        v["push_ms"]
+    )
+}
+
+/// `ringfs push`.
+pub fn cmd_push(args: PushArgs) -> Result<()> {
+    let (mounted, dir) = store_of(args.mountpoint.as_deref(), args.store.as_deref())?;
+    let v = if mounted {
+        state::pick(&dir, args.remote.as_deref())?;
+        check(ask(
+            args.mountpoint.as_deref().unwrap(),
+            control::Request::Push {
+                branch: args.branch.clone(),
+                remote: args.remote.clone(),
+            },
+        )?)?
+    } else {
+        let c = state::pick(&dir, args.remote.as_deref())?;
+        let off = offline(&dir)?;
+        push::push(&off.transfer(), &dir, &c, args.branch.as_deref(), args.json)?.doc()
+    };
+    print(&v, args.json, push_text(&v));
+    Ok(())
+}
+
+fn fetch_doc(
+    dir: &Path,
+    f: &fetch::Fetched,
+    rep: &fs_core::snap::transfer::ImportReport,
+    t: Instant,
+) -> Value {
+    json!({
+        "store": dir, "branch": f.head.branch, "commit": f.head.commit, "objects": rep.objects, "chunks": rep.chunks,
+        "packs": rep.packs, "bytes_fetched": f.bytes, "files": rep.files, "live_updated": rep.live_updated,
+        "ms": (t.elapsed().as_secs_f64() * 1e6).round() / 1e3,
+    })
+}
+
+/// `ringfs pull`.
+pub fn cmd_pull(args: PullArgs) -> Result<()> {
+    if let Some(m) = &args.mountpoint {
+        bail!("pull into a mounted workspace is not supported yet: `ringfs umount {0}`, `ringfs pull --store DIR`, then mount it again", m.display());
+    }
+    let t = Instant::now();
+    let (_, dir) = store_of(None, args.store.as_deref())?;
+    let c = state::pick(&dir, args.remote.as_deref())?;
+    let r = store::Remote::open(&c.url, false)?;
+    r.ping()?;
+    let off = offline(&dir)?;
+    let src = off.transfer();
+    let (branch, local) = src
+        .head(args.branch.as_deref())
+        .map_err(|e| anyhow!("{e}"))?;
+    let head = fetch::remote_head(&r, Some(&branch))?;
+    let theirs = push::parse_hex(&head.commit)
+        .ok_or_else(|| anyhow!("remote {}: head of {branch} is not a commit id", c.url))?;
+    if Some(theirs) == local || local.is_some_and(|l| src.is_ancestor(&theirs, &l).unwrap_or(false))
+    {
+        let v = json!({ "store": dir, "branch": branch, "commit": local.map(|l| hex_id(&l)), "up_to_date": true });
+        print(
+            &v,
+            args.json,
+            format!(
+                "{branch} is up to date with {} (or ahead of it: push)",
+                c.name
+            ),
+        );
+        return Ok(());
+    }
+    let staging = state::remotes_dir(&dir).join(&c.name).join("incoming");
+    let have_o = |id: &[u8; 32]| src.object(id).ok().flatten().is_some();
+    let have_c = |id: &[u8; 32]| src.has_chunk(id).unwrap_or(false);
+    let f = fetch::fetch(&r, head, &have_o, &have_c, &staging, args.json)?;
+    // Fast-forward only: the local head must be in the fetched history.
+    if let Some(l) = local {
+        let reaches = {
+            // Objects already held locally are not fetched: walk the fetched commits' parents.
+            let fetched: std::collections::HashMap<_, _> =
+                f.objects.iter().map(|o| (o.0, &o.1)).collect();
+            let mut stack = vec![theirs];
+            let mut found = false;
+            let mut seen = std::collections::HashSet::new();
+            while let Some(cid) = stack.pop() {
+                if cid == l {
+                    found = true;
+                    break;
+                }
+                if !seen.insert(cid) {
+                    continue;
+                }
+                if let Some(b) = fetched.get(&cid) {
+                    if let Ok(cm) = fs_core::snap::object::dec_commit(b) {
+                        stack.extend(cm.parents);
+                    }
+                } else if src.is_ancestor(&l, &cid).unwrap_or(false) {
+                    found = true;
+                    break;
+                }
+            }
+            found
+        };
+        if !reaches {
+            let _ = std::fs::remove_dir_all(&staging);
+            bail!(
+                "branch {branch} has diverged: this store's head {} is not in the history of {}'s head {} (pushed by writer {}). Nothing was changed; pull does not merge: keep your work on another branch (`ringfs branch --store {} NEWNAME`), or clone the remote elsewhere",
+                &hex_id(&l)[..12], c.name, &f.head.commit[..12], f.head.writer, dir.display()
+            );
+        }
+    }
+    let rep = import_into(&off, f.objects.clone(), &f.bundles, &branch, local, theirs)
+        .map_err(|e| anyhow!("{e}"))?;
+    let _ = std::fs::remove_dir_all(&staging);
+    let mut st = state::status(&dir, &c.name);
+    st.heads.insert(branch.clone(), f.head.commit.clone());
+    let _ = state::save_status(&dir, &c.name, &st);
+    let mut v = fetch_doc(&dir, &f, &rep, t);
+    v["up_to_date"] = json!(false);
+    print(
+        &v,
+        args.json,
+        format!(
+            "pulled {branch} to {}: {} objects, {} chunks, {} bytes fetched{}",
+            &f.head.commit[..12],
+            rep.objects,
+            rep.chunks,
+            f.bytes,
+            if rep.live_updated {
+                "; the live tree follows"
+            } else {
+                ""
+            }
+        ),
+    );
+    Ok(())
+}
+
+/// `ringfs clone`.
+pub fn cmd_clone(args: CloneArgs) -> Result<()> {
+    let t = Instant::now();
+    store::parse_url(&args.url)?;
+    fs_core::snap::materialize::check_dest(&args.store).map_err(|e| anyhow!("{e}"))?;
+    let r = store::Remote::open(&args.url, false)?;
+    r.ping()?;
+    let head = fetch::remote_head(&r, args.branch.as_deref())?;
+    let dest = if args.store.is_absolute() {
+        args.store.clone()
+    } else {
+        std::env::current_dir()?.join(&args.store)
+    };
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "store".into());
+    // Bundles fetched so far stay here if the clone is cut short: running
+    // the same clone again fetches only the rest.
+    let staging = dest.with_file_name(format!(".{name}.clone-staging"));
+    let f = fetch::fetch(&r, head, &|_| false, &|_| false, &staging, args.json)?;
+    let theirs = push::parse_hex(&f.head.commit).unwrap();
+    let rep = build_clone(&dest, f.objects.clone(), &f.bundles, &f.head.branch, theirs)
+        .map_err(|e| anyhow!("{e}"))?;
+    let _ = std::fs::remove_dir_all(&staging);
+    // The remote becomes `origin`, and everything fetched is known held.
+    let c =
+        state::add(&dest, "origin", &args.url).context("recording the remote in the new store")?;
+    // Every chunk the fetched objects name is on the remote too.
+    let mut ids: Vec<(u8, [u8; 32])> = f.objects.iter().map(|o| (b'o', o.0)).collect();
+    for (_, b) in &f.objects {
+        if let Ok((_, ch)) = fs_core::snap::transfer::children(b) {
+            ids.extend(ch.into_iter().map(|h| (b'c', h)));
+        }
+    }
+    state::add_held(&dest, &c.name, &ids)?;
+    let mut st = state::Status::default();
+    st.heads
+        .insert(f.head.branch.clone(), f.head.commit.clone());
+    let _ = state::save_status(&dest, &c.name, &st);
+    let v = fetch_doc(&dest, &f, &rep, t);
+    print(
+        &v,
+        args.json,
+        format!("cloned {} {} into {}: {} files, {} objects, {} chunks, {} bytes fetched; mount it with `ringfs mount MNT --store {}`", f.head.branch, &f.head.commit[..12], dest.display(), rep.files, rep.objects, rep.chunks, f.bytes, dest.display()),
+    );
+    Ok(())
+}

@@ -1,0 +1,242 @@
+//! `ringfs push`: what a branch head needs that the remote lacks (by the
+//! local record `held`, no existence round trips), sent as chunk bundles
+//! then object bundles (children first), each followed by its index and
+//! then recorded as held; the head last (docs/FORMATS.md "Remote layout").
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use fs_core::snap::object::{hex_id, ObjectId};
+use fs_core::snap::transfer::Transfer;
+use serde_json::{json, Value};
+
+use super::heads::{self, Refused};
+use super::state;
+use super::store::Remote;
+use super::{failpoint, progress};
+
+/// A bundle's size limit: the pack seal size (a clone keeps it as a
+/// pack); tests set a smaller one with RINGFS_TEST_BUNDLE_MAX (bytes).
+fn bundle_max() -> usize {
+    std::env::var("RINGFS_TEST_BUNDLE_MAX")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(32 << 20)
+}
+
+/// What a push did.
+#[derive(Debug, Default)]
+pub struct PushReport {
+    pub remote: String,
+    pub branch: String,
+    pub commit: String,
+    pub objects: u64,
+    pub chunks: u64,
+    pub bytes: u64,
+    pub bundles: u64,
+    pub head_moved: bool,
+    pub guard: String,
+    pub ms: f64,
+}
+
+impl PushReport {
+    pub fn doc(&self) -> Value {
+        json!({
+            "remote": self.remote, "branch": self.branch, "commit": self.commit,
+            "objects_sent": self.objects, "chunks_sent": self.chunks, "bytes_sent": self.bytes,
+            "bundles_sent": self.bundles, "head_moved": self.head_moved, "heads": self.guard, "push_ms": self.ms,
+        })
+    }
+}
+
+/// A bundle being filled: pack format v1 bytes and its index entries.
+struct Bundle {
+    kind: u8,
+    bytes: Vec<u8>,
+    entries: Vec<(ObjectId, u64, u32)>,
+}
+
+impl Bundle {
+    fn new(kind: u8) -> Bundle {
+        let mut bytes = Vec::with_capacity(1 << 20);
+        bytes.extend_from_slice(fs_core::store::pack::MAGIC);
+        bytes.extend_from_slice(&fs_core::store::pack::VERSION.to_le_bytes());
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        Bundle {
+            kind,
+            bytes,
+            entries: Vec::new(),
+        }
+    }
+    fn add(&mut self, id: &ObjectId, b: &[u8]) {
+        self.bytes.extend_from_slice(id);
+        self.bytes
+            .extend_from_slice(&(b.len() as u32).to_le_bytes());
+        let off = self.bytes.len() as u64;
+        self.bytes.extend_from_slice(b);
+        self.entries.push((*id, off, b.len() as u32));
+    }
+    fn len(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+/// Uploads a bundle, then its index, then records its ids as held.
+fn send(r: &Remote, store: &Path, name: &str, b: Bundle, rep: &mut PushReport) -> Result<()> {
+    if b.entries.is_empty() {
+        return Ok(());
+    }
+    let h = blake3::hash(&b.bytes).to_hex().to_string();
+    let dir = if b.kind == b'c' { "chunks" } else { "objects" };
+    let key = format!("{dir}/{h}.bundle");
+    let size = b.bytes.len() as u64;
+    r.put(&key, b.bytes)?;
+    if failpoint("bundle-sent") {
+        std::process::abort();
+    }
+    let idx = json!({
+        "version": 1, "bundle": key, "size": size,
+        "entries": b.entries.iter().map(|(id, off, len)| json!([hex_id(id), off, len])).collect::<Vec<_>>(),
+    });
+    let ib = serde_json::to_vec(&idx)?;
+    let ih = blake3::hash(&ib).to_hex().to_string();
+    r.put(&format!("index/{ih}.json"), ib)?;
+    if failpoint("index-sent") {
+        std::process::abort();
+    }
+    let ids: Vec<(u8, ObjectId)> = b.entries.iter().map(|e| (b.kind, e.0)).collect();
+    state::add_held(store, name, &ids)?;
+    rep.bundles += 1;
+    rep.bytes += size;
+    if b.kind == b'c' {
+        rep.chunks += ids.len() as u64;
+    } else {
+        rep.objects += ids.len() as u64;
+    }
+    if failpoint("bundle-acked") && rep.bundles >= 2 {
+        std::process::abort();
+    }
+    Ok(())
+}
+
+/// Pushes `branch` (None: the checked-out one) of the store at `store`
+/// (read through `src`) to remote `cfg`. Records the outcome in
+/// `status.json` (the error too). `quiet`: no progress bar.
+pub fn push(
+    src: &Transfer,
+    store: &Path,
+    cfg: &state::Config,
+    branch: Option<&str>,
+    quiet: bool,
+) -> Result<PushReport> {
+    let r = push_inner(src, store, cfg, branch, quiet);
+    let mut st = state::status(store, &cfg.name);
+    match &r {
+        Ok(rep) => {
+            st.last_push = Some(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0),
+            );
+            st.last_error = None;
+            st.heads.insert(rep.branch.clone(), rep.commit.clone());
+        }
+        Err(e) => st.last_error = Some(format!("{e:#}")),
+    }
+    let _ = state::save_status(store, &cfg.name, &st);
+    r
+}
+
+fn push_inner(
+    src: &Transfer,
+    store: &Path,
+    cfg: &state::Config,
+    branch: Option<&str>,
+    quiet: bool,
+) -> Result<PushReport> {
+    let t = Instant::now();
+    let r = Remote::open(&cfg.url, false)?;
+    r.ping()?;
+    let guard = heads::init(&r, &cfg.writer)?;
+    let held = state::held(store, &cfg.name)?;
+    let out = src
+        .outgoing(branch, &|k, id| held.contains(&(k, *id)))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    drop(held);
+    let mut rep = PushReport {
+        remote: cfg.name.clone(),
+        branch: out.branch.clone(),
+        commit: hex_id(&out.head),
+        guard: guard.as_str().into(),
+        ..Default::default()
+    };
+    let max = bundle_max();
+    let bar = progress(out.bytes(), quiet, "push");
+    let mut b = Bundle::new(b'c');
+    for (id, loc) in &out.chunks {
+        let bytes = src.chunk(id, *loc).map_err(|e| anyhow::anyhow!("{e}"))?;
+        if b.len() + bytes.len() + 36 > max && !b.entries.is_empty() {
+            send(
+                &r,
+                store,
+                &cfg.name,
+                std::mem::replace(&mut b, Bundle::new(b'c')),
+                &mut rep,
+            )?;
+        }
+        b.add(id, &bytes);
+        bar.inc(bytes.len() as u64);
+    }
+    send(&r, store, &cfg.name, b, &mut rep)?;
+    let mut b = Bundle::new(b'o');
+    for (id, bytes) in &out.objects {
+        if b.len() + bytes.len() + 36 > max && !b.entries.is_empty() {
+            send(
+                &r,
+                store,
+                &cfg.name,
+                std::mem::replace(&mut b, Bundle::new(b'o')),
+                &mut rep,
+            )?;
+        }
+        b.add(id, bytes);
+        bar.inc(bytes.len() as u64);
+    }
+    send(&r, store, &cfg.name, b, &mut rep)?;
+    bar.finish_and_clear();
+    let head = rep.commit.clone();
+    let is_anc = |c: &str| -> Result<bool> {
+        let Some(id) = parse_hex(c) else {
+            return Ok(false);
+        };
+        src.is_ancestor(&id, &out.head)
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    };
+    match heads::advance(&r, guard, &out.branch, &cfg.writer, &head, out.height, &is_anc)? {
+        Ok(()) => rep.head_moved = true,
+        Err(Refused::Diverged { theirs }) => bail!(
+            "remote {} ({}): branch {} there is at {} (pushed by writer {}), which this store's {} does not descend from: another store pushes this branch. Nothing of theirs was changed (your objects are there, the head is not). Pull first if you mean to continue their work (`ringfs pull`), or push your work as a new branch (`ringfs branch … NEWNAME` then `ringfs push … --branch NEWNAME`) or fork",
+            cfg.name, cfg.url, out.branch, &theirs.commit[..12.min(theirs.commit.len())], theirs.writer, &head[..12]
+        ),
+        Err(Refused::Raced) => bail!(
+            "remote {} ({}): another store moved branch {} during this push; nothing of theirs was changed: pull, then push again, or push as a new branch",
+            cfg.name, cfg.url, out.branch
+        ),
+    }
+    rep.ms = (t.elapsed().as_secs_f64() * 1e6).round() / 1e3;
+    Ok(rep)
+}
+
+/// 64 hex digits → id.
+pub fn parse_hex(s: &str) -> Option<ObjectId> {
+    if s.len() != 64 {
+        return None;
+    }
+    let mut id = [0u8; 32];
+    for i in 0..32 {
+        id[i] = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(id)
+}

@@ -1,0 +1,313 @@
+//! The transport of a remote: parsing its URL, building the `object_store`
+//! backend (`LocalFileSystem` for `file:///DIR`, `AmazonS3` for
+//! `s3://BUCKET/PREFIX` from the AWS_* environment), the small tokio
+//! runtime that drives it, and fetches verified against their BLAKE3 key.
+//!
+//! Secrets: credentials are read from the environment at each use and
+//! never stored, printed or put in an error (errors name the URL and key).
+
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
+use object_store::path::Path as Key;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+
+/// A parsed remote URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Url {
+    /// `file:///DIR` (an absolute directory).
+    File(std::path::PathBuf),
+    /// `s3://BUCKET[/PREFIX]`.
+    S3 { bucket: String, prefix: String },
+}
+
+/// Parses and checks `url` (nothing is contacted). Errors: one line naming
+/// the accepted forms.
+pub fn parse_url(url: &str) -> Result<Url> {
+    let forms = "a remote URL is file:///ABSOLUTE/DIR or s3://BUCKET[/PREFIX]";
+    if let Some(rest) = url.strip_prefix("file://") {
+        if !rest.starts_with('/') {
+            bail!("{url:?}: {forms} (file:// takes an absolute path, three slashes in all)");
+        }
+        let p = std::path::PathBuf::from(rest.trim_end_matches('/'));
+        if p.as_os_str().is_empty() {
+            bail!("{url:?}: the root directory cannot be a remote; {forms}");
+        }
+        return Ok(Url::File(p));
+    }
+    if let Some(rest) = url.strip_prefix("s3://") {
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
+        if bucket.len() < 3 || bucket.len() > 63 || !bucket.chars().all(ok) {
+            bail!("{url:?}: {bucket:?} is not an S3 bucket name (3 to 63 of a-z 0-9 . -); {forms}");
+        }
+        if rest.contains('@') || rest.contains('?') || rest.contains('#') {
+            bail!("{url:?}: no credentials, query or fragment in the URL (credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY); {forms}");
+        }
+        let prefix = prefix.trim_matches('/').to_string();
+        if prefix.split('/').any(|s| s == "." || s == "..") || prefix.contains("//") {
+            bail!("{url:?}: the prefix may not hold empty, . or .. parts; {forms}");
+        }
+        return Ok(Url::S3 {
+            bucket: bucket.to_string(),
+            prefix,
+        });
+    }
+    bail!("{url:?}: {forms}")
+}
+
+/// An open remote: its backend, key prefix and runtime.
+pub struct Remote {
+    pub url: String,
+    store: Arc<dyn ObjectStore>,
+    prefix: String,
+    rt: tokio::runtime::Runtime,
+}
+
+/// Why a get failed: absent, or anything else (with its text).
+pub enum Miss {
+    NotFound,
+    Other(anyhow::Error),
+}
+
+impl Remote {
+    /// Opens `url` (checked by [`parse_url`]). `file://`: the directory must
+    /// exist (`create` makes it). `s3://`: endpoint, region and credentials
+    /// from the environment, plain http allowed, path-style requests.
+    /// Tests: RINGFS_TEST_NO_CAS=1 wraps the backend in one that ignores
+    /// create-if-absent (as Garage 2.5 does).
+    pub fn open(url: &str, create: bool) -> Result<Remote> {
+        let parsed = parse_url(url)?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the remote runtime")?;
+        let (store, prefix): (Arc<dyn ObjectStore>, String) = match &parsed {
+            Url::File(dir) => {
+                if create {
+                    std::fs::create_dir_all(dir).with_context(|| {
+                        format!("creating the remote directory {}", dir.display())
+                    })?;
+                }
+                if !dir.is_dir() {
+                    bail!(
+                        "remote {url}: {} is not a directory (moved, removed or unmounted?)",
+                        dir.display()
+                    );
+                }
+                let fs = object_store::local::LocalFileSystem::new_with_prefix(dir)
+                    .map_err(|e| anyhow!("remote {url}: {e}"))?;
+                (Arc::new(fs), String::new())
+            }
+            Url::S3 { bucket, prefix } => {
+                let mut b = object_store::aws::AmazonS3Builder::from_env()
+                    .with_bucket_name(bucket)
+                    .with_allow_http(true)
+                    .with_virtual_hosted_style_request(false);
+                if std::env::var_os("AWS_REGION").is_none()
+                    && std::env::var_os("AWS_DEFAULT_REGION").is_none()
+                {
+                    b = b.with_region("us-east-1");
+                }
+                b = b.with_conditional_put(object_store::aws::S3ConditionalPut::ETagMatch);
+                let s = b
+                    .build()
+                    .map_err(|e| anyhow!("remote {url}: {}", scrub(&e.to_string())))?;
+                (Arc::new(s), prefix.clone())
+            }
+        };
+        let store: Arc<dyn ObjectStore> = if std::env::var_os("RINGFS_TEST_NO_CAS").is_some() {
+            Arc::new(super::nocas::NoCas(store))
+        } else {
+            store
+        };
+        Ok(Remote {
+            url: url.to_string(),
+            store,
+            prefix,
+            rt,
+        })
+    }
+
+    /// The full key of `k` (under the URL's prefix).
+    pub fn key(&self, k: &str) -> Key {
+        if self.prefix.is_empty() {
+            Key::from(k)
+        } else {
+            Key::from(format!("{}/{k}", self.prefix))
+        }
+    }
+
+    fn err(&self, what: &str, k: &str, e: object_store::Error) -> anyhow::Error {
+        anyhow!("remote {}: {what} {k}: {}", self.url, scrub(&e.to_string()))
+    }
+
+    /// Writes `bytes` at `k` (overwriting). Errors name the URL and key.
+    pub fn put(&self, k: &str, bytes: Vec<u8>) -> Result<()> {
+        let key = self.key(k);
+        self.rt
+            .block_on(self.store.put(&key, PutPayload::from(bytes)))
+            .map(|_| ())
+            .map_err(|e| self.err("writing", k, e))
+    }
+
+    /// Creates `k` only if absent: Ok(true) created, Ok(false) it existed.
+    /// (Where the server ignores the condition, Ok(true) either way.)
+    pub fn create(&self, k: &str, bytes: Vec<u8>) -> Result<bool> {
+        let key = self.key(k);
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        match self
+            .rt
+            .block_on(self.store.put_opts(&key, PutPayload::from(bytes), opts))
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. })
+            | Err(object_store::Error::Precondition { .. }) => Ok(false),
+            Err(e) => Err(self.err("creating", k, e)),
+        }
+    }
+
+    /// The bytes at `k`.
+    pub fn get(&self, k: &str) -> std::result::Result<Vec<u8>, Miss> {
+        let key = self.key(k);
+        let r = self.rt.block_on(async {
+            let g = self.store.get(&key).await?;
+            g.bytes().await
+        });
+        match r {
+            Ok(b) => Ok(b.to_vec()),
+            Err(object_store::Error::NotFound { .. }) => Err(Miss::NotFound),
+            Err(e) => Err(Miss::Other(self.err("reading", k, e))),
+        }
+    }
+
+    /// The bytes at `k`, which must exist and hash (BLAKE3) to `hex`.
+    /// Errors: missing, or a mismatch, each naming the key.
+    pub fn get_verified(&self, k: &str, hex: &str) -> Result<Vec<u8>> {
+        let b = match self.get(k) {
+            Ok(b) => b,
+            Err(Miss::NotFound) => bail!(
+                "remote {}: {k} is missing (the remote lost an object a head needs)",
+                self.url
+            ),
+            Err(Miss::Other(e)) => return Err(e),
+        };
+        let got = blake3::hash(&b).to_hex();
+        if got.as_str() != hex {
+            bail!("remote {}: {k} is corrupt: its bytes hash to {got}, not the {hex} its name says (nothing from it was used)", self.url);
+        }
+        Ok(b)
+    }
+
+    /// Removes `k` (absent is fine).
+    pub fn delete(&self, k: &str) -> Result<()> {
+        let key = self.key(k);
+        match self.rt.block_on(self.store.delete(&key)) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.err("deleting", k, e)),
+        }
+    }
+
+    /// The keys directly under `dir` (names relative to `dir`).
+    pub fn list(&self, dir: &str) -> Result<Vec<String>> {
+        let key = self.key(dir);
+        let r = self.rt.block_on(self.store.list_with_delimiter(Some(&key)));
+        let r = match r {
+            Ok(r) => r,
+            Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
+            Err(e) => return Err(self.err("listing", dir, e)),
+        };
+        Ok(r.objects
+            .into_iter()
+            .filter_map(|m| m.location.filename().map(|s| s.to_string()))
+            .collect())
+    }
+
+    /// The "directories" directly under `dir` (common prefixes).
+    pub fn list_dirs(&self, dir: &str) -> Result<Vec<String>> {
+        let key = self.key(dir);
+        let r = match self.rt.block_on(self.store.list_with_delimiter(Some(&key))) {
+            Ok(r) => r,
+            Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
+            Err(e) => return Err(self.err("listing", dir, e)),
+        };
+        Ok(r.common_prefixes
+            .into_iter()
+            .filter_map(|p| p.filename().map(|s| s.to_string()))
+            .collect())
+    }
+
+    /// Checks the remote answers (a listing of its root).
+    pub fn ping(&self) -> Result<()> {
+        if let Ok(Url::File(d)) = parse_url(&self.url) {
+            if !d.is_dir() {
+                bail!(
+                    "remote {}: {} is not a directory any more (moved, removed or unmounted?)",
+                    self.url,
+                    d.display()
+                );
+            }
+        }
+        self.list("heads").map(|_| ())
+    }
+}
+
+/// An error's text with anything that looks like a secret removed (the
+/// secret key's value if it appears, and signature fields).
+pub fn scrub(s: &str) -> String {
+    let mut out = s.to_string();
+    for v in [
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_ACCESS_KEY_ID",
+    ] {
+        if let Ok(x) = std::env::var(v) {
+            if x.len() >= 4 {
+                out = out.replace(&x, "[redacted]");
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            parse_url("file:///tmp/x/").unwrap(),
+            Url::File("/tmp/x".into())
+        );
+        assert_eq!(
+            parse_url("s3://bucket-1/a/b/").unwrap(),
+            Url::S3 {
+                bucket: "bucket-1".into(),
+                prefix: "a/b".into()
+            }
+        );
+        assert_eq!(
+            parse_url("s3://bucket").unwrap(),
+            Url::S3 {
+                bucket: "bucket".into(),
+                prefix: "".into()
+            }
+        );
+        for bad in [
+            "file://rel",
+            "file:///",
+            "http://x",
+            "s3://B",
+            "s3://ab",
+            "s3://user:pw@bucket/x",
+            "s3://bucket/a/../b",
+            "/tmp/x",
+        ] {
+            assert!(parse_url(bad).is_err(), "{bad}");
+        }
+    }
+}

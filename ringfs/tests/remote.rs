@@ -1,0 +1,563 @@
+//! Remote sync (issue 14, DECISIONS D38) against `file://` remotes, through
+//! real mounts where a mount is involved: push then clone on a fresh store
+//! gives a byte-equal tree (the clone mounted), a second push sends
+//! nothing, a pull fast-forwards an unmounted clone; a push killed (-9, by
+//! failpoint) after some bundles resumes and resends nothing the remote
+//! acknowledged; a corrupted bundle is reported with its key on clone and
+//! pull; a second store pushing the same branch is refused with its head
+//! intact (with compare-and-swap, and with a backend that ignores it, as
+//! Garage 2.5 does); an unreachable remote gives a clear error while the
+//! workspace keeps working, and the next push delivers.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use common::*;
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// `ringfs ARGS` with extra environment.
+fn rf(env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut c = Command::new(RINGFS);
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    run_timeout(&mut c, Duration::from_secs(120))
+}
+
+/// `ringfs ARGS --json` with extra environment; must succeed.
+fn rj(env: &[(&str, &str)], args: &[&str]) -> serde_json::Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    let o = rf(env, &a);
+    let (out, err) = out_str(&o);
+    assert!(o.status.success(), "ringfs {args:?}: {out} {err}");
+    serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("ringfs {args:?} printed no JSON ({e}): {out}"))
+}
+
+/// `ringfs ARGS` must fail with `want` on stderr.
+fn refused(env: &[(&str, &str)], args: &[&str], want: &str) -> String {
+    let o = rf(env, args);
+    let (out, err) = out_str(&o);
+    assert!(!o.status.success(), "ringfs {args:?} succeeded: {out}");
+    assert!(
+        err.contains(want),
+        "ringfs {args:?}: wanted {want:?} in: {err}"
+    );
+    err
+}
+
+/// A workspace mounted with `ringfs mount --daemon`, unmounted when dropped.
+struct Extra(PathBuf);
+
+impl Extra {
+    fn mount(mnt: &Path, store: &Path) -> Extra {
+        std::fs::create_dir_all(mnt).unwrap();
+        let o = ringfs(&["mount", s(mnt), "--store", s(store), "--daemon"]);
+        assert!(
+            o.status.success(),
+            "mount {}: {:?}",
+            mnt.display(),
+            out_str(&o)
+        );
+        Extra(mnt.to_path_buf())
+    }
+    fn unmount(&self) {
+        let o = run_timeout(
+            Command::new(RINGFS).arg("umount").arg(&self.0),
+            Duration::from_secs(30),
+        );
+        assert!(
+            o.status.success(),
+            "umount {}: {:?}",
+            self.0.display(),
+            out_str(&o)
+        );
+    }
+}
+
+impl Drop for Extra {
+    fn drop(&mut self) {
+        if is_mounted(&self.0) {
+            let _ = run_timeout(
+                Command::new(RINGFS).arg("umount").arg(&self.0),
+                Duration::from_secs(30),
+            );
+        }
+    }
+}
+
+/// Every path below `root` (relative) → what it is: file bytes, a link
+/// target, or "dir".
+fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if rel == "lost+found" {
+                continue;
+            }
+            let ft = e.file_type().unwrap();
+            if ft.is_symlink() {
+                out.insert(
+                    rel,
+                    [
+                        b"link:".to_vec(),
+                        std::fs::read_link(&p)
+                            .unwrap()
+                            .into_os_string()
+                            .into_encoded_bytes(),
+                    ]
+                    .concat(),
+                );
+            } else if ft.is_dir() {
+                out.insert(rel, b"dir".to_vec());
+                stack.push(p);
+            } else {
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+fn fsck_clean(store: &Path) {
+    let o = ringfs(&["fsck", "--store", s(store)]);
+    assert!(
+        o.status.success(),
+        "fsck {}: {:?}",
+        store.display(),
+        out_str(&o)
+    );
+}
+
+fn url(dir: &Path) -> String {
+    format!("file://{}", dir.display())
+}
+
+fn files_in(d: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(d)
+        .map(|r| {
+            r.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn push_clone_mount_byte_equal_then_pull_fast_forwards() {
+    if raw_mode() {
+        return;
+    }
+    let m = TestMount::new(Backend::Store);
+    let base = m.store_dir().parent().unwrap().to_path_buf();
+    let remote = base.join("remote");
+    m.sh_ok("mkdir -p src/lib && echo one > src/a && head -c 700000 /dev/urandom > src/lib/big && ln -s a src/l && setfattr -n user.k -v v src/a && mkdir empty");
+    json(&["commit", mp(&m), "-m", "one"]);
+    // The URL checked before anything is written.
+    refused(
+        &[],
+        &["remote", "add", mp(&m), "origin", "http://example.com/x"],
+        "file:///ABSOLUTE/DIR or s3://BUCKET",
+    );
+    refused(
+        &[],
+        &["remote", "add", mp(&m), "bad name", &url(&remote)],
+        "not a remote name",
+    );
+    assert!(!m.store_dir().join("remotes").exists());
+    let a = json(&["remote", "add", mp(&m), "origin", &url(&remote)]);
+    assert_eq!(a["heads"], "cas", "{a}");
+    refused(
+        &[],
+        &["remote", "add", mp(&m), "origin", &url(&remote)],
+        "exists already",
+    );
+    let st = json(&["remote", "status", mp(&m)]);
+    let b0 = &st["remotes"][0]["branches"][0];
+    assert!(
+        b0["pending_chunks"].as_u64().unwrap() > 50 && b0["remote"].is_null(),
+        "{st}"
+    );
+
+    let p1 = json(&["push", mp(&m)]);
+    assert_eq!(p1["head_moved"], true, "{p1}");
+    assert!(
+        p1["chunks_sent"].as_u64().unwrap() > 50 && p1["bytes_sent"].as_u64().unwrap() > 700000,
+        "{p1}"
+    );
+    // Nothing twice.
+    let p2 = json(&["push", mp(&m)]);
+    assert_eq!(
+        (
+            p2["objects_sent"].as_u64(),
+            p2["chunks_sent"].as_u64(),
+            p2["bytes_sent"].as_u64()
+        ),
+        (Some(0), Some(0), Some(0)),
+        "{p2}"
+    );
+    let st = json(&["remote", "status", mp(&m)]);
+    let b0 = &st["remotes"][0]["branches"][0];
+    assert_eq!(
+        (b0["pending_bytes"].as_u64(), &b0["remote"]),
+        (Some(0), &b0["local"]),
+        "{st}"
+    );
+
+    // Clone on a fresh store, mounted: the same tree, byte for byte.
+    let cs = base.join("clone");
+    let c = json(&["clone", &url(&remote), "--store", s(&cs)]);
+    assert_eq!(
+        (c["branch"].as_str(), c["files"].as_u64()),
+        (Some("main"), Some(2)),
+        "{c}"
+    );
+    fsck_clean(&cs);
+    let cm = Extra::mount(&base.join("cm"), &cs);
+    assert_eq!(tree(&cm.0), tree(m.path()));
+    let o = Command::new("getfattr")
+        .args(["--only-values", "-n", "user.k"])
+        .arg(cm.0.join("src/a"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "v");
+    assert_eq!(
+        json(&["diff", s(&cm.0)])["changes"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+    cm.unmount();
+    refused(
+        &[],
+        &["clone", &url(&remote), "--store", s(&cs)],
+        "not empty",
+    );
+
+    // A second commit pushed sends only what changed; the unmounted clone
+    // pulls it and its live tree follows.
+    m.sh_ok("echo two > src/a && echo b > src/b && rm src/l");
+    json(&["commit", mp(&m), "-m", "two"]);
+    let p3 = json(&["push", mp(&m)]);
+    assert!(p3["bytes_sent"].as_u64().unwrap() < 20000, "{p3}");
+    let pl = json(&["pull", "--store", s(&cs)]);
+    assert_eq!(
+        (pl["up_to_date"].as_bool(), pl["live_updated"].as_bool()),
+        (Some(false), Some(true)),
+        "{pl}"
+    );
+    assert_eq!(json(&["pull", "--store", s(&cs)])["up_to_date"], true);
+    fsck_clean(&cs);
+    let cm = Extra::mount(&base.join("cm"), &cs);
+    assert_eq!(tree(&cm.0), tree(m.path()));
+    // The clone pushes on top (a fast-forward of the remote's branch).
+    std::fs::write(cm.0.join("from-clone"), "c").unwrap();
+    json(&["commit", s(&cm.0), "-m", "three"]);
+    let p4 = json(&["push", s(&cm.0)]);
+    assert_eq!(p4["head_moved"], true, "{p4}");
+    cm.unmount();
+    fsck_clean(&cs);
+}
+
+#[test]
+fn killed_push_resumes_and_resends_nothing_acknowledged() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    let base = m.store_dir().parent().unwrap().to_path_buf();
+    let remote = base.join("remote");
+    m.sh_ok("for i in 1 2 3 4 5 6; do head -c 300000 /dev/urandom > f$i; done");
+    json(&["commit", mp(&m)]);
+    m.unmount_checked();
+    let store = m.store_dir().to_path_buf();
+    json(&["remote", "add", "--store", s(&store), "r", &url(&remote)]);
+    let small = [("RINGFS_TEST_BUNDLE_MAX", "262144")];
+    let before = rj(&small, &["remote", "status", "--store", s(&store)]);
+    let total = before["remotes"][0]["branches"][0]["pending_chunks"]
+        .as_u64()
+        .unwrap();
+    // Killed after its second chunk bundle is acknowledged.
+    let o = rf(
+        &[
+            ("RINGFS_TEST_BUNDLE_MAX", "262144"),
+            ("RINGFS_FAILPOINT", "bundle-acked"),
+        ],
+        &["push", "--store", s(&store)],
+    );
+    assert!(!o.status.success(), "{:?}", out_str(&o));
+    let mid = rj(&small, &["remote", "status", "--store", s(&store)]);
+    let left = mid["remotes"][0]["branches"][0]["pending_chunks"]
+        .as_u64()
+        .unwrap();
+    assert!(left < total && left > 0, "{before} {mid}");
+    assert!(
+        mid["remotes"][0]["branches"][0]["remote"].is_null(),
+        "no head before everything is there: {mid}"
+    );
+    let acked_bundles = files_in(&remote.join("chunks"));
+    let mtimes: Vec<_> = acked_bundles
+        .iter()
+        .map(|n| {
+            std::fs::metadata(remote.join("chunks").join(n))
+                .unwrap()
+                .modified()
+                .unwrap()
+        })
+        .collect();
+    let p = rj(&small, &["push", "--store", s(&store)]);
+    assert_eq!(
+        p["chunks_sent"].as_u64(),
+        Some(left),
+        "only what was not acknowledged: {p}"
+    );
+    assert_eq!(p["head_moved"], true);
+    // The bundles acknowledged before the kill were not written again.
+    for (n, t) in acked_bundles.iter().zip(mtimes) {
+        assert_eq!(
+            std::fs::metadata(remote.join("chunks").join(n))
+                .unwrap()
+                .modified()
+                .unwrap(),
+            t,
+            "{n} rewritten"
+        );
+    }
+    let cs = base.join("clone");
+    json(&["clone", &url(&remote), "--store", s(&cs)]);
+    fsck_clean(&cs);
+    let cm = Extra::mount(&base.join("cm"), &cs);
+    m.mount_again();
+    assert_eq!(tree(&cm.0), tree(m.path()));
+    cm.unmount();
+}
+
+#[test]
+fn corrupted_remote_objects_are_reported_with_their_key() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    let base = m.store_dir().parent().unwrap().to_path_buf();
+    let remote = base.join("remote");
+    m.sh_ok("echo one > a && head -c 200000 /dev/urandom > big");
+    json(&["commit", mp(&m)]);
+    json(&["remote", "add", mp(&m), "origin", &url(&remote)]);
+    json(&["push", mp(&m)]);
+    let cs = base.join("clone");
+    json(&["clone", &url(&remote), "--store", s(&cs)]);
+    m.sh_ok("echo two > a");
+    json(&["commit", mp(&m)]);
+    let before: Vec<String> = files_in(&remote.join("objects"));
+    json(&["push", mp(&m)]);
+    m.unmount_checked();
+    // Flip a byte in the new object bundle: pull names it and changes nothing.
+    let new: Vec<String> = files_in(&remote.join("objects"))
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    assert_eq!(new.len(), 1, "{new:?}");
+    let p = remote.join("objects").join(&new[0]);
+    let mut b = std::fs::read(&p).unwrap();
+    let n = b.len();
+    b[n - 3] ^= 0x55;
+    std::fs::write(&p, &b).unwrap();
+    let err = refused(
+        &[],
+        &["pull", "--store", s(&cs)],
+        &format!("objects/{}", new[0]),
+    );
+    assert!(err.contains("corrupt"), "{err}");
+    // A chunk bundle too, on clone: nothing left under the new store's name.
+    let ch = files_in(&remote.join("chunks"));
+    let p = remote.join("chunks").join(&ch[0]);
+    let mut b = std::fs::read(&p).unwrap();
+    b[100] ^= 0x55;
+    std::fs::write(&p, &b).unwrap();
+    b[100] ^= 0x55;
+    let cs2 = base.join("clone2");
+    let err = refused(
+        &[],
+        &["clone", &url(&remote), "--store", s(&cs2)],
+        &format!("chunks/{}", ch[0]),
+    );
+    assert!(err.contains("corrupt"), "{err}");
+    assert!(!cs2.join("store.redb").exists());
+    // Repaired, the clone goes through (the objects bundle is still bad:
+    // put it back too).
+    std::fs::write(&p, &b).unwrap();
+    let ob = remote.join("objects").join(&new[0]);
+    let mut b = std::fs::read(&ob).unwrap();
+    b[n - 3] ^= 0x55;
+    std::fs::write(&ob, &b).unwrap();
+    json(&["clone", &url(&remote), "--store", s(&cs2)]);
+    fsck_clean(&cs2);
+}
+
+/// Two stores pushing one branch: the second is refused, the head intact.
+fn second_writer(env: &[(&str, &str)], want_guard: &str) {
+    let mut a = TestMount::new(Backend::Store);
+    let mut b = TestMount::new(Backend::Store);
+    let base = a.store_dir().parent().unwrap().to_path_buf();
+    let remote = base.join("remote");
+    a.sh_ok("echo from-a > f");
+    let ca = json(&["commit", mp(&a)])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    b.sh_ok("echo from-b > f");
+    json(&["commit", mp(&b)]);
+    a.unmount_checked();
+    b.unmount_checked();
+    let (sa, sb) = (a.store_dir().to_path_buf(), b.store_dir().to_path_buf());
+    let g = rj(
+        env,
+        &["remote", "add", "--store", s(&sa), "origin", &url(&remote)],
+    );
+    assert_eq!(g["heads"], want_guard, "{g}");
+    rj(env, &["push", "--store", s(&sa)]);
+    rj(
+        env,
+        &["remote", "add", "--store", s(&sb), "origin", &url(&remote)],
+    );
+    let err = refused(
+        env,
+        &["push", "--store", s(&sb)],
+        "another store pushes this branch",
+    );
+    assert!(
+        err.contains("fork") && err.contains("Nothing of theirs was changed"),
+        "{err}"
+    );
+    let head = |st: &Path| {
+        rj(env, &["remote", "status", "--store", s(st)])["remotes"][0]["branches"][0]["remote"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(head(&sa), ca);
+    assert_eq!(head(&sb), ca);
+    // A clone of the remote continues A's line: allowed; then A, behind, is refused.
+    let cs = base.join("clone");
+    rj(env, &["clone", &url(&remote), "--store", s(&cs)]);
+    let cm = Extra::mount(&base.join("cm"), &cs);
+    std::fs::write(cm.0.join("g"), "clone").unwrap();
+    let cc = json(&["commit", s(&cm.0)])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    cm.unmount();
+    rj(env, &["push", "--store", s(&cs)]);
+    assert_eq!(head(&sa), cc);
+    a.mount_again();
+    a.sh_ok("echo again > f");
+    json(&["commit", mp(&a)]);
+    a.unmount_checked();
+    refused(
+        env,
+        &["push", "--store", s(&sa)],
+        "another store pushes this branch",
+    );
+    assert_eq!(head(&sa), cc);
+    // A pulls is refused too (diverged), and nothing changes.
+    refused(env, &["pull", "--store", s(&sa)], "diverged");
+    assert_eq!(
+        std::fs::read_dir(remote.join("heads").join("6d61696e"))
+            .map(|r| r.count())
+            .unwrap_or(0)
+            > 0,
+        want_guard == "cas"
+    );
+    // Restore the harness's mounts.
+    a.mount_again();
+    b.mount_again();
+}
+
+#[test]
+fn second_writer_refused_with_compare_and_swap() {
+    if raw_mode() {
+        return;
+    }
+    second_writer(&[], "cas");
+}
+
+#[test]
+fn second_writer_refused_without_compare_and_swap() {
+    if raw_mode() {
+        return;
+    }
+    second_writer(&[("RINGFS_TEST_NO_CAS", "1")], "writers");
+}
+
+#[test]
+fn unreachable_remote_is_a_clear_error_and_the_workspace_keeps_working() {
+    if raw_mode() {
+        return;
+    }
+    let m = TestMount::new(Backend::Store);
+    let base = m.store_dir().parent().unwrap().to_path_buf();
+    let remote = base.join("remote");
+    m.sh_ok("echo one > a");
+    json(&["commit", mp(&m)]);
+    json(&["remote", "add", mp(&m), "origin", &url(&remote)]);
+    json(&["push", mp(&m)]);
+    let away = base.join("remote-away");
+    std::fs::rename(&remote, &away).unwrap();
+    m.sh_ok("echo two > a && echo new > b");
+    json(&["commit", mp(&m)]);
+    let err = refused(&[], &["push", mp(&m)], "not a directory any more");
+    assert!(err.contains(&remote.display().to_string()), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // The workspace goes on at local speed; status shows the lag and the error.
+    m.sh_ok("echo three > c && cat a b c >/dev/null");
+    assert_eq!(std::fs::read_to_string(m.p("a")).unwrap(), "two\n");
+    let st = json(&["remote", "status", mp(&m)]);
+    let r = &st["remotes"][0];
+    assert_eq!(r["reachable"], false, "{st}");
+    assert!(
+        r["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("not a directory"),
+        "{st}"
+    );
+    assert!(
+        r["branches"][0]["pending_objects"].as_u64().unwrap() > 0,
+        "{st}"
+    );
+    assert_ne!(
+        r["branches"][0]["remote"], r["branches"][0]["local"],
+        "{st}"
+    );
+    // Back: everything arrives.
+    std::fs::rename(&away, &remote).unwrap();
+    let p = json(&["push", mp(&m)]);
+    assert_eq!(p["head_moved"], true);
+    let st = json(&["remote", "status", mp(&m)]);
+    assert!(st["remotes"][0]["last_error"].is_null(), "{st}");
+    assert_eq!(
+        st["remotes"][0]["branches"][0]["remote"],
+        st["remotes"][0]["branches"][0]["local"]
+    );
+    let cs = base.join("clone");
+    json(&["clone", &url(&remote), "--store", s(&cs)]);
+    let cm = Extra::mount(&base.join("cm"), &cs);
+    assert_eq!(std::fs::read_to_string(cm.0.join("b")).unwrap(), "new\n");
+    cm.unmount();
+}
