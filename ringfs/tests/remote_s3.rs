@@ -5,13 +5,10 @@
 //!   mount the clone: the trees are byte-equal;
 //! - two stores pushing the same branch: the second is refused, the remote head is
 //!   intact. Garage 2.5 does not enforce conditional PUT (tests/garage_s3.rs), so this
-//!   relies on the per-writer head records, not on compare-and-swap (docs/SEMANTICS.md
+//!   relies on the per-writer head records (checked: the remote says `"heads":
+//!   "writers"`), not on compare-and-swap (docs/SEMANTICS.md
 //!   "Remote servers", DECISIONS D39);
 //! - a 3-node cluster with replication 3: clone and push succeed with one node stopped.
-//!
-//! Ignored until the remote commands of branch s7-remote are merged: written against
-//! the interface of issue 14 (`ringfs remote add MNT NAME URL`, `ringfs push MNT`,
-//! `ringfs clone URL --store DIR`); run with `--ignored` once they exist.
 //!
 //! Credentials and endpoint reach `ringfs` (the CLI and the mount daemon, which
 //! fetches chunks on first open) only through the AWS_* environment.
@@ -135,6 +132,25 @@ fn assert_same_tree(a: &Path, b: &Path) {
     }
 }
 
+/// The remote's `ringfs-remote.json` (docs/FORMATS.md "Remote layout") under `prefix`,
+/// read straight from the bucket.
+fn remote_doc(g: &Garage, prefix: &str) -> serde_json::Value {
+    use object_store::ObjectStoreExt;
+    let s = object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(g.endpoint())
+        .with_region(common::garage::REGION)
+        .with_bucket_name(&g.bucket)
+        .with_access_key_id(&g.key_id)
+        .with_secret_access_key(&g.secret)
+        .with_allow_http(true)
+        .build()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let key = object_store::path::Path::from(format!("{prefix}/ringfs-remote.json"));
+    let bytes = rt.block_on(async { s.get(&key).await.unwrap_or_else(|e| panic!("get {key}: {e}")).bytes().await.unwrap() });
+    serde_json::from_slice(&bytes).unwrap()
+}
+
 /// A small project: nested dirs, an empty file, an executable, a symlink, a 3 MiB
 /// file of many chunks.
 fn populate(m: &TestMount, tag: &str) {
@@ -147,7 +163,6 @@ fn populate(m: &TestMount, tag: &str) {
 }
 
 #[test]
-#[ignore = "needs the remote commands (remote add, push, clone) of branch s7-remote; un-ignore after merging it"]
 fn push_clone_mount_byte_equal() {
     let g = Garage::single();
     let url = g.url("ws/push-clone");
@@ -169,7 +184,6 @@ fn push_clone_mount_byte_equal() {
 }
 
 #[test]
-#[ignore = "needs the remote commands (remote add, push, clone) of branch s7-remote; un-ignore after merging it"]
 fn second_writer_on_a_branch_is_refused_and_head_kept() {
     let g = Garage::single();
     let url = g.url("ws/two-writers");
@@ -178,6 +192,9 @@ fn second_writer_on_a_branch_is_refused_and_head_kept() {
     rg_ok(&g, &["remote", "add", mp(&a), "origin", &url]);
     rg_ok(&g, &["commit", mp(&a), "-m", "a1"]);
     rg_ok(&g, &["push", mp(&a)]);
+
+    // The start-up probe found create-if-absent ignored: heads are per-writer keys.
+    assert_eq!(remote_doc(&g, "ws/two-writers")["heads"], "writers", "Garage 2.5 should get the per-writer head scheme");
 
     // B starts from A's head, then A moves on and pushes again.
     let b = clone_and_mount(&g, &url, "writer-b");
@@ -218,7 +235,6 @@ fn second_writer_on_a_branch_is_refused_and_head_kept() {
 }
 
 #[test]
-#[ignore = "needs the remote commands (remote add, push, clone) of branch s7-remote; un-ignore after merging it"]
 fn cluster_of_three_serves_clone_and_push_with_one_node_down() {
     let mut g = Garage::cluster();
     let url = g.url("ws/cluster");
