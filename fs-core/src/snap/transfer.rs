@@ -26,7 +26,7 @@ use crate::snap::refs::{
 };
 use crate::snap::{se, SnapError};
 use crate::store::db::Store;
-use crate::store::pack::{pack_name, scan_pack, Loc, HEADER_LEN, RECORD_HEADER};
+use crate::store::pack::{pack_name, scan_pack, Loc, RECORD_HEADER};
 
 /// The ids an encoded object names: (objects, chunks it holds itself).
 /// Commits name their root and parents, directories their entries' objects,
@@ -351,7 +351,7 @@ fn place_bundles(
     let mut locs: HashMap<ObjectId, Loc> = HashMap::new();
     for b in bundles {
         let (recs, len) = scan_bundle(b, &b.display().to_string())?;
-        let mut live = HEADER_LEN;
+        let mut live = 0u64;
         let id = next;
         for (h, off, l) in recs {
             if want.contains(&h) && !have(&h) && !locs.contains_key(&h) {
@@ -366,7 +366,7 @@ fn place_bundles(
                 live += RECORD_HEADER + l as u64;
             }
         }
-        if live == HEADER_LEN {
+        if live == 0 {
             continue;
         }
         let to = packs_dir.join(pack_name(id));
