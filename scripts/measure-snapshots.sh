@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A measurement, not a test (issue 13): commit time of a 1-file edit in a
 # tree of N files (default 10000 and 100000) against the first commit,
-# which builds every object (a full walk of the tree); then restore to a
+# which builds every object (a full walk of the tree), and of 10-, 100-
+# and 500-file edits spread over the tree; then restore to a
 # commit 10 files back (10 commits of one edit each) and forward again,
 # with `ringfs restore --json`'s phases. Needs root and a
 # built binary (target/release/ringfs). Prints one line per run with the
@@ -35,6 +36,23 @@ PY
   for k in 1 2 3; do
     echo "edit $k" >> "$T/mnt/d000/e00/f00000"
     echo "N=$N 1-file edit, commit $k:      $("$BIN" commit "$T/mnt" -m edit --json | phases)"
+  done
+  # Commits after changing K files spread over the tree (every N/K-th),
+  # three times each (the bench's snapshots section's k-file commits).
+  for K in 10 100 500; do
+    [ "$K" -le "$N" ] || continue
+    for k in 1 2 3; do
+      python3 - "$T/mnt" "$N" "$K" "$k" <<'PY'
+import os, sys
+root, n, kk, r = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+for j in range(kk):
+    i = j * (n // kk)
+    p = os.path.join(root, "d%03d" % (i // 1000), "e%02d" % (i // 100 % 10), "f%05d" % i)
+    with open(p, "a") as f:
+        f.write("k%s\n" % r)
+PY
+      echo "N=$N $K-file edit, commit $k:    $("$BIN" commit "$T/mnt" -m edit --json | phases)"
+    done
   done
   # Forks of the head through the daemon (D35): the fork's own time, the
   # `ringfs mount --daemon` of it, and its new disk (packs are hard links).

@@ -41,6 +41,9 @@ fn flags_of_xflags(old: u32, xflags: u32) -> Option<u32> {
 
 /// `FOPEN_KEEP_CACHE`: keep the page cache across opens (include/uapi/linux/fuse.h).
 const FOPEN_KEEP_CACHE: u32 = 1 << 1;
+/// `FOPEN_CACHE_DIR`: the kernel may cache this directory's listing in its
+/// page cache (include/uapi/linux/fuse.h; used on OPENDIR replies).
+const FOPEN_CACHE_DIR: u32 = 1 << 3;
 /// `FOPEN_NOFLUSH`: do not send FLUSH on close; ringfs has nothing to flush then.
 const FOPEN_NOFLUSH: u32 = 1 << 5;
 /// `FOPEN_PASSTHROUGH`: the kernel serves read/write/mmap from the backing
@@ -503,7 +506,13 @@ impl Filesystem for Adapter {
 
     fn opendir(&self, ctx: &RequestCtx, nodeid: u64, _flags: u32) -> Result<Opened> {
         let fh = self.fs.opendir(&caller(ctx), nodeid).map_err(err)?;
-        Ok(Opened { fh, open_flags: 0, backing_id: 0 })
+        // The daemon's own directories change only through this mount or
+        // through restore, which invalidates them (FUSE_NOTIFY_INVAL_ENTRY
+        // bumps the kernel's directory version, INVAL_INODE drops its pages):
+        // the kernel may keep their listings (D42). A native root's host tree
+        // changes behind the daemon's back: never cached.
+        let open_flags = if fs_core::is_host_nodeid(fh) { 0 } else { FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE };
+        Ok(Opened { fh, open_flags, backing_id: 0 })
     }
 
     fn readdir(&self, _ctx: &RequestCtx, nodeid: u64, fh: u64, offset: u64, sink: &mut dyn DirSink) -> Result<()> {

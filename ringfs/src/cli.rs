@@ -82,6 +82,8 @@ pub enum Command {
     ///
     /// FROM and TO are a commit id (or a unique start of one), a branch
     /// name, or `live`; FROM defaults to the last commit, TO to `live`.
+    /// `ringfs diff --store DIR FROM TO` diffs two commits of an unmounted
+    /// store (read-only). `--json` carries `total_ms`.
     Diff(DiffArgs),
     /// Create, move, delete or list branches (names of commits).
     ///
@@ -361,12 +363,18 @@ pub struct LogArgs {
 
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The mountpoint a `ringfs mount` serves.
-    pub mountpoint: PathBuf,
+    /// The mountpoint a `ringfs mount` serves (with `--store DIR`: left
+    /// out, `ringfs diff --store DIR FROM TO`).
+    #[arg(required_unless_present = "store")]
+    pub mountpoint: Option<PathBuf>,
     /// The old side: a commit id or its start, a branch, or `live` (default: the last commit).
     pub from: Option<String>,
     /// The new side (default: `live`).
     pub to: Option<String>,
+    /// An unmounted store directory instead (opened read-only): the diff
+    /// of two commits, both named (`live` needs the mount).
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,

@@ -10,11 +10,14 @@
 //! - commit: `{"id", "created", "parent", "branch", "paths": {"added",
 //!   "modified", "removed"}, "objects": {"new", "reused"}, "bytes": {"new",
 //!   "reused"}, "journal_position", "journal_records", "changed_inodes",
-//!   "phases_ms": {"hash", "flush", "build", "write"}, "total_ms"}`;
+//!   "phases_ms": {"hash", "flush", "build", "diff", "write", "durable"},
+//!   "total_ms"}` (`durable`: the packs' fdatasync and the durable redb
+//!   commit; absent when no commit was made);
 //! - log: `{"branch", "commits": [{"id", "parents", "root", "time",
 //!   "time_nsec", "author", "message", "journal_position"}]}`;
-//! - diff: `{"from", "to", "changes": [{"path", "change", "old", "new"}]}`,
-//!   `old`/`new` null or `{"kind", "mode", "size"}`;
+//! - diff: `{"from", "to", "changes": [{"path", "change", "old", "new"}],
+//!   "total_ms"}`, `old`/`new` null or `{"kind", "mode", "size"}`,
+//!   `total_ms` the daemon's own time (settling the live tree included);
 //! - restore: `{"commit", "paths": {"added", "removed", "rewritten",
 //!   "changed"}, "bytes", "kept": [path…], "invalidations", "phases_ms":
 //!   {"hash", "flush", "plan", "manifests", "apply", "durable",
@@ -105,7 +108,14 @@ pub fn answer(fs: &Fs, req: &control::Request) -> Value {
             fs.snapshot_commit(&CommitOptions { message: message.clone(), author: author.clone(), allow_empty: *allow_empty }).map(|r| commit_doc(&r))
         }
         control::Request::Log => fs.snapshot_log().map(|l| log_doc(&l)),
-        control::Request::Diff { from, to } => fs.snapshot_diff(from.as_deref(), to.as_deref()).map(|d| diff_doc(&d)),
+        control::Request::Diff { from, to } => {
+            let t = std::time::Instant::now();
+            fs.snapshot_diff(from.as_deref(), to.as_deref()).map(|d| {
+                let mut doc = diff_doc(&d);
+                doc["total_ms"] = json!(ms(t.elapsed()));
+                doc
+            })
+        }
         _ => return json!({ "refused": "not a snapshot request" }),
     };
     r.unwrap_or_else(|e| json!({ "refused": e.to_string() }))
@@ -221,9 +231,36 @@ fn side_text(s: &Value) -> String {
     format!("{} {} {}", g("kind"), g("mode"), g("size"))
 }
 
-/// `ringfs diff MOUNTPOINT [FROM [TO]] [--json]`.
+/// `ringfs diff MOUNTPOINT [FROM [TO]] [--json]`, or `ringfs diff --store
+/// DIR FROM TO [--json]` on an unmounted store.
 pub fn cmd_diff(args: DiffArgs) -> Result<()> {
-    let v = check(ask(&args.mountpoint, control::Request::Diff { from: args.from, to: args.to })?)?;
+    let v = match &args.store {
+        None => {
+            let mp = args.mountpoint.clone().unwrap_or_default();
+            check(ask(&mp, control::Request::Diff { from: args.from, to: args.to })?)?
+        }
+        Some(dir) => {
+            // No mountpoint with --store: the positionals are FROM and TO.
+            let first = args.mountpoint.map(|p| p.to_string_lossy().into_owned());
+            let names: Vec<String> = [first, args.from, args.to].into_iter().flatten().collect();
+            let [from, to] = &names[..] else {
+                bail!("ringfs diff --store DIR takes two commits, FROM and TO (commit ids or their starts, or branches), got {}", names.len());
+            };
+            if let Some(m) = plan::not_a_store("--store", dir) {
+                bail!("{m}");
+            }
+            let t = std::time::Instant::now();
+            match fs_core::snap::diff_store(dir, from, to) {
+                Ok(Ok(d)) => {
+                    let mut doc = diff_doc(&d);
+                    doc["total_ms"] = json!(ms(t.elapsed()));
+                    doc
+                }
+                Ok(Err(e)) => bail!("{e}"),
+                Err(e) => return Err(plan::store_command_error(e, dir, "diff")),
+            }
+        }
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());

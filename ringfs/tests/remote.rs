@@ -575,3 +575,24 @@ fn unreachable_remote_is_a_clear_error_and_the_workspace_keeps_working() {
     assert_eq!(std::fs::read_to_string(cm.0.join("b")).unwrap(), "new\n");
     cm.unmount();
 }
+
+#[test]
+fn s3_remote_unreachable_is_refused_quickly_without_secrets_and_writes_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let store = t.path().join("store");
+    let mnt = t.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    // A store made by a mount and unmount (no mount needed for the rest).
+    let o = ringfs(&["mount", s(&mnt), "--store", s(&store), "--daemon"]);
+    assert!(o.status.success(), "{:?}", out_str(&o));
+    let o = run_timeout(Command::new(RINGFS).arg("umount").arg(&mnt), Duration::from_secs(30));
+    assert!(o.status.success(), "{:?}", out_str(&o));
+    let secret = "sEcReT-do-not-print-1234";
+    let env = [("AWS_ENDPOINT_URL", "http://127.0.0.1:1"), ("AWS_ACCESS_KEY_ID", "GKtestkey"), ("AWS_SECRET_ACCESS_KEY", secret), ("AWS_REGION", "garage")];
+    refused(&env, &["remote", "add", "--store", s(&store), "origin", "s3://user:pw@bucket/x"], "no credentials");
+    let t0 = std::time::Instant::now();
+    let err = refused(&env, &["remote", "add", "--store", s(&store), "origin", "s3://ringfs-test/ws"], "remote s3://ringfs-test/ws");
+    assert!(!err.contains(secret), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(50), "{:?}", t0.elapsed());
+    assert!(!store.join("remotes").exists());
+}

@@ -226,3 +226,27 @@ fn kill_9_during_a_restore_then_restore_again() {
     let o = ringfs(&["fsck", "--store", m.store_dir().to_str().unwrap()]);
     assert!(o.status.success(), "{:?}", out_str(&o));
 }
+
+/// The kernel keeps directory listings (FOPEN_CACHE_DIR, D42); a restore
+/// changes directories behind its back and must leave no listing stale:
+/// directories listed (and so cached) before the restore list the commit's
+/// entries after it.
+#[test]
+fn restore_refreshes_cached_directory_listings() {
+    if raw_mode() {
+        return;
+    }
+    let m = TestMount::new(Backend::Store);
+    m.sh_ok("mkdir -p d/sub && echo 1 > d/a && echo 2 > d/sub/b");
+    let id = json(&["commit", mp(&m)])["id"].as_str().unwrap().to_string();
+    m.sh_ok("rm d/a && echo 3 > d/c && mkdir d/new && rm d/sub/b && echo 4 > d/sub/e");
+    // Listed twice: the second listing comes from the kernel's cache.
+    assert_eq!(m.sh_ok("ls d; ls d; ls d/sub; ls d/sub"), "c\nnew\nsub\nc\nnew\nsub\ne\ne\n");
+    json(&["restore", mp(&m), &id]);
+    assert_eq!(m.sh_ok("ls d; ls d/sub; ls -a d | wc -l"), "a\nsub\nb\n4\n");
+    // A path restore of one directory too.
+    m.sh_ok("echo 5 > d/sub/late");
+    assert_eq!(m.sh_ok("ls d/sub; ls d/sub"), "b\nlate\nb\nlate\n");
+    json(&["restore", mp(&m), &id, "--path", "d/sub"]);
+    assert_eq!(m.sh_ok("ls d/sub"), "b\n");
+}

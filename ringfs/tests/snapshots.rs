@@ -1,6 +1,6 @@
 //! Snapshots through real mounts (issue 13, first cut): `ringfs commit`,
-//! `ringfs log` (on a mount and `--store` on an unmounted store) and
-//! `ringfs diff`; a deleted file's chunks survive gc while a commit names
+//! `ringfs log` and `ringfs diff` (on a mount and `--store` on an
+//! unmounted store); a deleted file's chunks survive gc while a commit names
 //! them; the changed-since-commit state survives kill -9 of the daemon; a
 //! commit with nothing changed makes none; the `--json` shapes.
 
@@ -33,7 +33,7 @@ fn commit_modify_commit_diff_log() {
     // src, src/lib, docs, three files and a symlink.
     assert_eq!((n(&c1, "paths", "added"), n(&c1, "paths", "modified"), n(&c1, "paths", "removed")), (7, 0, 0), "{c1}");
     assert!(n(&c1, "objects", "new") >= 7, "{c1}");
-    for p in ["hash", "flush", "build", "write"] {
+    for p in ["hash", "flush", "build", "diff", "write", "durable"] {
         assert!(c1["phases_ms"][p].is_number(), "phase {p} in {c1}");
     }
     assert!(c1["total_ms"].is_number() && c1["journal_position"].is_u64(), "{c1}");
@@ -209,6 +209,40 @@ fn log_of_an_unmounted_store() {
     let (out, _) = out_str(&o);
     assert!(out.contains(&format!("commit {}", c1["id"].as_str().unwrap())), "{out}");
     // Nothing was written: fsck finds it clean and shut down cleanly.
+    let o = ringfs(&["fsck", "--store", &store]);
+    assert!(o.status.success(), "{:?}", out_str(&o));
+}
+
+/// `ringfs diff --store DIR FROM TO` on an unmounted store (read-only):
+/// the same changes as through the daemon; `total_ms` in both; `live` and
+/// a single name refused with the way out.
+#[test]
+fn diff_of_an_unmounted_store_and_its_time() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    let store = m.store_dir().to_str().unwrap().to_string();
+    m.sh_ok("echo a > a");
+    let c1 = json(&["commit", mp(&m), "-m", "a"]);
+    m.sh_ok("echo b > b && rm a");
+    let c2 = json(&["commit", mp(&m), "-m", "b"]);
+    let (i1, i2) = (c1["id"].as_str().unwrap().to_string(), c2["id"].as_str().unwrap().to_string());
+    let mounted = json(&["diff", mp(&m), &i1[..10], &i2]);
+    assert!(mounted["total_ms"].is_number(), "{mounted}");
+    m.unmount_checked();
+    let d = json(&["diff", "--store", &store, &i1[..10], "main"]);
+    assert_eq!(changes(&d), changes(&mounted));
+    assert_eq!(changes(&d), [("a", "removed"), ("b", "added")].map(|(a, b)| (a.to_string(), b.to_string())));
+    assert_eq!((d["from"].as_str(), d["to"].as_str()), (Some(i1.as_str()), Some(i2.as_str())));
+    assert!(d["total_ms"].is_number(), "{d}");
+    for (args, want) in [(vec!["main"], "takes two commits"), (vec!["main", "live"], "needs the mounted workspace")] {
+        let mut a = vec!["diff", "--store", store.as_str()];
+        a.extend(args);
+        let o = ringfs(&a);
+        let (_, err) = out_str(&o);
+        assert!(!o.status.success() && err.contains(want), "{a:?}: {err}");
+    }
     let o = ringfs(&["fsck", "--store", &store]);
     assert!(o.status.success(), "{:?}", out_str(&o));
 }

@@ -82,12 +82,19 @@ impl Fs {
         self.store_changed().map_err(|e| SnapError::Store(format!("storing changed files: {e:?}")))?;
         let hash = t.elapsed();
         let t = Instant::now();
+        self.flush_for_snapshot()?;
+        Ok([("hash", hash), ("flush", t.elapsed())])
+    }
+
+    /// The inode table flushed in a non-durable group commit (the
+    /// snapshot's own transaction is the durable one).
+    fn flush_for_snapshot(&self) -> std::result::Result<(), SnapError> {
         self.inner.commit(Durability::None, false, None).map_err(|e| SnapError::Store(e.to_string()))?;
         // That commit took the "content stored non-durably" flag without
         // making it durable: the next durable group commit must still run
         // (the snapshot's own transaction may be aborted, nothing changed).
         self.inner.store.content_pending.store(true, std::sync::atomic::Ordering::SeqCst);
-        Ok([("hash", hash), ("flush", t.elapsed())])
+        Ok(())
     }
 
     /// `ringfs commit`: a commit of the synced tree on the current branch
@@ -98,8 +105,47 @@ impl Fs {
     /// [`SnapError::Store`] (a file could not be stored, the transaction
     /// failed: the previous head stays).
     pub fn snapshot_commit(&self, opts: &CommitOptions) -> std::result::Result<CommitReport, SnapError> {
-        let phases = self.settle()?.to_vec();
-        snap::commit_tree(&self.inner.store, opts, phases)
+        let (phases, sync) = self.settle_for_commit()?;
+        let r = snap::commit_tree(&self.inner.store, opts, phases.to_vec());
+        // Done by now (the commit's own sync waited for it); joined so that
+        // no thread outlives the call holding the store open.
+        if let Some(h) = sync {
+            let _ = h.join();
+        }
+        r
+    }
+
+    /// [`Fs::settle`] for a commit: once the changed files are stored, the
+    /// open pack's fdatasync starts on a thread of its own, so it runs
+    /// while the inode table is flushed and the tree built rather than
+    /// after (the commit's own `Packs::sync`, in its write transaction,
+    /// still waits for it and syncs anything appended since: durability
+    /// is unchanged, the two waits overlap instead of adding up).
+    #[allow(clippy::type_complexity)]
+    fn settle_for_commit(&self) -> std::result::Result<([(&'static str, std::time::Duration); 2], Option<std::thread::JoinHandle<()>>), SnapError> {
+        let t = Instant::now();
+        self.store_changed().map_err(|e| SnapError::Store(format!("storing changed files: {e:?}")))?;
+        let sync = if self.inner.store.packs.needs_sync() {
+            let inner = self.inner.clone();
+            // Errors are left for the commit's own sync to meet again.
+            std::thread::Builder::new()
+                .name("ringfs-packsync".into())
+                .spawn(move || {
+                    let _ = inner.store.packs.sync();
+                })
+                .ok()
+        } else {
+            None
+        };
+        let hash = t.elapsed();
+        let t = Instant::now();
+        if let Err(e) = self.flush_for_snapshot() {
+            if let Some(h) = sync {
+                let _ = h.join();
+            }
+            return Err(e);
+        }
+        Ok(([("hash", hash), ("flush", t.elapsed())], sync))
     }
 
     /// `ringfs log`: the current branch's commits, newest first.

@@ -102,7 +102,8 @@ pub struct CommitOptions {
 /// encoded bytes (`new`), objects computed again that the store already had
 /// (`reused`; unchanged subtrees are shared without being read and are not
 /// counted); journal records read and inodes they named; the phases'
-/// durations in order (hash, flush, build, write).
+/// durations in order (hash, flush, build, diff, write, durable; a commit
+/// not made ends at write).
 #[derive(Clone, Debug, Default)]
 pub struct CommitReport {
     pub id: String,
@@ -179,6 +180,8 @@ pub(crate) fn commit_tree(store: &Store, opts: &CommitOptions, mut phases: Vec<(
         None => None,
     };
     let built = build::build(&txn, base).map_err(SnapError::Store)?;
+    phases.push(("build", t.elapsed()));
+    let t = Instant::now();
     let parent = match &head_id {
         Some(h) => Some(dec_commit(&object_in(&txn, h)?).map_err(se)?),
         None => None,
@@ -189,7 +192,7 @@ pub(crate) fn commit_tree(store: &Store, opts: &CommitOptions, mut phases: Vec<(
         let mut load = loader(&built.new_objects, |id| objects.get(&id[..]).map(|o| o.map(|g| g.value().to_vec())).map_err(|e| e.to_string()));
         diff_trees(&mut load, parent.as_ref().map(|p| &p.root), Some(&built.root), b"", &mut changes).map_err(SnapError::Store)?;
     }
-    phases.push(("build", t.elapsed()));
+    phases.push(("diff", t.elapsed()));
     let t = Instant::now();
     let mut rep = CommitReport {
         branch: branch.clone(),
@@ -234,13 +237,16 @@ pub(crate) fn commit_tree(store: &Store, opts: &CommitOptions, mut phases: Vec<(
     let cb = enc_commit(&c);
     let cid = id_of(&cb);
     write_built(&txn, &built, &branch, &cid, cb, &mut rep).map_err(se)?;
+    phases.push(("write", t.elapsed()));
+    let t = Instant::now();
     // The manifests' chunks stored since the last durable commit are
-    // durable before this commit is.
+    // durable before this commit is (started early by the caller, which
+    // this waits for; anything appended since is synced here).
     store.packs.sync().map_err(se)?;
     txn.commit().map_err(se)?;
     rep.id = hex_id(&cid);
     rep.created = true;
-    phases.push(("write", t.elapsed()));
+    phases.push(("durable", t.elapsed()));
     rep.phases = phases;
     Ok(rep)
 }
@@ -341,6 +347,37 @@ pub fn log_store(dir: &Path) -> Result<Vec<LogEntry>, crate::types::StoreError> 
         Ok(_) => {}
     }
     log_of(&rtx).map_err(|e| crate::store::db::corrupt(&dir.join("store.redb"), e))
+}
+
+/// `ringfs diff --store DIR FROM TO` on an unmounted store, opened
+/// read-only: the diff of two commits (`from`, `to`: branches, `HEAD`, or
+/// commit ids or their starts). `live` is refused (the live tree is built
+/// in a write transaction; mount the store for it). Errors: the store's
+/// (locked by a daemon, missing, damaged) as [`crate::types::StoreError`];
+/// the names' as [`SnapError`] inside `Ok(Err(..))`.
+pub fn diff_store(dir: &Path, from: &str, to: &str) -> Result<Result<DiffReport, SnapError>, crate::types::StoreError> {
+    let db = crate::store::readonly::open_read_only(dir)?;
+    let rtx = db.begin_read().map_err(|e| crate::store::db::corrupt(&dir.join("store.redb"), e))?;
+    match rtx.open_table(REFS) {
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Err(SnapError::NoCommits)),
+        Err(e) => return Err(crate::store::db::corrupt(&dir.join("store.redb"), e)),
+        Ok(_) => {}
+    }
+    Ok((|| {
+        let side = |name: &str| match resolve(&rtx, name)? {
+            Point::Live => Err(SnapError::Store("`live` needs the mounted workspace (ringfs diff MOUNTPOINT ...); --store diffs two commits".into())),
+            Point::Commit(id) => Ok(id),
+        };
+        let (a, b) = (side(from)?, side(to)?);
+        let objects = rtx.open_table(OBJECTS).map_err(se)?;
+        let get = |id: &ObjectId| -> Result<Vec<u8>, String> { objects.get(&id[..]).map_err(|e| e.to_string())?.map(|g| g.value().to_vec()).ok_or_else(|| format!("object {} is missing", hex_id(id))) };
+        let root = |id: &ObjectId| -> Result<ObjectId, SnapError> { Ok(dec_commit(&get(id).map_err(SnapError::Store)?).map_err(|e| SnapError::Store(format!("commit {}: {e}", hex_id(id))))?.root) };
+        let (ra, rb) = (root(&a)?, root(&b)?);
+        let mut rep = DiffReport { from: hex_id(&a), to: hex_id(&b), changes: Vec::new() };
+        let mut load = |id: &ObjectId| get(id);
+        diff_trees(&mut load, Some(&ra), Some(&rb), b"", &mut rep.changes).map_err(SnapError::Store)?;
+        Ok(rep)
+    })())
 }
 
 /// What `name` names: `live`, a branch, the start (4+ hex digits) of any

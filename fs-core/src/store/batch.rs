@@ -8,7 +8,6 @@
 use std::collections::HashSet;
 
 use redb::ReadableTable;
-use std::sync::atomic::Ordering;
 
 use crate::inode::batch::Batch;
 use crate::store::db::Store;
@@ -34,7 +33,7 @@ impl Store {
     ) -> std::result::Result<(u64, i64, i64), redb::Error> {
         let Batch { inodes, dirents, xattrs, freed, freed_local, loc, next_ino } = b;
         let next_ino = *next_ino;
-        let mut seq = self.sync_pos.load(Ordering::SeqCst);
+        let mut seq = self.journal_last(txn)?;
         let mut journal: Vec<JournalRecord> = Vec::new();
         let has_local = local_tables || !freed_local.is_empty();
         let (mut dc, mut db) = (0i64, 0i64);

@@ -50,12 +50,17 @@ impl Store {
         // A durable index entry must point at durable pack bytes.
         let r = r.and_then(|v| if matches!(durability, Durability::Immediate) { self.packs.sync().map(|_| v).map_err(redb::Error::Io) } else { Ok(v) });
         let r = match r {
-            Ok(v) => txn.commit().map_err(redb::Error::from).map(|_| v),
+            Ok(v) => {
+                // Moved before the writer is released: a transaction taking
+                // it next numbers its journal records after ours (the
+                // journal's own last key is the truth, `journal_last`).
+                self.sync_pos.fetch_max(v.0, Ordering::SeqCst);
+                txn.commit().map_err(redb::Error::from).map(|_| v)
+            }
             Err(e) => Err(e),
         };
         match r {
-            Ok((seq, dc, db)) => {
-                self.sync_pos.fetch_max(seq, Ordering::SeqCst);
+            Ok((_, dc, db)) => {
                 self.bump_counters(dc, db);
                 Ok(())
             }

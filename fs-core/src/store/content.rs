@@ -139,7 +139,8 @@ impl Store {
         txn.open_table(MANIFESTS)?.insert(ino, &bytes[..])?;
         drop(bytes);
         txn.open_table(MANIFEST_SIZES)?.insert(ino, size)?;
-        let seq = self.sync_pos.fetch_add(1, Ordering::SeqCst) + 1;
+        let seq = self.journal_last(txn)? + 1;
+        self.sync_pos.fetch_max(seq, Ordering::SeqCst);
         let rec = JournalRecord::Content { ino, size, chunks: manifest.len() as u32, manifest_hash };
         txn.open_table(JOURNAL)?.insert(seq, &enc(&rec)[..])?;
         bump_chunk_counters(txn, dc, db)?;

@@ -130,6 +130,18 @@ impl Store {
         f(&self.chunk_bytes, db);
     }
 
+    /// The last journal sequence number in `txn` (its table's last key, or
+    /// the counter if that is larger: positions are never reused). Records
+    /// are numbered from it inside the write transaction, so two writers in
+    /// turn never give two records one key, whatever order they update
+    /// [`Store::sync_pos`] in (a record overwritten so was a change a
+    /// snapshot commit missed).
+    pub(crate) fn journal_last(&self, txn: &redb::WriteTransaction) -> std::result::Result<u64, redb::Error> {
+        use redb::ReadableTable;
+        let last = txn.open_table(crate::schema::JOURNAL)?.last()?.map(|(k, _)| k.value()).unwrap_or(0);
+        Ok(last.max(self.sync_pos.load(Ordering::SeqCst)))
+    }
+
     /// A write transaction, reopening the database first if an I/O error
     /// closed it (a durable store only; a memory store cannot fail so).
     pub(crate) fn begin_write(&self) -> std::result::Result<redb::WriteTransaction, redb::Error> {

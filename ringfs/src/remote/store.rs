@@ -36,13 +36,14 @@ pub fn parse_url(url: &str) -> Result<Url> {
         return Ok(Url::File(p));
     }
     if let Some(rest) = url.strip_prefix("s3://") {
+        // Not echoed: it may hold a secret.
+        if rest.contains('@') || rest.contains('?') || rest.contains('#') {
+            bail!("an s3:// URL takes no credentials, query or fragment (credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY); {forms}");
+        }
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
         if bucket.len() < 3 || bucket.len() > 63 || !bucket.chars().all(ok) {
             bail!("{url:?}: {bucket:?} is not an S3 bucket name (3 to 63 of a-z 0-9 . -); {forms}");
-        }
-        if rest.contains('@') || rest.contains('?') || rest.contains('#') {
-            bail!("{url:?}: no credentials, query or fragment in the URL (credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY); {forms}");
         }
         let prefix = prefix.trim_matches('/').to_string();
         if prefix.split('/').any(|s| s == "." || s == "..") || prefix.contains("//") {
@@ -110,6 +111,10 @@ impl Remote {
                     b = b.with_region("us-east-1");
                 }
                 b = b.with_conditional_put(object_store::aws::S3ConditionalPut::ETagMatch);
+                // An unreachable endpoint is reported in seconds, not after
+                // object_store's default 3 minutes of retries.
+                let retry = object_store::RetryConfig { max_retries: 4, retry_timeout: std::time::Duration::from_secs(30), ..Default::default() };
+                b = b.with_retry(retry).with_client_options(object_store::ClientOptions::new().with_connect_timeout(std::time::Duration::from_secs(5)));
                 let s = b
                     .build()
                     .map_err(|e| anyhow!("remote {url}: {}", scrub(&e.to_string())))?;

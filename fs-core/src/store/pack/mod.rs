@@ -332,6 +332,13 @@ impl Packs {
         Ok(())
     }
 
+    /// Has anything been appended (or a pack sealed) since the last
+    /// [`Packs::sync`]? (A hint: an append may land right after.)
+    pub(crate) fn needs_sync(&self) -> bool {
+        let w = lock(&self.writer);
+        w.dirty || !w.unsynced.is_empty()
+    }
+
     /// Makes every appended byte durable: fdatasync of the packs sealed
     /// since the last sync and of the open pack if written. Call before a
     /// durable redb commit. Errors: the first failed fdatasync (the packs
