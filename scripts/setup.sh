@@ -106,6 +106,32 @@ cargo_tool() { # name version
 cargo_tool pjdfstest 0.2.2
 cargo_tool fsx 0.3.2
 
+# --- Garage (S3-compatible object store; the real server of the remote tests) -----
+# Pinned, built from crates.io into /usr/local/bin (on every PATH, including sudo's
+# secure_path), with only what the tests use: SQLite metadata and bundled C libraries
+# (no LMDB, K2V or metrics). The build takes minutes on 2 cores: it runs only when
+# no `garage` of this version is on PATH, in a throw-away target dir removed after.
+garage_ver=2.5.0
+if command -v garage >/dev/null 2>&1 && \
+   garage --version 2>/dev/null | grep -qE "(^|[^0-9.])${garage_ver//./\\.}([^0-9]|$)"; then
+    log "garage $garage_ver present ($(command -v garage))"
+else
+    gtarget=$(mktemp -d /var/tmp/garage-build.XXXXXX)
+    gstart=$(date +%s)
+    log "cargo install garage $garage_ver (features bundled-libs,sqlite) into /usr/local"
+    if ! cargo install garage --version "$garage_ver" --locked --no-default-features \
+            --features bundled-libs,sqlite --root /usr/local --target-dir "$gtarget"; then
+        rm -rf "$gtarget"
+        echo "setup: building garage $garage_ver failed (see above)" >&2
+        exit 1
+    fi
+    rm -rf "$gtarget"
+    log "garage $garage_ver built in $(( $(date +%s) - gstart )) s: $(/usr/local/bin/garage --version)"
+    if [ "$(command -v garage)" != /usr/local/bin/garage ]; then
+        log "WARNING: $(command -v garage) comes before /usr/local/bin on PATH; the tests take the first garage (or RINGFS_TEST_GARAGE)"
+    fi
+fi
+
 # --- dummy users for pjdfstest ---------------------------------------------------
 # pjdfstest switches to two unprivileged user/group pairs ([dummy_auth] in its TOML).
 # ringfs/tests/pjdfstest.rs writes a config naming nobody/<nobody's group> and tests/tests.

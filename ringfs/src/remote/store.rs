@@ -114,7 +114,10 @@ impl Remote {
                 // An unreachable endpoint is reported in seconds, not after
                 // object_store's default 3 minutes of retries.
                 let retry = object_store::RetryConfig { max_retries: 4, retry_timeout: std::time::Duration::from_secs(30), ..Default::default() };
-                b = b.with_retry(retry).with_client_options(object_store::ClientOptions::new().with_connect_timeout(std::time::Duration::from_secs(5)));
+                // with_client_options replaces every client option set so far:
+                // allow plain http again (Garage and other local endpoints).
+                let client = object_store::ClientOptions::new().with_allow_http(true).with_connect_timeout(std::time::Duration::from_secs(5));
+                b = b.with_retry(retry).with_client_options(client);
                 let s = b
                     .build()
                     .map_err(|e| anyhow!("remote {url}: {}", scrub(&e.to_string())))?;

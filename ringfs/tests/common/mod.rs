@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 pub const RINGFS: &str = env!("CARGO_BIN_EXE_ringfs");
 
 mod daemon;
+pub mod garage;
 #[allow(unused_imports)]
 pub use daemon::{sbin_helper, DaemonMount, SbinHelper, SBIN_HELPER};
 
@@ -240,6 +241,7 @@ pub struct MountBuilder {
     backend: Backend,
     args: Vec<String>,
     name: String,
+    envs: Vec<(String, String)>,
 }
 
 impl MountBuilder {
@@ -250,6 +252,12 @@ impl MountBuilder {
     }
     pub fn args<I: IntoIterator<Item = S>, S: Into<String>>(mut self, it: I) -> Self {
         self.args.extend(it.into_iter().map(Into::into));
+        self
+    }
+    /// An environment variable for the daemon (e.g. the AWS_* of an S3 remote), on
+    /// every mount of this TestMount.
+    pub fn env(mut self, k: impl Into<String>, v: impl Into<String>) -> Self {
+        self.envs.push((k.into(), v.into()));
         self
     }
     /// A label for log lines.
@@ -274,6 +282,8 @@ pub struct TestMount {
     backend: Backend,
     args: Vec<String>,
     name: String,
+    /// Extra environment of the daemon (`MountBuilder::env`).
+    envs: Vec<(String, String)>,
     child: Option<Child>,
     daemon_log: PathBuf,
     generation: u32,
@@ -286,7 +296,7 @@ pub struct TestMount {
 
 impl TestMount {
     pub fn builder(backend: Backend) -> MountBuilder {
-        MountBuilder { backend, args: Vec::new(), name: String::new() }
+        MountBuilder { backend, args: Vec::new(), name: String::new(), envs: Vec::new() }
     }
     pub fn new(backend: Backend) -> TestMount {
         Self::builder(backend).mount()
@@ -317,6 +327,7 @@ impl TestMount {
             backend: b.backend,
             args,
             name: if b.name.is_empty() { b.backend.name().to_owned() } else { b.name },
+            envs: b.envs,
             child: None,
             generation: 0,
             dev: None,
@@ -384,7 +395,8 @@ impl TestMount {
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log2)
-            .env("RUST_BACKTRACE", "1");
+            .env("RUST_BACKTRACE", "1")
+            .envs(self.envs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         // If the test process dies without running Drop, the daemon gets SIGTERM
         // (flush, commit, unmount). PDEATHSIG follows the spawning thread; the guard
         // never outlives the test thread that created it.
