@@ -64,6 +64,19 @@ impl Drop for Prepared {
 }
 
 fn lookup_user(u: &str) -> Result<(u32, u32)> {
+    let (uid, gid) = lookup_user_ids(u)?;
+    // (uid_t)-1 means "unchanged" to setresuid/setresgid: the command would
+    // keep root's ids. Root itself is not an unprivileged user either.
+    if uid == u32::MAX || gid == u32::MAX {
+        bail!("--user {u}: 4294967295 is not a user id (setresuid(2) reads it as \"leave unchanged\"): give an unprivileged user");
+    }
+    if uid == 0 || gid == 0 {
+        bail!("--user {u}: the sandbox runs an unprivileged user, not root's ids (uid {uid}, gid {gid}): give another user (default nobody)");
+    }
+    Ok((uid, gid))
+}
+
+fn lookup_user_ids(u: &str) -> Result<(u32, u32)> {
     let c = CString::new(u).context("--user: a name without NUL bytes")?;
     // SAFETY: getpwnam/getpwuid return a pointer to static storage or null;
     // read at once, before any other call that could reuse it.

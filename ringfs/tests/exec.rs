@@ -475,4 +475,12 @@ fn sandbox_limits_are_applied_or_refused_clearly() {
     let o = ringfs(&["exec", mp(&m), "--sandbox", "--user", "no-such-user-ringfs", "--", "true"]);
     assert_eq!(o.status.code(), Some(125));
     assert!(out_str(&o).1.contains("no such user"));
+    // (uid_t)-1 would leave the ids unchanged (root's), and root is no
+    // unprivileged user: both refused before anything runs.
+    for (u, want) in [("4294967295", "not a user id"), ("0", "unprivileged"), ("root", "unprivileged")] {
+        let o = ringfs(&["exec", mp(&m), "--sandbox", "--user", u, "--", "touch", "made-by-sandbox"]);
+        assert_eq!(o.status.code(), Some(125), "--user {u}");
+        assert!(out_str(&o).1.contains(want), "--user {u}: {:?}", out_str(&o));
+        assert!(!m.p("made-by-sandbox").exists(), "--user {u} ran the command");
+    }
 }

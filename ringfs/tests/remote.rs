@@ -596,3 +596,37 @@ fn s3_remote_unreachable_is_refused_quickly_without_secrets_and_writes_nothing()
     assert!(t0.elapsed() < Duration::from_secs(50), "{:?}", t0.elapsed());
     assert!(!store.join("remotes").exists());
 }
+
+/// A remote emptied and set up again under the same URL (a wiped bucket, a
+/// replaced disk) is a new remote: its marker carries a new identity, so the
+/// store's record of what the old one held is dropped and the next push
+/// sends everything its branch needs; a clone of it is complete.
+#[test]
+fn a_remote_emptied_under_the_same_url_gets_everything_again() {
+    if raw_mode() {
+        return;
+    }
+    let m = TestMount::new(Backend::Store);
+    let base = m.store_dir().parent().unwrap().to_path_buf();
+    let remote = base.join("remote");
+    m.sh_ok("echo one > one && head -c 300000 /dev/urandom > big");
+    json(&["commit", mp(&m), "-m", "one"]);
+    json(&["remote", "add", mp(&m), "origin", &url(&remote)]);
+    json(&["push", mp(&m)]);
+    std::fs::remove_dir_all(&remote).unwrap();
+    std::fs::create_dir(&remote).unwrap();
+    m.sh_ok("echo two > two");
+    json(&["commit", mp(&m), "-m", "two"]);
+    let o = rf(&[], &["push", mp(&m), "--json"]);
+    let (out, err) = out_str(&o);
+    assert!(o.status.success(), "push: {out} {err}");
+    assert!(err.contains("not the remote this store pushed to before"), "{err}");
+    let p: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(p["bytes_sent"].as_u64().unwrap() > 300000 && p["remote_reset"] == true, "{p}");
+    let clone = base.join("clone");
+    rj(&[], &["clone", &url(&remote), "--store", s(&clone)]);
+    fsck_clean(&clone);
+    // And the push after that is back to sending nothing twice.
+    let p = json(&["push", mp(&m)]);
+    assert_eq!(p["bytes_sent"].as_u64(), Some(0), "{p}");
+}

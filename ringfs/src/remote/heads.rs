@@ -42,6 +42,12 @@ struct Marker {
     format: String,
     version: u32,
     heads: Guard,
+    /// This remote's identity (32 hex digits), chosen when the marker is
+    /// created: a remote emptied or replaced under the same URL gets a new
+    /// one, so a store's record of what it held is known stale. Empty in a
+    /// marker written before identities existed.
+    #[serde(default)]
+    id: String,
 }
 
 /// One head record.
@@ -101,10 +107,12 @@ pub fn init(r: &Remote, writer: &str) -> Result<Guard> {
         Err(Miss::Other(e)) => Err(e),
         Err(Miss::NotFound) => {
             let g = probe(r, writer)?;
+            let seed = format!("{writer}{:?}{}", std::time::SystemTime::now(), std::process::id());
             let m = Marker {
                 format: "ringfs-remote".into(),
                 version: 1,
                 heads: g,
+                id: blake3::hash(seed.as_bytes()).to_hex()[..32].to_string(),
             };
             r.create(MARKER, serde_json::to_vec_pretty(&m)?)?;
             // Whoever created it first decides.
@@ -122,6 +130,18 @@ fn init_read(r: &Remote) -> Result<Guard> {
             "remote {}: {MARKER} vanished right after it was written",
             r.url
         ),
+        Err(Miss::Other(e)) => Err(e),
+    }
+}
+
+/// The remote's identity from its marker (empty for a marker without one).
+/// Errors: the marker missing or unreadable, the remote unreachable.
+pub fn identity(r: &Remote) -> Result<String> {
+    match r.get(MARKER) {
+        Ok(b) => Ok(serde_json::from_slice::<Marker>(&b)
+            .map_err(|e| anyhow::anyhow!("remote {}: {MARKER}: {e}", r.url))?
+            .id),
+        Err(Miss::NotFound) => bail!("remote {}: no ringfs remote there ({MARKER} is missing)", r.url),
         Err(Miss::Other(e)) => Err(e),
     }
 }

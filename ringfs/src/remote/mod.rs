@@ -11,7 +11,7 @@
 //!
 //! JSON shapes (`--json`): push `{"remote", "branch", "commit",
 //! "objects_sent", "chunks_sent", "bytes_sent", "bundles_sent",
-//! "head_moved", "heads", "push_ms"}`; clone and pull `{"store", "branch",
+//! "head_moved", "remote_reset", "heads", "push_ms"}`; clone and pull `{"store", "branch",
 //! "commit", "objects", "chunks", "packs", "bytes_fetched", "files",
 //! "live_updated", "ms"}` (pull also `"up_to_date"`); remote status
 //! `{"remotes": [{"name", "url", "writer", "heads", "reachable", "error",
@@ -136,6 +136,7 @@ pub fn cmd_remote(args: RemoteArgs) -> Result<()> {
             let probe_writer = blake3::hash(seed.as_bytes()).to_hex()[..16].to_string();
             let guard = heads::init(&r, &probe_writer)?;
             let c = state::add(&dir, &name, &url)?;
+            state::check_identity(&dir, &c.name, &heads::identity(&r)?)?;
             let v = json!({ "name": c.name, "url": c.url, "writer": c.writer, "heads": guard.as_str(), "store": dir });
             print(
                 &v,
@@ -316,6 +317,13 @@ pub fn cmd_push(args: PushArgs) -> Result<()> {
         let off = offline(&dir)?;
         push::push(&off.transfer(), &dir, &c, args.branch.as_deref(), args.json)?.doc()
     };
+    if v["remote_reset"] == true {
+        eprintln!(
+            "ringfs push: remote {} is not the remote this store pushed to before (emptied, replaced or recreated): \
+             sent everything the branch needs again",
+            v["remote"].as_str().unwrap_or("")
+        );
+    }
     print(&v, args.json, push_text(&v));
     Ok(())
 }
@@ -466,6 +474,7 @@ pub fn cmd_clone(args: CloneArgs) -> Result<()> {
             ids.extend(ch.into_iter().map(|h| (b'c', h)));
         }
     }
+    state::check_identity(&dest, &c.name, &heads::identity(&r)?)?;
     state::add_held(&dest, &c.name, &ids)?;
     let mut st = state::Status::default();
     st.heads

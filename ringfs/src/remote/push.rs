@@ -36,6 +36,10 @@ pub struct PushReport {
     pub bytes: u64,
     pub bundles: u64,
     pub head_moved: bool,
+    /// The remote was not the one this store pushed to before (its marker's
+    /// identity changed: emptied, replaced or recreated), so the record of
+    /// what it held was dropped and everything the branch needs was sent.
+    pub remote_reset: bool,
     pub guard: String,
     pub ms: f64,
 }
@@ -45,7 +49,7 @@ impl PushReport {
         json!({
             "remote": self.remote, "branch": self.branch, "commit": self.commit,
             "objects_sent": self.objects, "chunks_sent": self.chunks, "bytes_sent": self.bytes,
-            "bundles_sent": self.bundles, "head_moved": self.head_moved, "heads": self.guard, "push_ms": self.ms,
+            "bundles_sent": self.bundles, "head_moved": self.head_moved, "remote_reset": self.remote_reset, "heads": self.guard, "push_ms": self.ms,
         })
     }
 }
@@ -160,6 +164,7 @@ fn push_inner(
     let r = Remote::open(&cfg.url, false)?;
     r.ping()?;
     let guard = heads::init(&r, &cfg.writer)?;
+    let remote_reset = state::check_identity(store, &cfg.name, &heads::identity(&r)?)?;
     let held = state::held(store, &cfg.name)?;
     let out = src
         .outgoing(branch, &|k, id| held.contains(&(k, *id)))
@@ -170,6 +175,7 @@ fn push_inner(
         branch: out.branch.clone(),
         commit: hex_id(&out.head),
         guard: guard.as_str().into(),
+        remote_reset,
         ..Default::default()
     };
     let max = bundle_max();

@@ -170,6 +170,31 @@ pub fn held(store: &Path, name: &str) -> Result<HashSet<(u8, [u8; 32])>> {
         .collect())
 }
 
+/// Checks that the remote answering at this URL is the one `held` describes:
+/// the marker's identity `id` against the one recorded in `remote-id`. A
+/// different identity (the remote was emptied, replaced or recreated) or a
+/// `held` record without an identity drops `held`, so the next push sends
+/// everything its branch needs again; returns whether it did. An empty `id`
+/// (a marker from before identities) cannot be checked: `held` is kept.
+pub fn check_identity(store: &Path, name: &str, id: &str) -> Result<bool> {
+    if id.is_empty() {
+        return Ok(false);
+    }
+    let d = dir_of(store, name);
+    let p = d.join("remote-id");
+    let recorded = std::fs::read_to_string(&p).ok();
+    if recorded.as_deref() == Some(id) {
+        return Ok(false);
+    }
+    let held = d.join("held");
+    let had = std::fs::metadata(&held).map(|m| m.len() > 0).unwrap_or(false);
+    if had {
+        std::fs::remove_file(&held).with_context(|| format!("removing {}", held.display()))?;
+    }
+    write_atomic(&p, id.as_bytes())?;
+    Ok(had)
+}
+
 /// Appends to `held`, durably (a torn tail from an earlier crash is cut first).
 pub fn add_held(store: &Path, name: &str, ids: &[(u8, [u8; 32])]) -> Result<()> {
     let p = dir_of(store, name).join("held");
