@@ -63,6 +63,23 @@ impl Drop for Prepared {
     }
 }
 
+/// The environment a sandboxed command gets: only `PATH`, `TERM`, `TZ`,
+/// `LANG`, `LANGUAGE` and `LC_*` from the caller's, and `HOME=/tmp` (the
+/// sandbox's own). Everything else — credentials such as `AWS_*` above all —
+/// stays out, since the command could write it into the workspace, which is
+/// committed and pushed. More is passed on explicitly through argv:
+/// `ringfs exec MNT --sandbox -- env NAME=VALUE CMD…`.
+fn sandbox_env() -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(k, _)| {
+            let k = k.as_bytes();
+            matches!(k, b"PATH" | b"TERM" | b"TZ" | b"LANG" | b"LANGUAGE") || k.starts_with(b"LC_")
+        })
+        .collect();
+    env.push(("HOME".into(), "/tmp".into()));
+    env
+}
+
 fn lookup_user(u: &str) -> Result<(u32, u32)> {
     let (uid, gid) = lookup_user_ids(u)?;
     // (uid_t)-1 means "unchanged" to setresuid/setresgid: the command would
@@ -559,7 +576,8 @@ pub fn run(
         .map(|a| CString::new(a.as_bytes()))
         .collect::<Result<_, _>>()
         .context("an argument with a NUL byte")?;
-    let envp_c: Vec<CString> = std::env::vars_os()
+    let envp_c: Vec<CString> = sandbox_env()
+        .into_iter()
         .map(|(k, v)| {
             let mut b = k.as_bytes().to_vec();
             b.push(b'=');

@@ -472,6 +472,14 @@ fn sandbox_limits_are_applied_or_refused_clearly() {
     let (_, err) = out_str(&o);
     // Applied where cgroup v2 has the controllers, else refused with why.
     assert!(o.status.success() || (o.status.code() == Some(125) && err.contains("cgroup v2")), "{:?} {err}", o.status);
+    // Only PATH, TERM, TZ, LANG*, LC_* and HOME=/tmp reach a sandboxed
+    // command: a credential in the caller's environment does not.
+    let mut c = Command::new(RINGFS);
+    c.args(["exec", mp(&m), "--sandbox", "--", "env"]).env("AWS_SECRET_ACCESS_KEY", "sandbox-must-not-see").env("LC_ALL", "C");
+    let o = run_timeout(&mut c, Duration::from_secs(50));
+    let (out, err) = out_str(&o);
+    assert!(o.status.success(), "{out} {err}");
+    assert!(!out.contains("sandbox-must-not-see") && out.contains("PATH=") && out.contains("LC_ALL=C") && out.contains("HOME=/tmp"), "{out}");
     let o = ringfs(&["exec", mp(&m), "--sandbox", "--user", "no-such-user-ringfs", "--", "true"]);
     assert_eq!(o.status.code(), Some(125));
     assert!(out_str(&o).1.contains("no such user"));
