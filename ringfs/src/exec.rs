@@ -215,6 +215,9 @@ pub struct Receipt {
     pub durability: Durability,
     pub checkpoint: Option<String>,
     pub commit: Option<String>,
+    /// With `--commit`: why the commit after the command failed (the
+    /// command ran and the receipt stands; `commit` is then `None`).
+    pub commit_error: Option<String>,
     pub stdout: Option<Captured>,
     pub stderr: Option<Captured>,
 }
@@ -412,8 +415,12 @@ pub fn exec(opts: &ExecOptions) -> Result<Receipt> {
         } else {
             m.clone()
         };
-        r.commit =
-            Some(commit(&mp, &msg).context("the command ran, but the commit after it failed")?);
+        // The receipt still answers when the commit fails ("head moved",
+        // say): what the command changed and its exit code are not lost.
+        match commit(&mp, &msg) {
+            Ok(id) => r.commit = Some(id),
+            Err(e) => r.commit_error = Some(format!("the command ran, but the commit after it failed: {e:#}")),
+        }
         r.time.commit_ms = ms(t.elapsed());
     }
     fill(&mut r, &ran, &begin, &end);
@@ -670,6 +677,9 @@ pub fn human(r: &Receipt) -> String {
     if let Some(id) = &r.commit {
         o += &format!("  commit: {id}\n");
     }
+    if let Some(e) = &r.commit_error {
+        o += &format!("  commit: FAILED: {e}\n");
+    }
     o
 }
 
@@ -752,6 +762,16 @@ fn cmd_exec_inner(args: ExecArgs) -> Result<i32> {
             let _ = std::io::stderr().write_all(&c.raw);
         }
         eprint!("{}", human(&r));
+    }
+    // A failed --commit is not success: a command that exited 0 gives 125
+    // (as a ringfs failure), any other exit code stands.
+    if let Some(e) = &r.commit_error {
+        if args.json {
+            eprintln!("ringfs exec: {e}");
+        }
+        if r.exit_code == 0 {
+            return Ok(125);
+        }
     }
     Ok(r.exit_code)
 }

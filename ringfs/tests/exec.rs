@@ -492,3 +492,27 @@ fn sandbox_limits_are_applied_or_refused_clearly() {
         assert!(!m.p("made-by-sandbox").exists(), "--user {u} ran the command");
     }
 }
+
+/// `--commit` refused after the command ran ("head moved"): the receipt
+/// still carries the exit code, the output and the changes, with
+/// `commit_error`; a command that exited 0 then gives 125.
+#[test]
+fn a_failed_commit_after_the_command_keeps_the_receipt() {
+    if all_local() {
+        return;
+    }
+    let m = TestMount::new(Backend::Store);
+    m.sh_ok("echo a > a");
+    let c1 = json(&["commit", mp(&m)])["id"].as_str().unwrap().to_string();
+    m.sh_ok("echo b > b");
+    json(&["commit", mp(&m)]);
+    let o = ringfs(&["branch", mp(&m), "main", &c1, "--force"]);
+    assert!(o.status.success(), "{:?}", out_str(&o));
+    let (code, r) = exec_json(&m, &["--commit"], &["sh", "-c", "echo x > f; echo out; exit 4"]);
+    assert_eq!(code, 4, "{r}");
+    assert!(r["commit"].is_null() && r["commit_error"].as_str().unwrap().contains("head moved"), "{r}");
+    assert_eq!(r["stdout"]["text"], "out\n", "{r}");
+    assert_eq!(r["changes"]["added"].as_u64(), Some(1), "{r}");
+    let (code, r) = exec_json(&m, &["--commit"], &["true"]);
+    assert_eq!(code, 125, "{r}");
+}
