@@ -355,19 +355,7 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     let next_pack = src_next_pack.max(live.keys().next_back().map(|m| *m as u64 + 1).unwrap_or(0));
     {
         let mut m = txn.open_table(META).map_err(|e| fatal(e.to_string()))?;
-        let id = u64::from_le_bytes(blake3::hash(format!("{:?}{}{}", std::time::SystemTime::now(), std::process::id(), tmp.display()).as_bytes()).as_bytes()[..8].try_into().unwrap());
-        for (k, v) in [
-            ("schema", SCHEMA_VERSION),
-            ("store_id", id),
-            ("next_ino", w.next_ino),
-            ("clean", 1),
-            ("chunk_count", count),
-            ("chunk_bytes", bytes),
-            ("next_pack", next_pack),
-            ("snap_pos", 0),
-        ] {
-            m.insert(k, v).map_err(ee)?;
-        }
+        write_new_meta(&mut m, tmp, w.next_ino, count, bytes, next_pack).map_err(ee)?;
         let mut refs = txn.open_table(REFS).map_err(|e| fatal(e.to_string()))?;
         refs.insert(branch, &commit[..]).map_err(ee)?;
         refs.insert(HEAD_KEY, format!("ref: {branch}").as_bytes()).map_err(ee)?;
@@ -442,4 +430,33 @@ pub fn fork_store(dir: &Path, at: Option<&str>, dest: &Path) -> Result<ForkRepor
     let r = fork_point(&store, at).and_then(|(id, b)| fork_from(&store, id, &b, dest)).map_err(E::Snap);
     store.release_lock();
     r
+}
+
+/// The `meta` rows of a store made from a commit (fork, clone): schema,
+/// a fresh `store_id` (from the time, the pid and the directory `tmp` being
+/// built), `next_ino`, clean, chunk count and bytes, `next_pack`, and
+/// `snap_pos` 0 (no journal yet).
+pub(crate) fn write_new_meta(
+    m: &mut redb::Table<&str, u64>,
+    tmp: &Path,
+    next_ino: u64,
+    chunk_count: u64,
+    chunk_bytes: u64,
+    next_pack: u64,
+) -> Result<(), redb::StorageError> {
+    let seed = format!("{:?}{}{}", std::time::SystemTime::now(), std::process::id(), tmp.display());
+    let id = u64::from_le_bytes(blake3::hash(seed.as_bytes()).as_bytes()[..8].try_into().unwrap());
+    for (k, v) in [
+        ("schema", SCHEMA_VERSION),
+        ("store_id", id),
+        ("next_ino", next_ino),
+        ("clean", 1),
+        ("chunk_count", chunk_count),
+        ("chunk_bytes", chunk_bytes),
+        ("next_pack", next_pack),
+        ("snap_pos", 0),
+    ] {
+        m.insert(k, v)?;
+    }
+    Ok(())
 }

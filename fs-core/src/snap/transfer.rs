@@ -18,7 +18,7 @@ use redb::{Durability, ReadableTable};
 use crate::inode::ROOT;
 use crate::schema::*;
 use crate::snap::manifest::{child_nodes, own_chunks, KIND_NODE};
-use crate::snap::materialize::{check_dest, sync_dir, write_tree};
+use crate::snap::materialize::{check_dest, sync_dir, write_new_meta, write_tree};
 use crate::snap::object::*;
 use crate::snap::refs::{
     commit_obj, head_branch, list, open_offline, ref_id, BranchInfo, BranchStoreError, BASE_KEY,
@@ -634,37 +634,12 @@ fn clone_into(
     let by_pack: BTreeMap<u32, ()> = packs.iter().map(|p| (p.0, ())).collect();
     {
         let mut m = txn.open_table(META).map_err(|e| e.to_string())?;
-        let id = u64::from_le_bytes(
-            blake3::hash(
-                format!(
-                    "{:?}{}{}",
-                    std::time::SystemTime::now(),
-                    std::process::id(),
-                    tmp.display()
-                )
-                .as_bytes(),
-            )
-            .as_bytes()[..8]
-                .try_into()
-                .unwrap(),
-        );
         let next_pack = by_pack
             .keys()
             .next_back()
             .map(|m| *m as u64 + 1)
             .unwrap_or(0);
-        for (k, v) in [
-            ("schema", SCHEMA_VERSION),
-            ("store_id", id),
-            ("next_ino", w.next_ino),
-            ("clean", 1),
-            ("chunk_count", count),
-            ("chunk_bytes", bytes),
-            ("next_pack", next_pack),
-            ("snap_pos", 0),
-        ] {
-            m.insert(k, v).map_err(|e| e.to_string())?;
-        }
+        write_new_meta(&mut m, tmp, w.next_ino, count, bytes, next_pack).map_err(|e| e.to_string())?;
         let mut refs = txn.open_table(REFS).map_err(|e| e.to_string())?;
         refs.insert(branch, &head[..]).map_err(|e| e.to_string())?;
         refs.insert(HEAD_KEY, format!("ref: {branch}").as_bytes())
