@@ -61,13 +61,17 @@ where
             return w;
         }
     };
-    let mut last_fwd: Option<Vec<u8>> = None;
-    let mut last_desc = String::new();
+    // The last key read forward, as bytes in one reused buffer: described
+    // (Debug, or hex for chunk ids) only when there is damage to report, so
+    // a clean walk formats nothing (it runs on every mount's check).
+    let mut last_key: Vec<u8> = Vec::new();
+    let mut read_any = false;
     let fwd = guarded(|| -> Result<(), String> {
         for r in table.iter().map_err(|e| e.to_string())? {
             let (k, v) = r.map_err(|e| e.to_string())?;
-            last_desc = if name == "chunks" || name == "chunk_refs" { hex(K::as_bytes(&k.value()).as_ref()) } else { format!("{:?}", k.value()) };
-            last_fwd = Some(K::as_bytes(&k.value()).as_ref().to_vec());
+            last_key.clear();
+            last_key.extend_from_slice(K::as_bytes(&k.value()).as_ref());
+            read_any = true;
             f(k.value(), v.value());
             w.records += 1;
         }
@@ -78,7 +82,12 @@ where
         Ok(Err(e)) => e,
         Err(m) => m,
     };
-    let place = if last_fwd.is_some() { format!("{name} after key {last_desc}") } else { format!("{name} (from its first key)") };
+    let last_fwd = read_any.then_some(last_key);
+    let place = match &last_fwd {
+        Some(l) if name == "chunks" || name == "chunk_refs" => format!("{name} after key {}", hex(l)),
+        Some(l) => format!("{name} after key {:?}", K::from_bytes(l)),
+        None => format!("{name} (from its first key)"),
+    };
     w.damage = Some(Damage { place, what: err });
     // Backward from the end, until the damage or the forward walk's last key.
     let _ = guarded(|| -> Result<(), String> {
