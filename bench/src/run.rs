@@ -505,7 +505,10 @@ impl Phases {
             Err(e) => return Ok(fail(e)),
         };
         // The untimed identical run on the earlier mount.
-        let warm = self.sample(launch, &mut inst, row, "warm", &mut |_, _| Ok(()))?;
+        let warm = match self.sample(launch, &mut inst, row, "warm", &mut |_, _| Ok(())) {
+            Ok(w) => w,
+            Err(e) => return Ok(fail(e.context("the untimed run"))),
+        };
         let remount = spec.survives_remount();
         let mut warm_unmount = None;
         let mut mount_ms = None;
