@@ -609,10 +609,27 @@ pub fn markdown(r: &Report) -> String {
             }
         };
         let mism = count_mismatches(r, row.key);
+        // What differed, in short: the opcodes (and "changed paths") named in any repetition.
+        let mut what: Vec<String> = mism
+            .iter()
+            .flat_map(|m| {
+                let m = m.split_once(": ").map_or(m.as_str(), |x| x.1);
+                match m.strip_prefix("requests ") {
+                    Some(ops) => ops
+                        .split(", ")
+                        .filter_map(|o| o.split_whitespace().next())
+                        .map(str::to_string)
+                        .collect::<Vec<_>>(),
+                    None => vec!["changed paths".to_string()],
+                }
+            })
+            .collect();
+        what.sort();
+        what.dedup();
         let eq = if mism.is_empty() {
             "yes".to_string()
         } else {
-            format!("**NO** ({})", mism.len())
+            format!("**NO**: {}", what.join(", "))
         };
         for x in &mism {
             notes.push(format!("- {}: {x}", row.key));
