@@ -16,8 +16,11 @@
 //! `plot` (the figures), `output` (writing all of it), `store` (the store
 //! section of issue 12: fsync latency, SQLite writers, daemon memory, disk, final commit),
 //! `snapshots` (the snapshots section of issue 13: commit, diff, restore, fork
-//! and dedup beside git on ext4).
+//! and dedup beside git on ext4), `exec_cells` (the exec section's cells of
+//! issue 15: C01–C12 through `ringfs exec`, with and without `--sandbox`,
+//! beside the plain host and `setpriv`; `ringfs-exec-bench --cells`).
 
+pub mod exec_cells;
 pub mod markdown;
 pub mod noise;
 pub mod output;

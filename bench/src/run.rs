@@ -70,6 +70,10 @@ pub struct Sample {
     pub warm_unmount_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remounted: Option<bool>,
+    /// Exec cells (`ringfs-exec-bench --cells`): the candidate's own figures
+    /// (walls, the receipt's times, requests and changes, bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec: Option<Value>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -101,42 +105,82 @@ pub struct Results {
     pub snapshots: Option<crate::store::figures::StoreSection>,
 }
 
-struct Ctx<'a> {
-    cfg: &'a Config,
+/// How a sample's phases run, and what a cell adds around them. The fs-bench
+/// runs `bash run.sh ROW PHASE DIR` directly ([`Direct`]); the exec cells
+/// (`crate::exec_cells`) wrap it (`setpriv`, `ringfs exec`) and read the
+/// receipts. Every hook but [`Launch::phase`] does nothing by default.
+pub trait Launch {
+    /// Runs one phase (`prep`, `body` or `verify`): `cmd` is `bash run.sh ROW
+    /// PHASE DIR` with its environment and working directory set. What it
+    /// returns is judged as the phase's own output (`FSBENCH_US`,
+    /// `FSBENCH_INFO`, `FSBENCH_FAIL` lines on stdout; the exit status).
+    fn phase(&mut self, _inst: &Instance, _phase: &str, cmd: Command, scratch: &Path, timeout: Duration) -> Result<Ran> {
+        sys::run(cmd, scratch, timeout)
+    }
+    /// The sample's fresh directory `dir` was made, before its prep.
+    fn prepare_dir(&mut self, _inst: &Instance, _dir: &Path) -> Result<()> {
+        Ok(())
+    }
+    /// The body succeeded (before verify): add what was measured to `s`.
+    fn body_done(&mut self, _inst: &Instance, _dir: &Path, _s: &mut Sample) -> Result<()> {
+        Ok(())
+    }
+    /// A cell's untimed setup (its prep) ran on the earlier mount, before that
+    /// mount's unmount (the exec cells commit it).
+    fn setup_done(&mut self, _inst: &mut Instance) -> Result<()> {
+        Ok(())
+    }
 }
 
-impl Ctx<'_> {
-    fn phase(&self, scratch: &Path, row: &Row, phase: &str, dir: &Path) -> Result<Ran> {
+/// The fs-bench's way: every phase run directly.
+pub struct Direct;
+
+impl Launch for Direct {}
+
+/// What the phases of a row need: the scripts, the cache, a per-phase timeout.
+pub struct Phases {
+    /// scripts/fsbench (run.sh and the row scripts).
+    pub scripts: PathBuf,
+    /// The persistent cache (row 13's clone fixture, the npm cache).
+    pub cache: PathBuf,
+    /// Per-phase timeout.
+    pub timeout: Duration,
+}
+
+impl Phases {
+    fn phase(&self, launch: &mut dyn Launch, inst: &Instance, scratch: &Path, row: &Row, phase: &str, dir: &Path) -> Result<Ran> {
         let mut cmd = Command::new("bash");
-        cmd.arg(self.cfg.scripts.join("run.sh")).arg(row.script()).arg(phase).arg(dir);
-        cmd.env("FSBENCH_GIT_REPO", self.cfg.cache.join("git/bench.git"));
-        cmd.env("FSBENCH_NPM_CACHE", self.cfg.cache.join("npm"));
+        cmd.arg(self.scripts.join("run.sh")).arg(row.script()).arg(phase).arg(dir);
+        cmd.env("FSBENCH_GIT_REPO", self.cache.join("git/bench.git"));
+        cmd.env("FSBENCH_NPM_CACHE", self.cache.join("npm"));
         cmd.current_dir(dir);
-        sys::run(cmd, scratch, self.cfg.timeout)
+        launch.phase(inst, phase, cmd, scratch, self.timeout)
     }
 
     /// One sample of `row` in the fresh directory `name` under the instance's root.
     /// `between` runs after prep and before the body (a cell's remount).
-    fn sample(
+    pub fn sample(
         &self,
+        launch: &mut dyn Launch,
         inst: &mut Instance,
         row: &Row,
         name: &str,
-        between: &mut dyn FnMut(&mut Instance) -> Result<()>,
+        between: &mut dyn FnMut(&mut dyn Launch, &mut Instance) -> Result<()>,
     ) -> Result<Sample> {
         let mut s = Sample { row: row.key.to_string(), ..blank("rows", &inst.spec.id) };
         let dir = inst.root().join(name);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let scratch = inst.scratch();
         let result = (|| -> Result<()> {
-            let r = self.phase(&scratch, row, "prep", &dir)?;
+            launch.prepare_dir(inst, &dir)?;
+            let r = self.phase(launch, inst, &scratch, row, "prep", &dir)?;
             if !r.ok() {
                 s.error = Some(format!("prep: {}", r.why()));
                 return Ok(());
             }
-            between(inst)?;
+            between(launch, inst)?;
             let before = inst.counters();
-            let r = self.phase(&scratch, row, "body", &dir)?;
+            let r = self.phase(launch, inst, &scratch, row, "body", &dir)?;
             let after = inst.counters();
             if !r.ok() {
                 s.error = Some(format!("body: {}", r.why()));
@@ -157,7 +201,8 @@ impl Ctx<'_> {
             if let (Some(b), Some(a)) = (&before, &after) {
                 s.counters = Some(Counters::delta(b, a));
             }
-            let r = self.phase(&scratch, row, "verify", &dir)?;
+            launch.body_done(inst, &dir, &mut s)?;
+            let r = self.phase(launch, inst, &scratch, row, "verify", &dir)?;
             for l in r.stdout.lines() {
                 if let Some(rest) = l.strip_prefix("FSBENCH_INFO ") {
                     for kv in rest.split_whitespace() {
@@ -209,7 +254,7 @@ pub fn run(cfg: &Config) -> Result<Results> {
     let features = Features::detect(&cfg.ringfs)?;
     let mut machine = sys::machine();
     let base = TempDir::new(&cfg.base, "ringfs-bench.")?;
-    let ctx = Ctx { cfg };
+    let ctx = Phases { scripts: cfg.scripts.clone(), cache: cfg.cache.clone(), timeout: cfg.timeout };
     let mut rng = fastrand::Rng::with_seed(cfg.seed);
 
     // Which targets: selected, available, and mountable.
@@ -303,7 +348,7 @@ pub fn run(cfg: &Config) -> Result<Results> {
                         sys::check_interrupted()?;
                         prog.start(&live[i].spec.id);
                         let name_dir = format!("s{rep}-{}", row.key);
-                        let mut s = ctx.sample(&mut live[i], row, &name_dir, &mut |_| Ok(()))?;
+                        let mut s = ctx.sample(&mut Direct, &mut live[i], row, &name_dir, &mut |_, _| Ok(()))?;
                         s.section = name;
                         s.rep = rep;
                         s.warmup = rep < warmup;
@@ -342,7 +387,7 @@ pub fn run(cfg: &Config) -> Result<Results> {
                     for i in order {
                         sys::check_interrupted()?;
                         prog.start(&cell_specs[i].id);
-                        let s = cell(&ctx, &cell_specs[i], &features, &base.path, row, rep, cfg.warmup)?;
+                        let s = ctx.cell(&mut Direct, &cell_specs[i], &features, &base.path, row, rep, cfg.warmup)?;
                         prog.done(&s);
                         samples.push(s);
                     }
@@ -440,67 +485,67 @@ pub fn run(cfg: &Config) -> Result<Results> {
     Ok(Results { meta, targets: results, rows: all_rows, samples, store, snapshots })
 }
 
-fn cell(ctx: &Ctx, spec: &TargetSpec, features: &Features, base: &Path, row: &Row, rep: usize, warmup: usize) -> Result<Sample> {
-    let mut inst = Instance::new(spec, features, base)?;
-    let fail = |e: anyhow::Error| Sample {
-        section: "cells",
-        row: row.key.to_string(),
-        target: spec.id.clone(),
-        rep,
-        warmup: rep < warmup,
-        ok: false,
-        ms: None,
-        phases_ms: BTreeMap::new(),
-        error: Some(format!("{e:#}")),
-        counters: None,
-        info: BTreeMap::new(),
-        mount_ms: None,
-        unmount_ms: None,
-        warm_mount_ms: None,
-        warm_unmount_ms: None,
-        remounted: None,
-    };
-    let warm_mount = match inst.mount() {
-        Ok(ms) => ms,
-        Err(e) => return Ok(fail(e)),
-    };
-    // The untimed identical run on the earlier mount.
-    let warm = ctx.sample(&mut inst, row, "warm", &mut |_| Ok(()))?;
-    let remount = spec.survives_remount();
-    let mut warm_unmount = None;
-    let mut mount_ms = None;
-    let mut s = ctx.sample(&mut inst, row, "cell", &mut |inst: &mut Instance| {
-        // prep (e.g. cells 9–11's base file) has run on the earlier mount.
-        if remount {
-            warm_unmount = Some(inst.unmount()?);
-            mount_ms = Some(inst.mount()?);
+impl Phases {
+    /// One cell (C01–C12) of `row` on a fresh instance of `spec`: the untimed
+    /// identical run on an earlier mount, the timed run's prep there, then (when
+    /// the target survives it) that mount's unmount and a fresh mount for the
+    /// timed body; the verify after it. Mount and unmount times go in the sample.
+    #[allow(clippy::too_many_arguments)]
+    pub fn cell(&self, launch: &mut dyn Launch, spec: &TargetSpec, features: &Features, base: &Path, row: &Row, rep: usize, warmup: usize) -> Result<Sample> {
+        let mut inst = Instance::new(spec, features, base)?;
+        let fail = |e: anyhow::Error| Sample {
+            row: row.key.to_string(),
+            rep,
+            warmup: rep < warmup,
+            error: Some(format!("{e:#}")),
+            ..blank("cells", &spec.id)
+        };
+        let warm_mount = match inst.mount() {
+            Ok(ms) => ms,
+            Err(e) => return Ok(fail(e)),
+        };
+        // The untimed identical run on the earlier mount.
+        let warm = match self.sample(launch, &mut inst, row, "warm", &mut |_, _| Ok(())) {
+            Ok(w) => w,
+            Err(e) => return Ok(fail(e.context("the untimed run"))),
+        };
+        let remount = spec.survives_remount();
+        let mut warm_unmount = None;
+        let mut mount_ms = None;
+        let s = self.sample(launch, &mut inst, row, "cell", &mut |launch: &mut dyn Launch, inst: &mut Instance| {
+            // prep (e.g. cells 9–11's base file) has run on the earlier mount.
+            launch.setup_done(inst)?;
+            if remount {
+                warm_unmount = Some(inst.unmount()?);
+                mount_ms = Some(inst.mount()?);
+            }
+            Ok(())
+        });
+        let unmount_ms = inst.unmount();
+        drop(inst);
+        let mut s = match s {
+            Ok(s) => s,
+            Err(e) => return Ok(fail(e)),
+        };
+        s.section = "cells";
+        s.rep = rep;
+        s.warmup = rep < warmup;
+        s.warm_mount_ms = Some(warm_mount);
+        s.warm_unmount_ms = warm_unmount;
+        s.mount_ms = mount_ms;
+        s.remounted = Some(remount);
+        match unmount_ms {
+            Ok(ms) => s.unmount_ms = Some(ms),
+            Err(e) => {
+                s.ok = false;
+                s.error = Some(format!("{e:#}"));
+            }
         }
-        Ok(())
-    });
-    let unmount_ms = inst.unmount();
-    drop(inst);
-    let mut s = match s.as_mut() {
-        Ok(s) => s.clone(),
-        Err(_) => return Ok(fail(s.err().unwrap())),
-    };
-    s.section = "cells";
-    s.rep = rep;
-    s.warmup = rep < warmup;
-    s.warm_mount_ms = Some(warm_mount);
-    s.warm_unmount_ms = warm_unmount;
-    s.mount_ms = mount_ms;
-    s.remounted = Some(remount);
-    match unmount_ms {
-        Ok(ms) => s.unmount_ms = Some(ms),
-        Err(e) => {
-            s.ok = false;
-            s.error = Some(format!("{e:#}"));
+        if !warm.ok {
+            s.info.insert("warm_run".into(), format!("FAIL {}", warm.error.unwrap_or_default()));
         }
+        Ok(s)
     }
-    if !warm.ok {
-        s.info.insert("warm_run".into(), format!("FAIL {}", warm.error.unwrap_or_default()));
-    }
-    Ok(s)
 }
 
 fn blank(section: &'static str, target: &str) -> Sample {
@@ -521,10 +566,11 @@ fn blank(section: &'static str, target: &str) -> Sample {
         warm_mount_ms: None,
         warm_unmount_ms: None,
         remounted: None,
+        exec: None,
     }
 }
 
-fn restore(ctx: &Ctx, spec: &TargetSpec, features: &Features, base: &Path, n: usize) -> Result<Sample> {
+fn restore(ctx: &Phases, spec: &TargetSpec, features: &Features, base: &Path, n: usize) -> Result<Sample> {
     let mut s = blank("restore", &spec.id);
     let mut inst = Instance::new(spec, features, base)?;
     let res = (|| -> Result<()> {
@@ -542,7 +588,7 @@ fn restore(ctx: &Ctx, spec: &TargetSpec, features: &Features, base: &Path, n: us
         s.mount_ms = Some(inst.mount()?);
         let mut ls = Command::new("ls");
         ls.arg("-R").arg(inst.root());
-        let r = sys::run(ls, &inst.scratch(), ctx.cfg.timeout)?;
+        let r = sys::run(ls, &inst.scratch(), ctx.timeout)?;
         let total = t0.elapsed().as_secs_f64() * 1e3;
         if !r.ok() {
             anyhow::bail!("ls -R: {}", r.why());

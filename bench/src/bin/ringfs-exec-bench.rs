@@ -6,6 +6,22 @@
 //! of it (no capabilities, no_new_privs), all interleaved in one run on one
 //! mounted store. Prints a markdown table (medians and p90, ms) with the
 //! load; `--json F` writes every sample.
+//!
+//! `--cells`: the twelve cells C01–C12 (scripts/fsbench/NN-*.sh) through
+//! `ringfs exec` by the seed's method (per cell a fresh store, an untimed
+//! identical run on an earlier mount, the setup committed, a fresh mount for
+//! the timed run, the cell's verifier), four candidates side by side: the
+//! plain host (an ext4 directory), `setpriv` (no capabilities, no_new_privs)
+//! as the reference, `ringfs exec` and `ringfs exec --sandbox` (as `--user`,
+//! default nobody); `--reps` each (default 3), `--rows` to pick cells.
+//! Counts first (the receipts' request and changed-path counts, equal
+//! between the two ringfs candidates or flagged), then times (command, exec
+//! wall, overhead, commit via `ringfs exec --commit`, mount, unmount; store
+//! and working-copy bytes), ratios to the plain host, the load before and
+//! after; `--json F` writes every sample. See `bench::exec_cells`. The
+//! quiet rerun:
+//!
+//!     sudo target/release/ringfs-exec-bench --cells --ringfs target/release/ringfs --json exec-cells.json
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -15,8 +31,24 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use serde_json::json;
 
+const AFTER_HELP: &str = "\
+--cells: cells C01–C12 through ringfs exec (issue 15), by the fs-bench's method
+(per cell a fresh store; one untimed identical run on an earlier mount; the
+setup, e.g. C09–C11's 64 MiB base file, committed with `ringfs commit`; that
+mount's unmount; a fresh mount for the timed run; the cell's verifier), every
+phase through each of four candidates: the plain host (bash in an ext4
+directory under --base), setpriv (--no-new-privs, no capabilities), ringfs exec
+and ringfs exec --sandbox (--user; the cell's directory is handed to that user).
+The timed body runs with `ringfs exec --commit`. Printed: counts (the receipts'
+requests and changed paths; exec and --sandbox must agree, else flagged), times
+(medians over --reps: command time, exec wall, ratios to the plain host), the
+ringfs detail (overhead, exec points, commit, mount, unmount, bytes to/from the
+daemon, store and working-copy bytes) and the load before/after. --json writes
+every sample. Needs root, /dev/fuse and setpriv. The quiet rerun:
+  sudo target/release/ringfs-exec-bench --cells --ringfs target/release/ringfs --json exec-cells.json";
+
 #[derive(Debug, Parser)]
-#[command(name = "ringfs-exec-bench", version)]
+#[command(name = "ringfs-exec-bench", version, after_help = AFTER_HELP)]
 struct Cli {
     /// The ringfs binary.
     #[arg(long, default_value = "target/release/ringfs")]
@@ -30,6 +62,60 @@ struct Cli {
     /// Write every sample as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Run cells C01–C12 through ringfs exec (see below) instead of the overhead of `true`.
+    #[arg(long)]
+    cells: bool,
+    /// With --cells: timed repetitions of every cell on every candidate.
+    #[arg(long, default_value_t = 3, requires = "cells")]
+    reps: usize,
+    /// With --cells: the cells to run, e.g. 1,9 (default: 1 to 12).
+    #[arg(long, value_delimiter = ',', requires = "cells")]
+    rows: Option<Vec<u32>>,
+    /// With --cells: the user `ringfs exec --sandbox --user` runs as.
+    #[arg(long, default_value = "nobody", requires = "cells")]
+    user: String,
+    /// With --cells: scripts/fsbench (default: the one of this checkout).
+    #[arg(long, requires = "cells")]
+    scripts: Option<PathBuf>,
+    /// With --cells: the seed of the candidates' order (default: from the clock).
+    #[arg(long, requires = "cells")]
+    seed: Option<u64>,
+    /// With --cells: per-phase timeout in seconds.
+    #[arg(long, default_value_t = 900, requires = "cells")]
+    timeout: u64,
+}
+
+/// `--cells`: run, print the tables, write the JSON; an error when a sample failed.
+fn cells(cli: &Cli) -> Result<()> {
+    bench::sys::install_signal_handlers()?;
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let scripts = cli.scripts.clone().unwrap_or_else(|| repo.join("scripts/fsbench"));
+    let cfg = bench::exec_cells::Config {
+        ringfs: cli.ringfs.canonicalize().with_context(|| format!("--ringfs {}: build it (cargo build --release -p ringfs) or pass its path", cli.ringfs.display()))?,
+        scripts: scripts.canonicalize().with_context(|| format!("--scripts {}", scripts.display()))?,
+        base: cli.base.clone(),
+        rows: cli.rows.clone().unwrap_or_else(|| (1..=12).collect()),
+        reps: cli.reps,
+        user: cli.user.clone(),
+        seed: cli.seed.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos() as u64),
+        timeout: Duration::from_secs(cli.timeout),
+    };
+    if cfg.reps == 0 {
+        bail!("--reps 0: give at least 1");
+    }
+    let report = bench::exec_cells::run(&cfg)?;
+    print!("{}", bench::exec_cells::markdown(&report));
+    if let Some(p) = &cli.json {
+        std::fs::write(p, serde_json::to_string_pretty(&bench::exec_cells::to_json(&report))?).with_context(|| format!("writing {}", p.display()))?;
+    }
+    let failed = report.samples.iter().filter(|s| !s.ok).count();
+    if report.meta["interrupted"] == true {
+        bail!("interrupted; the tables above are partial");
+    }
+    if failed > 0 {
+        bail!("{failed} of {} samples failed (listed above)", report.samples.len());
+    }
+    Ok(())
 }
 
 /// The mounted workspace; unmounted and removed on drop.
@@ -106,6 +192,9 @@ fn stats(v: &mut [f64]) -> (f64, f64) {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    if cli.cells {
+        return cells(&cli);
+    }
     let root = unsafe { libc::geteuid() } == 0;
     let dir = tempfile::Builder::new().prefix("ringfs-exec-bench-").tempdir_in(&cli.base)?;
     std::fs::create_dir(dir.path().join("mnt"))?;
