@@ -174,14 +174,14 @@ pub fn cmd_umount(args: UmountArgs) -> Result<()> {
 /// a line when it was pushed or left pending (`--no-wait`), an error when
 /// the wait ran out, each with what is pending.
 fn sync_report(mp: &Path, store: &str, v: &serde_json::Value, timeout: u64) -> Result<()> {
-    use crate::remote::sync::human_bytes;
+    use crate::remote::sync::{count, human_bytes};
     let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
     let n = |k: &str| v[k].as_u64().unwrap_or(0);
     let pending = format!(
-        "{} commits, {} objects and {} chunks, {}",
-        n("pending_commits"),
-        n("pending_objects"),
-        n("pending_chunks"),
+        "{}, {} and {}, {}",
+        count(n("pending_commits"), "commit"),
+        count(n("pending_objects"), "object"),
+        count(n("pending_chunks"), "chunk"),
         human_bytes(n("pending_bytes"))
     );
     match s("reason").as_str() {

@@ -245,7 +245,7 @@ fn umount_no_wait_leaves_it_pending_and_a_timeout_says_how_much() {
     let (out, err) = out_str(&o);
     assert!(o.status.success(), "{out} {err}");
     assert!(
-        err.contains("left pending for remote origin (--no-wait): 1 commits")
+        err.contains("left pending for remote origin (--no-wait): 1 commit,")
             && err.contains("kB")
             && err.contains("ringfs push --store"),
         "{err}"

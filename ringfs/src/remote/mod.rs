@@ -286,9 +286,10 @@ fn status_text(v: &Value) -> String {
             let lag = match b["pending_commits"].as_u64().unwrap_or(0) {
                 0 if b["pending_bytes"] == 0 => "up to date".to_string(),
                 n => format!(
-                    "lag: {n} commits, {} objects, {} chunks, {}{}",
-                    b["pending_objects"],
-                    b["pending_chunks"],
+                    "lag: {}, {}, {}, {}{}",
+                    sync::count(n, "commit"),
+                    sync::count(b["pending_objects"].as_u64().unwrap_or(0), "object"),
+                    sync::count(b["pending_chunks"].as_u64().unwrap_or(0), "chunk"),
                     sync::human_bytes(b["pending_bytes"].as_u64().unwrap_or(0)),
                     b["oldest_pending_age_s"]
                         .as_u64()

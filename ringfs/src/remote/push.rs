@@ -297,7 +297,7 @@ fn push_inner(
     match heads::advance(&r, guard, &out.branch, &cfg.writer, &head, out.height, &is_anc)? {
         Ok(moved) => rep.head_moved = moved,
         Err(Refused::Diverged { theirs }) => bail!(
-            "remote {} ({}): branch {} there is at {} (pushed by writer {}), which this store's {} does not descend from: another store pushes this branch. Nothing of theirs was changed (your objects are there, the head is not). If this store has no commits of its own since, `ringfs pull --store DIR` fast-forwards it to theirs; if both sides have commits (pull then refuses: it does not merge), keep yours on a new branch: `ringfs branch … NEWNAME`, then `ringfs push … --branch NEWNAME`",
+            "remote {} ({}): branch {} there is at {} (pushed by writer {}), which this store's {} does not descend from: another store pushes this branch. Nothing of theirs was changed (your objects are there, the head is not). If this store has no commits of its own since, `ringfs pull --store DIR` fast-forwards it to theirs; if both sides have commits (pull then refuses: it does not merge), keep yours on a new branch (`ringfs branch … NEWNAME`, then `ringfs push … --branch NEWNAME`) or in a fork of this store (`ringfs fork`)",
             cfg.name, cfg.url, out.branch, &theirs.commit[..12.min(theirs.commit.len())], theirs.writer, &head[..12]
         ),
         Err(Refused::Raced) => bail!(

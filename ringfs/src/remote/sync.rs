@@ -217,6 +217,15 @@ pub fn human_age(s: u64) -> String {
     }
 }
 
+/// "1 commit", "2 commits".
+pub fn count(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
 /// "1.2 MB", "340 kB", "12 B" (powers of 1000).
 pub fn human_bytes(b: u64) -> String {
     let f = b as f64;
@@ -667,5 +676,9 @@ mod tests {
         assert_eq!(human_age(5), "5 s");
         assert_eq!(human_age(185), "3 min 5 s");
         assert_eq!(human_bytes(1_234_567), "1.2 MB");
+        assert_eq!(
+            (count(1, "commit"), count(2, "chunk")),
+            ("1 commit".to_string(), "2 chunks".to_string())
+        );
     }
 }
