@@ -9,7 +9,9 @@
 //! - the remote unreachable while working (a `file://` directory moved away;
 //!   a Garage node stopped with the harness): writes go on, `remote status`
 //!   shows the lag and the error, and once the remote is back everything
-//!   arrives (clone elsewhere, compare bytes).
+//!   arrives (clone elsewhere, compare bytes);
+//! - a daemon killed (-9) before it pushed: the next `mount --remote`
+//!   commits and pushes what the killed session wrote.
 //!
 //! Backoff is capped at 1 s here (RINGFS_TEST_SYNC_BACKOFF_MAX_MS) so that
 //! recovery is quick; timings are never asserted.
@@ -381,4 +383,32 @@ fn mount_remote_is_checked_before_anything_is_created() {
     assert!(!store.exists());
     let o = ringfs(&["mount", s(&mnt), "--memory", "--remote", "origin"]);
     assert!(!o.status.success(), "{:?}", out_str(&o));
+}
+
+#[test]
+fn a_daemon_killed_before_its_push_pushes_at_the_next_mount() {
+    if raw_mode() {
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let remote = base.path().join("remote");
+    let u = url(&remote);
+    let mut m = synced_mount(&u, "600", &[]);
+    wait_for(&m, 30, "the first push", in_sync(&m));
+    m.sh_ok("head -c 300000 /dev/urandom > unsent && echo x > small");
+    // Past the group commit (--commit-interval-ms 1000): durable locally,
+    // not committed as a snapshot nor pushed (no fsync, a 600 s interval).
+    std::thread::sleep(Duration::from_millis(2500));
+    let (_, b) = status(&m);
+    assert_eq!(b["local"], b["remote"], "nothing new pushed yet: {b}");
+    let want = tree(m.path());
+    m.kill_daemon();
+    m.mount_again();
+    wait_for(
+        &m,
+        30,
+        "the killed session's writes on the remote",
+        in_sync(&m),
+    );
+    assert_eq!(clone_tree(&u, &[]), want);
 }

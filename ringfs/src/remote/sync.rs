@@ -506,7 +506,15 @@ impl Syncer {
             st.sent = sent;
             st.total = total;
         };
-        let cancel = || deadline.is_some_and(|d| Instant::now() >= d);
+        // A background push under way when the unmount's wait ends (or
+        // with --no-wait) stops between bundles too.
+        let cancel = || {
+            let fin = self.lock().finish;
+            fin.is_some_and(|f| f.no_wait)
+                || deadline
+                    .or(fin.map(|f| f.deadline))
+                    .is_some_and(|d| Instant::now() >= d)
+        };
         let r = push::push_with(
             &src,
             &self.dir,
