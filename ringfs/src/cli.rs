@@ -23,7 +23,9 @@ pub enum Command {
     Mount(MountArgs),
     /// Cleanly stop the daemon serving MOUNTPOINT (flush, commit, unmount).
     ///
-    /// If the daemon is gone (killed), removes the stale mount instead.
+    /// On a `mount --remote`, waits for the push of the last changes too
+    /// (--no-wait leaves it pending). If the daemon is gone (killed),
+    /// removes the stale mount instead.
     Umount(UmountArgs),
     /// Show the store, transport, negotiated kernel features and counters of a mount.
     Status(StatusArgs),
@@ -598,8 +600,10 @@ pub enum RemoteAction {
         #[arg(long)]
         json: bool,
     },
-    /// Per remote and branch: local head, remote head, objects and bytes a
-    /// push would send, last push and last error.
+    /// Per remote and branch: local head, remote head, the lag (commits,
+    /// objects, chunks and bytes a push would send, age of the oldest
+    /// unpushed commit), last push (ISO 8601 UTC and how long ago) and last
+    /// error; on a `mount --remote`, the sync thread's state (retries).
     #[command(
         override_usage = "ringfs remote status MOUNTPOINT [--remote NAME] [--json]\n       ringfs remote status --store DIR [--remote NAME] [--json]"
     )]
