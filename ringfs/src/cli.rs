@@ -23,7 +23,9 @@ pub enum Command {
     Mount(MountArgs),
     /// Cleanly stop the daemon serving MOUNTPOINT (flush, commit, unmount).
     ///
-    /// If the daemon is gone (killed), removes the stale mount instead.
+    /// On a `mount --remote`, waits for the push of the last changes too
+    /// (--no-wait leaves it pending). If the daemon is gone (killed),
+    /// removes the stale mount instead.
     Umount(UmountArgs),
     /// Show the store, transport, negotiated kernel features and counters of a mount.
     Status(StatusArgs),
@@ -267,6 +269,20 @@ pub struct MountArgs {
     /// Mount read-only (as -o ro).
     #[arg(long)]
     pub read_only: bool,
+
+    /// Continuous sync to remote NAME of the store (`ringfs remote add`):
+    /// the live tree is committed onto the mounted branch (as `ringfs
+    /// commit` would, message "ringfs sync") every --sync-interval and
+    /// after fsync bursts, and that branch is pushed in the background,
+    /// retried with backoff while the remote is unreachable. A lost host
+    /// loses at most the changes of the last interval plus the push under
+    /// way. `ringfs umount` waits for the last push (--no-wait, --timeout).
+    #[arg(long, value_name = "NAME", requires = "store")]
+    pub remote: Option<String>,
+
+    /// With --remote: seconds between automatic commits and pushes (at least 0.1).
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    pub sync_interval: f64,
 }
 
 /// `ringfs mount --native-roots`.
@@ -315,9 +331,17 @@ pub enum Passthrough {
 pub struct UmountArgs {
     /// The mountpoint a `ringfs mount` serves.
     pub mountpoint: PathBuf,
-    /// Seconds to wait for the daemon to finish its final commit.
+    /// Seconds to wait for the daemon to finish its final commit and, on a
+    /// `mount --remote`, the push of the last changes (not pushed by then:
+    /// they stay pending in the store, and umount fails saying how much).
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
+    /// On a `mount --remote`: do not wait for the push of the last changes;
+    /// they stay committed in the store and pending (umount says how many
+    /// objects and bytes), sent by the next `ringfs push --store DIR` or
+    /// `ringfs mount … --remote NAME`.
+    #[arg(long)]
+    pub no_wait: bool,
     /// Detach the mount even while processes use it (as umount -l); the
     /// daemon commits and exits once the last of them lets go. Without it a
     /// busy mount is refused (EBUSY) and the processes holding it are listed.
@@ -576,8 +600,10 @@ pub enum RemoteAction {
         #[arg(long)]
         json: bool,
     },
-    /// Per remote and branch: local head, remote head, objects and bytes a
-    /// push would send, last push and last error.
+    /// Per remote and branch: local head, remote head, the lag (commits,
+    /// objects, chunks and bytes a push would send, age of the oldest
+    /// unpushed commit), last push (ISO 8601 UTC and how long ago) and last
+    /// error; on a `mount --remote`, the sync thread's state (retries).
     #[command(
         override_usage = "ringfs remote status MOUNTPOINT [--remote NAME] [--json]\n       ringfs remote status --store DIR [--remote NAME] [--json]"
     )]

@@ -28,8 +28,15 @@ pub enum Request {
     Status,
     /// Answer with the stats document (see `ringfs stats --json`).
     Stats,
-    /// Flush, commit and unmount; answered before the unmount starts.
-    Shutdown,
+    /// Flush, commit and unmount; answered before the unmount starts. On a
+    /// `mount --remote`: `no_wait` skips the final push, else it ends
+    /// within `wait_secs` (less a margin; default 30 s).
+    Shutdown {
+        #[serde(default)]
+        no_wait: bool,
+        #[serde(default)]
+        wait_secs: Option<u64>,
+    },
     /// Detach the native root at `path` (absolute) and serve it from the daemon.
     Unroot { path: PathBuf },
     /// Compact the pack files (`ringfs gc`); answered with the report.
@@ -135,7 +142,15 @@ fn serve_one(conn: UnixStream, answer: &dyn Fn(&Request) -> Value, shutdown: &dy
     let mut conn = conn;
     let reply = match serde_json::from_str::<Request>(line.trim()) {
         Ok(req @ (Request::Status | Request::Stats | Request::Unroot { .. } | Request::Gc | Request::Commit { .. } | Request::Log | Request::Diff { .. } | Request::Branch { .. } | Request::Fork { .. } | Request::Restore { .. } | Request::Push { .. } | Request::RemoteStatus { .. } | Request::ExecBegin | Request::ExecEnd { .. } | Request::ExecRelease { .. })) => answer(&req),
-        Ok(Request::Shutdown) => serde_json::json!({ "ok": true, "pid": std::process::id() }),
+        Ok(req @ Request::Shutdown { .. }) => {
+            let mut v = answer(&req);
+            if !v.is_object() {
+                v = serde_json::json!({});
+            }
+            v["ok"] = true.into();
+            v["pid"] = std::process::id().into();
+            v
+        }
         Err(e) => serde_json::json!({ "error": format!("bad request: {e}") }),
     };
     // One write of the whole line (Display of a JSON value writes token
@@ -144,7 +159,7 @@ fn serve_one(conn: UnixStream, answer: &dyn Fn(&Request) -> Value, shutdown: &dy
     out.push('\n');
     conn.write_all(out.as_bytes())?;
     conn.flush()?;
-    if matches!(serde_json::from_str::<Request>(line.trim()), Ok(Request::Shutdown)) {
+    if matches!(serde_json::from_str::<Request>(line.trim()), Ok(Request::Shutdown { .. })) {
         shutdown();
     }
     Ok(())

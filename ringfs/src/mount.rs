@@ -84,6 +84,7 @@ fn remount(args: &MountArgs) -> Result<()> {
 /// mountpoint claimed, before the log is created; the child takes the claim over.
 fn daemonize(args: &MountArgs, argv: &[OsString]) -> Result<()> {
     let plan = plan::check(args)?;
+    crate::remote::sync::check(args)?;
     let mp = plan.mp.clone();
     let log = plan::log_path(args, &mp)?;
     let mut claim = mountpoint::Claim::take(&mp)?;
@@ -202,6 +203,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         return serve(&at_args, ready);
     }
     let plan = plan::check(args)?;
+    let sync_plan = crate::remote::sync::check(args)?;
     let mp = plan.mp.clone();
     let _claim = mountpoint::Claim::take(&mp)?;
     let nofile = raise_nofile_limit();
@@ -284,6 +286,10 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     };
     let adapter = Arc::new(adapter);
     let op_stats = session.stats();
+    let fsyncs = {
+        let st = op_stats.clone();
+        Box::new(move || st.get(fuse_uring::abi::FUSE_FSYNC) + st.get(fuse_uring::abi::FUSE_FSYNCDIR))
+    };
     // Ours is the topmost ringfs mount there (the claim keeps other ringfs
     // mounts of this mountpoint away); remounts keep its id.
     let mount_id = mountpoint::mount_at(&mp)?.filter(|m| m.fstype == fuse_uring::session::FSTYPE).map(|m| m.id);
@@ -328,7 +334,14 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     // Restore changes the tree behind the kernel's back: it invalidates.
     let notifier = session.notifier();
     let answer = Arc::new(move |req: &control::Request| match req {
-        control::Request::Stats => info.stats_doc(),
+        control::Request::Stats => {
+            let mut v = info.stats_doc();
+            if let Some(s) = crate::remote::sync::active() {
+                v["sync"] = s.doc();
+            }
+            v
+        }
+        control::Request::Shutdown { no_wait, wait_secs } => crate::remote::sync::on_shutdown(*no_wait, *wait_secs),
         control::Request::Unroot { path } => match info.roots.unroot(path) {
             Ok(msg) => json!({ "ok": msg }),
             // Not "error": that means the request itself failed.
@@ -357,6 +370,11 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         }
         _ => info.status_doc(),
     });
+    let _ = std::fs::remove_file(crate::remote::sync::outcome_path(&mp));
+    let syncer = match sync_plan {
+        Some(p) => Some(crate::remote::sync::Syncer::start(fs.clone(), p, fsyncs)?),
+        None => None,
+    };
     let _control = control::Server::start(&mp, answer, stop)?;
     let _ = std::fs::remove_file(control::result_path(&mp));
     tracing::info!("mounted {} on store {}", mp.display(), store_desc);
@@ -376,6 +394,11 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     }
     let run = session.run(adapter.clone(), args.workers.max(1));
     roots.stop();
+    if let Some(s) = &syncer {
+        // Its last commit and push, before the store closes (D44).
+        let out = s.finish();
+        let _ = std::fs::write(crate::remote::sync::outcome_path(&mp), out.to_string());
+    }
     tracing::info!("session ended; committing");
     let shut = fs.shutdown();
     let outcome = match &shut {

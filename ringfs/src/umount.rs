@@ -119,6 +119,7 @@ pub fn cmd_umount(args: UmountArgs) -> Result<()> {
         return remove_stale(&mp, is_ringfs, had_socket);
     };
     let daemon = status["pid"].as_i64().unwrap_or(0) as i32;
+    let store = status["store"].as_str().unwrap_or("DIR").to_string();
     let roots: Vec<PathBuf> = status["native_roots"]["roots"]
         .as_array()
         .map(|a| a.iter().filter_map(|r| r["path"].as_str().map(PathBuf::from)).collect())
@@ -150,7 +151,7 @@ pub fn cmd_umount(args: UmountArgs) -> Result<()> {
             );
         }
     }
-    let reply = match call_daemon(&mp, &control::Request::Shutdown) {
+    let reply = match call_daemon(&mp, &control::Request::Shutdown { no_wait: args.no_wait, wait_secs: Some(args.timeout) }) {
         Ok(r) => r,
         Err(_) => return remove_stale(&mp, mountpoint::is_ringfs_mount(&mp)?, had_socket),
     };
@@ -163,21 +164,79 @@ pub fn cmd_umount(args: UmountArgs) -> Result<()> {
     if outcome.trim() != "ok" {
         bail!("{} is unmounted, but the daemon's final commit failed: {}", mp.display(), outcome.trim());
     }
-    Ok(())
+    match crate::remote::sync::take_outcome(&mp) {
+        Some(v) => sync_report(&mp, &store, &v, args.timeout),
+        None => Ok(()),
+    }
 }
+
+/// What `ringfs umount` says about a `mount --remote`'s final push (D44):
+/// a line when it was pushed or left pending (`--no-wait`), an error when
+/// the wait ran out, each with what is pending.
+fn sync_report(mp: &Path, store: &str, v: &serde_json::Value, timeout: u64) -> Result<()> {
+    use crate::remote::sync::{count, human_bytes};
+    let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
+    let n = |k: &str| v[k].as_u64().unwrap_or(0);
+    let pending = format!(
+        "{}, {} and {}, {}",
+        count(n("pending_commits"), "commit"),
+        count(n("pending_objects"), "object"),
+        count(n("pending_chunks"), "chunk"),
+        human_bytes(n("pending_bytes"))
+    );
+    match s("reason").as_str() {
+        "pushed" => {
+            eprintln!("ringfs: {} is on remote {} ({})", s("branch"), s("remote"), &s("commit")[..12.min(s("commit").len())]);
+            Ok(())
+        }
+        "no commits" => Ok(()),
+        "no-wait" => {
+            eprintln!(
+                "ringfs: left pending for remote {} (--no-wait): {pending} of branch {}, committed in the store; `ringfs push --store {store}` or the next `ringfs mount … --remote {}` sends them",
+                s("remote"),
+                s("branch"),
+                s("remote")
+            );
+            Ok(())
+        }
+        _ => bail!(
+            "{} is unmounted and every change is committed in its store, but the push to remote {} ({}) did not finish within the {timeout} s of --timeout{}: {pending} of branch {} are pending; send them with `ringfs push --store {store}` (or mount again with --remote {}), or unmount with a longer --timeout next time",
+            mp.display(),
+            s("remote"),
+            s("url"),
+            v["error"].as_str().map(|e| format!(" (last error: {e})")).unwrap_or_default(),
+            s("branch"),
+            s("remote")
+        ),
+    }
+}
+
 
 /// Waits until `pid` has exited, saying every two seconds what it waits
 /// for: the processes that still hold a lazily detached mount, files the
 /// kernel still holds open, or the final commit's progress (files left to
 /// store, from the daemon's stats on the control socket).
 fn wait_for_daemon(mp: &Path, pid: i32, timeout: u64, holding: &[Holder]) -> Result<()> {
+    use std::io::IsTerminal;
     let start = Instant::now();
     let deadline = start + Duration::from_secs(timeout);
-    let mut next_note = start + Duration::from_secs(2);
+    // On a terminal a spinner line follows the progress; else a line every 2 s.
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let b = indicatif::ProgressBar::new_spinner();
+        if let Ok(st) = indicatif::ProgressStyle::with_template("{spinner} {msg}") {
+            b.set_style(st);
+        }
+        b
+    });
+    let every = Duration::from_millis(if bar.is_some() { 250 } else { 2000 });
+    let mut next_note = start + every;
     let exit_fd = if pid > 0 { pidfd_open(pid) } else { None };
     while pid > 0 && process_alive(pid) {
         let now = Instant::now();
         if now > deadline {
+            if let Some(b) = &bar {
+                b.finish_and_clear();
+            }
             let why = still_holding(holding)
                 .map(|l| format!("; still used by {l}"))
                 .or_else(|| progress(mp).map(|p| format!("; {p}")))
@@ -192,15 +251,25 @@ fn wait_for_daemon(mp: &Path, pid: i32, timeout: u64, holding: &[Holder]) -> Res
                 Some(l) => format!("detached; it stops when these let go: {l}"),
                 None => progress(mp).unwrap_or_else(|| "committing".to_string()),
             };
-            eprintln!(
-                "ringfs: waiting for the daemon (pid {pid}) of {}: {why} ({} s of {timeout} s)",
+            let line = format!(
+                "waiting for the daemon (pid {pid}) of {}: {why} ({} s of {timeout} s)",
                 mp.display(),
                 start.elapsed().as_secs()
             );
-            next_note = now + Duration::from_secs(2);
+            match &bar {
+                Some(b) => b.set_message(line),
+                None => eprintln!("ringfs: {line}"),
+            }
+            next_note = now + every;
+        }
+        if let Some(b) = &bar {
+            b.tick();
         }
         let until = next_note.min(deadline).saturating_duration_since(Instant::now());
         wait_exit(exit_fd.as_ref(), until);
+    }
+    if let Some(b) = &bar {
+        b.finish_and_clear();
     }
     Ok(())
 }
@@ -236,7 +305,32 @@ fn wait_exit(pidfd: Option<&std::os::fd::OwnedFd>, max: Duration) {
 /// "committing: N files left to store". `None` if it does not answer.
 fn progress(mp: &Path) -> Option<String> {
     let v = control::call_within(mp, &control::Request::Stats, Duration::from_secs(1)).ok()?;
-    Some(progress_line(&v["store"]))
+    Some(sync_line(&v["sync"]).unwrap_or_else(|| progress_line(&v["store"])))
+}
+
+/// The progress sentence of a `mount --remote`'s final commit and push
+/// (the stats document's `sync` part), None before or without them.
+fn sync_line(s: &serde_json::Value) -> Option<String> {
+    use crate::remote::sync::human_bytes;
+    if s["final"] != true {
+        return None;
+    }
+    let remote = s["remote"].as_str().unwrap_or("");
+    let err = s["last_error"].as_str().map(|e| format!(" (last error: {e})")).unwrap_or_default();
+    Some(match s["phase"].as_str()? {
+        "final commit" => format!("committing the last changes for remote {remote}"),
+        "final push" => format!(
+            "pushing to remote {remote}: {} of {} sent",
+            human_bytes(s["sent_bytes"].as_u64().unwrap_or(0)),
+            human_bytes(s["total_bytes"].as_u64().unwrap_or(0))
+        ),
+        "waiting to retry" => format!(
+            "pushing to remote {remote}: {} failed attempts, next in {} s{err}",
+            s["failures"],
+            s["retry_in_s"]
+        ),
+        _ => return None,
+    })
 }
 
 /// The progress sentence for a stats document's `store` part.

@@ -212,6 +212,7 @@ fn push_clone_mount_byte_equal_then_pull_fast_forwards() {
         (Some(0), Some(0), Some(0)),
         "{p2}"
     );
+    assert_eq!(p2["head_moved"], false, "{p2}");
     let st = json(&["remote", "status", mp(&m)]);
     let b0 = &st["remotes"][0]["branches"][0];
     assert_eq!(
@@ -446,6 +447,9 @@ fn second_writer(env: &[(&str, &str)], want_guard: &str) {
     );
     assert_eq!(g["heads"], want_guard, "{g}");
     rj(env, &["push", "--store", s(&sa)]);
+    // Pushed again: nothing sent, no head written (either guard).
+    let again = rj(env, &["push", "--store", s(&sa)]);
+    assert_eq!((again["bytes_sent"].as_u64(), again["head_moved"].as_bool()), (Some(0), Some(false)), "{again}");
     rj(
         env,
         &["remote", "add", "--store", s(&sb), "origin", &url(&remote)],

@@ -248,7 +248,8 @@ pub enum Refused {
 
 /// Moves `branch` to `new` (height `height`) for `writer`, never over
 /// another writer's head. `is_ancestor(commit hex)` answers from the local
-/// store. Ok(Err(_)): refused, nothing of another writer changed.
+/// store. Ok(Ok(true)): moved; Ok(Ok(false)): the head was `new` already
+/// (nothing written); Ok(Err(_)): refused, nothing of another writer changed.
 pub fn advance(
     r: &Remote,
     g: Guard,
@@ -257,7 +258,7 @@ pub fn advance(
     new: &str,
     height: u64,
     is_ancestor: &dyn Fn(&str) -> Result<bool>,
-) -> Result<std::result::Result<(), Refused>> {
+) -> Result<std::result::Result<bool, Refused>> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -275,7 +276,7 @@ pub fn advance(
             let cur = records(r, g, branch)?.pop();
             if let Some((_, c)) = &cur {
                 if c.commit == new {
-                    return Ok(Ok(()));
+                    return Ok(Ok(false));
                 }
                 if !is_ancestor(&c.commit)? {
                     return Ok(Err(Refused::Diverged { theirs: c.clone() }));
@@ -286,7 +287,7 @@ pub fn advance(
             if !r.create(&k, serde_json::to_vec_pretty(&rec)?)? {
                 return Ok(Err(Refused::Raced));
             }
-            Ok(Ok(()))
+            Ok(Ok(true))
         }
         Guard::Writers => {
             let mine_key = format!("writers/{}/{writer}.json", hexname(branch));
@@ -296,6 +297,11 @@ pub fn advance(
                 if *k != mine_key && !is_ancestor(&o.commit)? {
                     return Ok(Err(Refused::Diverged { theirs: o.clone() }));
                 }
+            }
+            // Ours says `new` already and every other head is in its
+            // history: the branch's head is `new`, nothing to write.
+            if mine_before.as_ref().is_some_and(|m| m.commit == new) {
+                return Ok(Ok(false));
             }
             r.put(&mine_key, serde_json::to_vec_pretty(&rec)?)?;
             if super::failpoint("head-written") {
@@ -312,7 +318,7 @@ pub fn advance(
                     return Ok(Err(Refused::Diverged { theirs: o.clone() }));
                 }
             }
-            Ok(Ok(()))
+            Ok(Ok(true))
         }
     }
 }

@@ -7,7 +7,8 @@
 //!
 //! Modules: `store` (URL, backend, runtime, verified fetches), `state`
 //! (the local record `STORE/remotes/NAME/`), `heads` (the head guard per
-//! server kind), `push`, `fetch` (clone and pull), `nocas` (tests).
+//! server kind), `push`, `fetch` (clone and pull), `nocas` (tests),
+//! `sync` (continuous sync of `mount --remote`).
 //!
 //! JSON shapes (`--json`): push `{"remote", "branch", "commit",
 //! "objects_sent", "chunks_sent", "bytes_sent", "bundles_sent",
@@ -15,9 +16,13 @@
 //! "commit", "objects", "chunks", "packs", "bytes_fetched", "files",
 //! "live_updated", "ms"}` (pull also `"up_to_date"`); remote status
 //! `{"remotes": [{"name", "url", "writer", "heads", "reachable", "error",
-//! "last_push", "last_error", "branches": [{"branch", "local", "remote",
-//! "pending_objects", "pending_chunks", "pending_bytes"}]}]}`. A refusal on
-//! a mount is `{"refused": "one line"}`.
+//! "last_push", "last_push_age_s", "last_error", "sync", "branches":
+//! [{"branch", "local", "remote", "current", "pending_commits",
+//! "pending_objects", "pending_chunks", "pending_bytes", "oldest_pending",
+//! "oldest_pending_age_s", "last_push", "last_push_age_s",
+//! "last_error"}]}]}` (times ISO 8601 UTC, ages in seconds; `sync`: the
+//! live state of a `mount --remote` of this remote, see [`sync`], else
+//! null). A refusal on a mount is `{"refused": "one line"}`.
 
 mod fetch;
 mod heads;
@@ -25,6 +30,7 @@ mod nocas;
 mod push;
 mod state;
 mod store;
+pub mod sync;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -197,6 +203,7 @@ pub fn status_doc(src: &Transfer, dir: &Path, only: Option<&str>) -> Result<Valu
             Err(e) => (false, Some(format!("{e:#}"))),
         };
         let mut branches = Vec::new();
+        let now = sync::iso_now();
         for b in src.branches().map_err(|e| anyhow!("{e}"))? {
             let out = src
                 .outgoing(Some(&b.name), &|k, id| held.contains(&(k, *id)))
@@ -205,14 +212,25 @@ pub fn status_doc(src: &Transfer, dir: &Path, only: Option<&str>) -> Result<Valu
                 Ok((r, g)) => heads::head(r, *g, &b.name).ok().flatten().map(|h| h.commit),
                 Err(_) => st.heads.get(&b.name).cloned(),
             };
+            let (commits, oldest) = match push::parse_hex(&b.head) {
+                Some(h) => sync::lag(src, &h, remote.as_deref().and_then(push::parse_hex).as_ref())?,
+                None => (0, None),
+            };
+            let bs = st.branches.get(&b.name).cloned().unwrap_or_default();
             branches.push(json!({
                 "branch": b.name, "local": b.head, "remote": remote, "current": b.current,
-                "pending_objects": out.objects.len(), "pending_chunks": out.chunks.len(), "pending_bytes": out.bytes(),
+                "pending_commits": commits, "pending_objects": out.objects.len(), "pending_chunks": out.chunks.len(), "pending_bytes": out.bytes(),
+                "oldest_pending": oldest.map(sync::iso), "oldest_pending_age_s": oldest.map(|t| now.saturating_sub(t)),
+                "last_push": bs.last_push.map(sync::iso), "last_push_age_s": bs.last_push.map(|t| now.saturating_sub(t)),
+                "last_error": bs.last_error,
             }));
         }
+        let live = sync::active().filter(|s| s.remote() == c.name).map(|s| s.doc());
         out.push(json!({
             "name": c.name, "url": c.url, "writer": c.writer, "heads": reach.as_ref().ok().map(|x| x.1.as_str()),
-            "reachable": reachable, "error": error, "last_push": st.last_push, "last_error": st.last_error, "branches": branches,
+            "reachable": reachable, "error": error,
+            "last_push": st.last_push.map(sync::iso), "last_push_age_s": st.last_push.map(|t| now.saturating_sub(t)),
+            "last_error": st.last_error, "sync": live, "branches": branches,
         }));
     }
     Ok(json!({ "remotes": out }))
@@ -241,29 +259,55 @@ fn status_text(v: &Value) -> String {
         if let Some(e) = r["last_error"].as_str() {
             s += &format!("  last push failed: {e}\n");
         }
-        s += &format!(
-            "  last push: {}\n",
-            r["last_push"]
-                .as_u64()
-                .map(|t| format!("{t} (unix s)"))
-                .unwrap_or_else(|| "never".into())
-        );
+        let when = |t: &Value, age: &Value| match (t.as_str(), age.as_u64()) {
+            (Some(t), Some(a)) => format!("{t} ({} ago)", sync::human_age(a)),
+            _ => "never".into(),
+        };
+        s += &format!("  last push: {}\n", when(&r["last_push"], &r["last_push_age_s"]));
+        let y = &r["sync"];
+        if y.is_object() {
+            s += &format!(
+                "  continuous sync (mount --remote) of {} every {} s: {}{}\n",
+                y["branch"].as_str().unwrap_or(""),
+                y["interval_s"],
+                y["phase"].as_str().unwrap_or(""),
+                match (y["failures"].as_u64(), y["retry_in_s"].as_f64()) {
+                    (Some(f), Some(t)) if f > 0 => format!(" ({f} failed pushes in a row, next try in {t} s)"),
+                    _ => String::new(),
+                }
+            );
+        }
         for b in r["branches"].as_array().into_iter().flatten() {
             let short = |x: &Value| {
                 x.as_str()
                     .map(|h| h[..12.min(h.len())].to_string())
                     .unwrap_or_else(|| "-".into())
             };
+            let lag = match b["pending_commits"].as_u64().unwrap_or(0) {
+                0 if b["pending_bytes"] == 0 => "up to date".to_string(),
+                n => format!(
+                    "lag: {}, {}, {}, {}{}",
+                    sync::count(n, "commit"),
+                    sync::count(b["pending_objects"].as_u64().unwrap_or(0), "object"),
+                    sync::count(b["pending_chunks"].as_u64().unwrap_or(0), "chunk"),
+                    sync::human_bytes(b["pending_bytes"].as_u64().unwrap_or(0)),
+                    b["oldest_pending_age_s"]
+                        .as_u64()
+                        .map(|a| format!(", oldest unpushed commit {} old", sync::human_age(a)))
+                        .unwrap_or_default()
+                ),
+            };
             s += &format!(
-                "  {}{}: local {} remote {}; to send: {} objects, {} chunks, {} bytes\n",
+                "  {}{}: local {} remote {}; {lag}; last push {}\n",
                 if b["current"] == true { "* " } else { "" },
                 b["branch"].as_str().unwrap_or(""),
                 short(&b["local"]),
                 short(&b["remote"]),
-                b["pending_objects"],
-                b["pending_chunks"],
-                b["pending_bytes"]
+                when(&b["last_push"], &b["last_push_age_s"])
             );
+            if let Some(e) = b["last_error"].as_str() {
+                s += &format!("    last error: {e}\n");
+            }
         }
     }
     s.trim_end().to_string()
@@ -407,8 +451,8 @@ pub fn cmd_pull(args: PullArgs) -> Result<()> {
         if !reaches {
             let _ = std::fs::remove_dir_all(&staging);
             bail!(
-                "branch {branch} has diverged: this store's head {} is not in the history of {}'s head {} (pushed by writer {}). Nothing was changed; pull does not merge: keep your work on another branch (`ringfs branch --store {} NEWNAME`), or clone the remote elsewhere",
-                &hex_id(&l)[..12], c.name, &f.head.commit[..12], f.head.writer, dir.display()
+                "branch {branch} has diverged: this store's head {} is not in the history of {}'s head {} (pushed by writer {}). Nothing was changed; pull does not merge (nor does push go over their head): keep your work on a new branch and push that (`ringfs branch --store {d} NEWNAME`, then `ringfs push --store {d} --branch NEWNAME`); to work on theirs, clone the remote into a new store (`ringfs clone {u} --store NEWDIR`)",
+                &hex_id(&l)[..12], c.name, &f.head.commit[..12], f.head.writer, d = dir.display(), u = c.url
             );
         }
     }

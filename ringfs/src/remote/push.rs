@@ -87,9 +87,22 @@ impl Bundle {
 }
 
 /// Uploads a bundle, then its index, then records its ids as held.
-fn send(r: &Remote, store: &Path, name: &str, b: Bundle, rep: &mut PushReport) -> Result<()> {
+fn send(
+    r: &Remote,
+    store: &Path,
+    name: &str,
+    b: Bundle,
+    rep: &mut PushReport,
+    hooks: &Hooks,
+) -> Result<()> {
     if b.entries.is_empty() {
         return Ok(());
+    }
+    if (hooks.cancel)() {
+        bail!(
+            "remote {}: push stopped before its end (the wait for it ran out); what was sent is kept and the next push sends the rest",
+            r.url
+        );
     }
     let h = blake3::hash(&b.bytes).to_hex().to_string();
     let dir = if b.kind == b'c' { "chunks" } else { "objects" };
@@ -124,6 +137,20 @@ fn send(r: &Remote, store: &Path, name: &str, b: Bundle, rep: &mut PushReport) -
     Ok(())
 }
 
+/// What a caller of [`push_with`] follows and controls: `progress(sent,
+/// total)` in bytes as chunks and objects are packed, and `cancel()`,
+/// asked before each bundle (true: stop with an error, what was sent
+/// stays acknowledged).
+pub struct Hooks<'a> {
+    pub progress: &'a (dyn Fn(u64, u64) + Sync),
+    pub cancel: &'a (dyn Fn() -> bool + Sync),
+}
+
+/// One push at a time per process: a `ringfs push` on a mount and the
+/// background sync (`mount --remote`) take turns. Held only by pushes,
+/// never by the FUSE request path.
+static PUSHING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Pushes `branch` (None: the checked-out one) of the store at `store`
 /// (read through `src`) to remote `cfg`. Records the outcome in
 /// `status.json` (the error too). `quiet`: no progress bar.
@@ -134,20 +161,58 @@ pub fn push(
     branch: Option<&str>,
     quiet: bool,
 ) -> Result<PushReport> {
-    let r = push_inner(src, store, cfg, branch, quiet);
+    push_with(
+        src,
+        store,
+        cfg,
+        branch,
+        quiet,
+        &Hooks {
+            progress: &|_, _| {},
+            cancel: &|| false,
+        },
+    )
+}
+
+/// [`push`] with [`Hooks`].
+pub fn push_with(
+    src: &Transfer,
+    store: &Path,
+    cfg: &state::Config,
+    branch: Option<&str>,
+    quiet: bool,
+    hooks: &Hooks,
+) -> Result<PushReport> {
+    let _one = PUSHING.lock().unwrap_or_else(|p| p.into_inner());
+    let r = push_inner(src, store, cfg, branch, quiet, hooks);
     let mut st = state::status(store, &cfg.name);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     match &r {
         Ok(rep) => {
-            st.last_push = Some(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_secs())
-                    .unwrap_or(0),
-            );
+            st.last_push = Some(now);
             st.last_error = None;
             st.heads.insert(rep.branch.clone(), rep.commit.clone());
+            st.branches.insert(
+                rep.branch.clone(),
+                state::BranchStatus {
+                    last_push: Some(now),
+                    last_error: None,
+                },
+            );
         }
-        Err(e) => st.last_error = Some(format!("{e:#}")),
+        Err(e) => {
+            st.last_error = Some(format!("{e:#}"));
+            let b = match branch {
+                Some(b) => Some(b.to_string()),
+                None => src.head(None).ok().map(|h| h.0),
+            };
+            if let Some(b) = b {
+                st.branches.entry(b).or_default().last_error = Some(format!("{e:#}"));
+            }
+        }
     }
     let _ = state::save_status(store, &cfg.name, &st);
     r
@@ -159,6 +224,7 @@ fn push_inner(
     cfg: &state::Config,
     branch: Option<&str>,
     quiet: bool,
+    hooks: &Hooks,
 ) -> Result<PushReport> {
     let t = Instant::now();
     let r = Remote::open(&cfg.url, false)?;
@@ -179,7 +245,9 @@ fn push_inner(
         ..Default::default()
     };
     let max = bundle_max();
-    let bar = progress(out.bytes(), quiet, "push");
+    let total = out.bytes();
+    let bar = progress(total, quiet, "push");
+    let mut packed = 0u64;
     let mut b = Bundle::new(b'c');
     for (id, loc) in &out.chunks {
         let bytes = src.chunk(id, *loc).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -190,12 +258,15 @@ fn push_inner(
                 &cfg.name,
                 std::mem::replace(&mut b, Bundle::new(b'c')),
                 &mut rep,
+                hooks,
             )?;
         }
         b.add(id, &bytes);
         bar.inc(bytes.len() as u64);
+        packed += bytes.len() as u64;
+        (hooks.progress)(packed, total);
     }
-    send(&r, store, &cfg.name, b, &mut rep)?;
+    send(&r, store, &cfg.name, b, &mut rep, hooks)?;
     let mut b = Bundle::new(b'o');
     for (id, bytes) in &out.objects {
         if b.len() + bytes.len() + 36 > max && !b.entries.is_empty() {
@@ -205,12 +276,15 @@ fn push_inner(
                 &cfg.name,
                 std::mem::replace(&mut b, Bundle::new(b'o')),
                 &mut rep,
+                hooks,
             )?;
         }
         b.add(id, bytes);
         bar.inc(bytes.len() as u64);
+        packed += bytes.len() as u64;
+        (hooks.progress)(packed, total);
     }
-    send(&r, store, &cfg.name, b, &mut rep)?;
+    send(&r, store, &cfg.name, b, &mut rep, hooks)?;
     bar.finish_and_clear();
     let head = rep.commit.clone();
     let is_anc = |c: &str| -> Result<bool> {
@@ -221,13 +295,13 @@ fn push_inner(
             .map_err(|e| anyhow::anyhow!("{e}"))
     };
     match heads::advance(&r, guard, &out.branch, &cfg.writer, &head, out.height, &is_anc)? {
-        Ok(()) => rep.head_moved = true,
+        Ok(moved) => rep.head_moved = moved,
         Err(Refused::Diverged { theirs }) => bail!(
-            "remote {} ({}): branch {} there is at {} (pushed by writer {}), which this store's {} does not descend from: another store pushes this branch. Nothing of theirs was changed (your objects are there, the head is not). Pull first if you mean to continue their work (`ringfs pull`), or push your work as a new branch (`ringfs branch … NEWNAME` then `ringfs push … --branch NEWNAME`) or fork",
+            "remote {} ({}): branch {} there is at {} (pushed by writer {}), which this store's {} does not descend from: another store pushes this branch. Nothing of theirs was changed (your objects are there, the head is not). If this store has no commits of its own since, `ringfs pull --store DIR` fast-forwards it to theirs; if both sides have commits (pull then refuses: it does not merge), keep yours on a new branch (`ringfs branch … NEWNAME`, then `ringfs push … --branch NEWNAME`) or in a fork of this store (`ringfs fork`)",
             cfg.name, cfg.url, out.branch, &theirs.commit[..12.min(theirs.commit.len())], theirs.writer, &head[..12]
         ),
         Err(Refused::Raced) => bail!(
-            "remote {} ({}): another store moved branch {} during this push; nothing of theirs was changed: pull, then push again, or push as a new branch",
+            "remote {} ({}): another store moved branch {} during this push; nothing of theirs was changed: push again (refused with the way out if their head is not in your history), or push as a new branch (`ringfs branch … NEWNAME`, then `ringfs push … --branch NEWNAME`)",
             cfg.name, cfg.url, out.branch
         ),
     }

@@ -28,6 +28,18 @@ pub struct Status {
     /// The remote heads last seen (branch → commit hex).
     #[serde(default)]
     pub heads: BTreeMap<String, String>,
+    /// Per branch: its last push's outcome.
+    #[serde(default)]
+    pub branches: BTreeMap<String, BranchStatus>,
+}
+
+/// `status.json`'s record of one branch's pushes.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct BranchStatus {
+    /// When the branch was last pushed successfully (unix seconds).
+    pub last_push: Option<u64>,
+    /// The last push's error, None once a push succeeded.
+    pub last_error: Option<String>,
 }
 
 /// Checks a remote's name: 1 to 64 of letters, digits, `-`, `_`, `.`, not
