@@ -90,7 +90,8 @@ pub enum Command {
     /// RSS, the daemon's requests by opcode and bytes, the paths added,
     /// modified and removed with sizes, content stored new vs reused,
     /// local-only paths apart, and whether every change is durable.
-    /// Processes the command leaves running are killed when it exits.
+    /// Processes the command leaves running (setsid'd ones too: they
+    /// carry RINGFS_EXEC_CALL) are killed when it exits and counted.
     Exec(ringfs::exec::ExecArgs),
     /// What changed between two commits, or a commit and the live tree:
     /// per path added/modified/removed with old and new size, kind and mode.

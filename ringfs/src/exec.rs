@@ -126,21 +126,67 @@ pub struct PathSide {
     pub size: u64,
 }
 
-/// A changed path (relative to the workspace root): `added`, `modified`
-/// or `removed`, with its old and new side.
+/// A path's JSON fields (docs/FORMATS.md "Path names in JSON"): `path`,
+/// its text (bytes that are not UTF-8 replaced by U+FFFD), and only when
+/// the name is not UTF-8, `path_b64`, its exact bytes in standard base64
+/// (with padding). The workspace root is `""`.
+pub fn path_fields(p: &[u8]) -> (String, Option<String>) {
+    use base64::Engine;
+    match std::str::from_utf8(p) {
+        Ok(t) => (t.to_string(), None),
+        Err(_) => (
+            String::from_utf8_lossy(p).into_owned(),
+            Some(base64::engine::general_purpose::STANDARD.encode(p)),
+        ),
+    }
+}
+
+/// The exact bytes of a path given as [`path_fields`] writes it.
+pub fn path_bytes(path: &str, path_b64: Option<&str>) -> Vec<u8> {
+    use base64::Engine;
+    path_b64
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+        .unwrap_or_else(|| path.as_bytes().to_vec())
+}
+
+/// A changed path (relative to the workspace root, `""` for the root
+/// itself): `added`, `modified` or `removed`, with its old and new side.
+/// `path_b64` is present only for a name that is not UTF-8
+/// ([`path_fields`]; [`PathChange::bytes`] gives the exact bytes).
 #[derive(Clone, Debug, Serialize)]
 pub struct PathChange {
     pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_b64: Option<String>,
     pub change: String,
     pub old: Option<PathSide>,
     pub new: Option<PathSide>,
 }
 
-/// A changed local-only path: `changed` (created or written) or `removed`.
+impl PathChange {
+    /// The path's exact bytes.
+    pub fn bytes(&self) -> Vec<u8> {
+        path_bytes(&self.path, self.path_b64.as_deref())
+    }
+}
+
+/// A changed local-only path: `changed` (created or written: content,
+/// mode, owner or xattrs) or `removed` (it was there when the call
+/// began). One created and removed during the call is not listed.
+/// `path_b64` as in [`PathChange`].
 #[derive(Clone, Debug, Serialize)]
 pub struct LocalChange {
     pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_b64: Option<String>,
     pub change: String,
+}
+
+impl LocalChange {
+    /// The path's exact bytes.
+    pub fn bytes(&self) -> Vec<u8> {
+        path_bytes(&self.path, self.path_b64.as_deref())
+    }
 }
 
 /// Times of the call, in milliseconds: `wall` of the whole call (as the
@@ -196,7 +242,9 @@ pub struct Durability {
 /// The receipt of one call. `exit_code` is the command's status as a shell
 /// gives it (128+N for a signal N; 137 after `timeout`), `signal` the
 /// signal that ended it. `orphans` counts processes the command left
-/// running, killed when it exited (a sandbox's are killed with it).
+/// running, killed when it exited: its process group, and processes that
+/// left it but carry its `RINGFS_EXEC_CALL` (a sandbox's are killed with
+/// it).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Receipt {
     pub command: Vec<String>,
@@ -495,6 +543,7 @@ fn fill(r: &mut Receipt, ran: &RunResult, begin: &Value, end: &Value) {
         }
         ch.paths.push(PathChange {
             path: c["path"].as_str().unwrap_or("").to_string(),
+            path_b64: c["path_b64"].as_str().map(str::to_string),
             change,
             old: side(&c["old"]),
             new: side(&c["new"]),
@@ -508,6 +557,7 @@ fn fill(r: &mut Receipt, ran: &RunResult, begin: &Value, end: &Value) {
         .iter()
         .map(|c| LocalChange {
             path: c["path"].as_str().unwrap_or("").to_string(),
+            path_b64: c["path_b64"].as_str().map(str::to_string),
             change: c["change"].as_str().unwrap_or("").to_string(),
         })
         .collect();
@@ -515,6 +565,15 @@ fn fill(r: &mut Receipt, ran: &RunResult, begin: &Value, end: &Value) {
         local: end["durable"].as_bool().unwrap_or(false),
         remote: "no remote".into(),
     };
+}
+
+/// Sets `path` (and `path_b64` when not UTF-8) of JSON object `d`.
+pub fn put_path(d: &mut Value, p: &[u8]) {
+    let (path, b64) = path_fields(p);
+    d["path"] = json!(path);
+    if let Some(b) = b64 {
+        d["path_b64"] = json!(b);
+    }
 }
 
 /// The daemon's answer to `exec_begin`, `exec_end` and `exec_release`;
@@ -539,13 +598,20 @@ pub fn answer(fs: &fs_core::Fs, req: &Request, stats: impl Fn() -> Value) -> Val
                     "objects_new": e.point.objects_new,
                     // Durable: written durably, or nothing changed to write.
                     "durable": e.point.durable || e.point.records == 0,
-                    "changes": e.changes.iter().map(|c| json!({
-                        "path": String::from_utf8_lossy(&c.path),
-                        "change": c.kind.name(),
-                        "old": side(&c.old),
-                        "new": side(&c.new),
-                    })).collect::<Vec<_>>(),
-                    "local_only": e.local.iter().map(|(path, there)| json!({ "path": String::from_utf8_lossy(path), "change": if *there { "changed" } else { "removed" } })).collect::<Vec<_>>(),
+                    "changes": e.changes.iter().map(|c| {
+                        let mut d = json!({
+                            "change": c.kind.name(),
+                            "old": side(&c.old),
+                            "new": side(&c.new),
+                        });
+                        put_path(&mut d, &c.path);
+                        d
+                    }).collect::<Vec<_>>(),
+                    "local_only": e.local.iter().map(|(path, there)| {
+                        let mut d = json!({ "change": if *there { "changed" } else { "removed" } });
+                        put_path(&mut d, path);
+                        d
+                    }).collect::<Vec<_>>(),
                     "phases_ms": e.phases.iter().map(|(k, d)| (k.to_string(), json!(ms(*d)))).collect::<serde_json::Map<String, Value>>(),
                     "stats": stats(),
                 })
@@ -554,6 +620,15 @@ pub fn answer(fs: &fs_core::Fs, req: &Request, stats: impl Fn() -> Value) -> Val
         },
         Request::ExecRelease { token } => json!({ "released": fs.exec_release(*token) }),
         _ => json!({ "refused": "not an exec request" }),
+    }
+}
+
+/// A receipt path as the human receipt shows it: the root (`""`) as `.`.
+pub(crate) fn shown_path(p: &str) -> &str {
+    if p.is_empty() {
+        "."
+    } else {
+        p
     }
 }
 
@@ -610,16 +685,27 @@ pub fn human(r: &Receipt) -> String {
         size_text(c.bytes_new),
         size_text(c.bytes_reused)
     );
-    let sz = |s: &Option<PathSide>| {
+    // Kind and size; the mode too when it changed.
+    let sz = |s: &Option<PathSide>, mode: bool| {
         s.as_ref()
-            .map(|s| format!("{} {}", s.kind, s.size))
+            .map(|s| {
+                if mode {
+                    format!("{} {} mode {}", s.kind, s.size, s.mode)
+                } else {
+                    format!("{} {}", s.kind, s.size)
+                }
+            })
             .unwrap_or_default()
     };
     for p in c.paths.iter().take(20) {
+        let name = shown_path(&p.path);
         match p.change.as_str() {
-            "added" => o += &format!("    A  {}  ({})\n", p.path, sz(&p.new)),
-            "removed" => o += &format!("    D  {}  ({})\n", p.path, sz(&p.old)),
-            _ => o += &format!("    M  {}  ({} -> {})\n", p.path, sz(&p.old), sz(&p.new)),
+            "added" => o += &format!("    A  {name}  ({})\n", sz(&p.new, false)),
+            "removed" => o += &format!("    D  {name}  ({})\n", sz(&p.old, false)),
+            _ => {
+                let mode = p.old.as_ref().map(|s| &s.mode) != p.new.as_ref().map(|s| &s.mode);
+                o += &format!("    M  {name}  ({} -> {})\n", sz(&p.old, mode), sz(&p.new, mode))
+            }
         }
     }
     if c.paths.len() > 20 {
@@ -629,11 +715,17 @@ pub fn human(r: &Receipt) -> String {
         );
     }
     if !r.local_only.is_empty() {
-        let shown: Vec<&str> = r
+        let shown: Vec<String> = r
             .local_only
             .iter()
             .take(5)
-            .map(|l| l.path.as_str())
+            .map(|l| {
+                if l.change == "removed" {
+                    format!("{} removed", l.path)
+                } else {
+                    l.path.clone()
+                }
+            })
             .collect();
         o += &format!(
             "  local-only (not stored): {} changed ({}{})\n",
@@ -653,8 +745,9 @@ pub fn human(r: &Receipt) -> String {
     );
     if r.orphans > 0 {
         o += &format!(
-            "  left running: {} processes, killed when the command exited\n",
-            r.orphans
+            "  orphans: {} process{} left running, killed when the command exited\n",
+            r.orphans,
+            if r.orphans == 1 { "" } else { "es" }
         );
     }
     for (name, cap) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {

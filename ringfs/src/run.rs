@@ -265,9 +265,70 @@ fn kill_group(pgid: i32) -> u64 {
     n
 }
 
+/// The environment variable that marks a call's processes: `ringfs
+/// exec` sets it for the command (`PID-N`, unique in this process), its
+/// descendants inherit it, and a process reparented to this process that
+/// carries it is one the command left (not another thread's child).
+pub const CALL_ENV: &str = "RINGFS_EXEC_CALL";
+
+static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Does process `pid` carry `entry` (`NAME=VALUE`) in its environment?
+fn carries(pid: i32, entry: &[u8]) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|e| e.split(|b| *b == 0).any(|x| x == entry))
+}
+
+/// This process's children now (every thread's, from
+/// `/proc/self/task/*/children`; empty where the kernel does not list them).
+fn children() -> std::collections::HashSet<i32> {
+    let mut out = std::collections::HashSet::new();
+    let Ok(rd) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for t in rd.flatten() {
+        if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+            out.extend(s.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+        }
+    }
+    out
+}
+
+/// Kills the command's descendants that left its process group (setsid,
+/// setpgid: daemons) and were reparented to us (the subreaper) when their
+/// parent exited: our children now that carry the call's `marker`
+/// ([`CALL_ENV`]; another thread's children do not).
+/// Repeats while killing one hands us its
+/// own children. Returns how many were killed.
+fn kill_escaped(marker: &[u8]) -> u64 {
+    let mut n = 0;
+    for _ in 0..1000 {
+        // (A zombie's environ reads empty: one that exited by itself is
+        // left to whoever reaps our children.)
+        let extra: Vec<i32> = children()
+            .into_iter()
+            .filter(|p| carries(*p, marker))
+            .collect();
+        if extra.is_empty() {
+            break;
+        }
+        for p in extra {
+            // SAFETY: kill(2) and waitpid(2) on our own child.
+            unsafe {
+                libc::kill(p, libc::SIGKILL);
+                let mut st = 0;
+                libc::waitpid(p, &mut st, 0);
+            }
+            n += 1;
+        }
+    }
+    n
+}
+
 /// Runs `argv` (`program` resolved) in `cwd`, in a process group of its
 /// own; the calling process becomes a child subreaper so the command's
-/// orphans that stay in its group are reaped here. Errors: [`NotRun`]
+/// orphans are reaped here: those in its group, and those that left it
+/// (setsid) and were reparented to this process, are killed when the
+/// command exits. Errors: [`NotRun`]
 /// when execve fails; I/O errors spawning or waiting.
 pub fn run(
     program: &Path,
@@ -286,6 +347,13 @@ pub fn run(
     if let Output::Capture(_) = output {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     }
+    let call = format!(
+        "{}-{}",
+        std::process::id(),
+        CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    cmd.env(CALL_ENV, &call);
+    let marker = format!("{CALL_ENV}={call}").into_bytes();
     let t0 = Instant::now();
     let mut child = match cmd.spawn() {
         Ok(c) => c,
@@ -314,9 +382,11 @@ pub fn run(
         }
         Output::Inherit => None,
     };
-    let (status, ru, timed_out) = wait_child(pid, timeout, -pid)?;
+    let waited = wait_child(pid, timeout, -pid);
     let command = t0.elapsed();
     let orphans = kill_group(pid);
+    let orphans = orphans + kill_escaped(&marker);
+    let (status, ru, timed_out) = waited?;
     let (exit_code, signal) = decode(status);
     let mut r = RunResult {
         exit_code,

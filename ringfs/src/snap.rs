@@ -15,9 +15,11 @@
 //!   commit; absent when no commit was made);
 //! - log: `{"branch", "commits": [{"id", "parents", "root", "time",
 //!   "time_nsec", "author", "message", "journal_position"}]}`;
-//! - diff: `{"from", "to", "changes": [{"path", "change", "old", "new"}],
-//!   "total_ms"}`, `old`/`new` null or `{"kind", "mode", "size"}`,
-//!   `total_ms` the daemon's own time (settling the live tree included);
+//! - diff: `{"from", "to", "changes": [{"path", "path_b64"?, "change",
+//!   "old", "new"}], "total_ms"}`, `old`/`new` null or `{"kind", "mode",
+//!   "size"}`, `path_b64` only for a name that is not UTF-8 and the root
+//!   as path `""` (docs/FORMATS.md "Path names in JSON"), `total_ms` the
+//!   daemon's own time (settling the live tree included);
 //! - restore: `{"commit", "paths": {"added", "removed", "rewritten",
 //!   "changed"}, "bytes", "kept": [path…], "invalidations", "phases_ms":
 //!   {"hash", "flush", "plan", "manifests", "apply", "durable",
@@ -92,12 +94,15 @@ fn diff_doc(d: &DiffReport) -> Value {
     json!({
         "from": d.from,
         "to": d.to,
-        "changes": d.changes.iter().map(|c| json!({
-            "path": String::from_utf8_lossy(&c.path),
-            "change": c.kind.name(),
-            "old": side_doc(&c.old),
-            "new": side_doc(&c.new),
-        })).collect::<Vec<_>>(),
+        "changes": d.changes.iter().map(|c| {
+            let mut d = json!({
+                "change": c.kind.name(),
+                "old": side_doc(&c.old),
+                "new": side_doc(&c.new),
+            });
+            ringfs::exec::put_path(&mut d, &c.path);
+            d
+        }).collect::<Vec<_>>(),
     })
 }
 
@@ -266,15 +271,23 @@ pub fn cmd_diff(args: DiffArgs) -> Result<()> {
         return Ok(());
     }
     let changes = v.get("changes").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+    let mut out = std::io::stdout().lock();
     for c in &changes {
-        let path = c.get("path").and_then(|x| x.as_str()).unwrap_or("");
-        let (old, new) = (c.get("old").cloned().unwrap_or(Value::Null), c.get("new").cloned().unwrap_or(Value::Null));
-        match c.get("change").and_then(|x| x.as_str()) {
-            Some("added") => println!("A  {path}  ({})", side_text(&new)),
-            Some("removed") => println!("D  {path}  ({})", side_text(&old)),
-            _ => println!("M  {path}  ({} -> {})", side_text(&old), side_text(&new)),
+        // The name's exact bytes (`path_b64` when not UTF-8); the root as `.`.
+        let mut path = ringfs::exec::path_bytes(c.get("path").and_then(|x| x.as_str()).unwrap_or(""), c.get("path_b64").and_then(|x| x.as_str()));
+        if path.is_empty() {
+            path = b".".to_vec();
         }
+        let (old, new) = (c.get("old").cloned().unwrap_or(Value::Null), c.get("new").cloned().unwrap_or(Value::Null));
+        let (k, tail) = match c.get("change").and_then(|x| x.as_str()) {
+            Some("added") => ("A", side_text(&new)),
+            Some("removed") => ("D", side_text(&old)),
+            _ => ("M", format!("{} -> {}", side_text(&old), side_text(&new))),
+        };
+        let line = [format!("{k}  ").as_bytes(), &path, format!("  ({tail})\n").as_bytes()].concat();
+        std::io::Write::write_all(&mut out, &line)?;
     }
+    drop(out);
     eprintln!("{} paths changed from {} to {}", changes.len(), v.get("from").and_then(|x| x.as_str()).unwrap_or(""), v.get("to").and_then(|x| x.as_str()).unwrap_or(""));
     Ok(())
 }

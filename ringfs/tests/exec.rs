@@ -516,3 +516,193 @@ fn a_failed_commit_after_the_command_keeps_the_receipt() {
     let (code, r) = exec_json(&m, &["--commit"], &["true"]);
     assert_eq!(code, 125, "{r}");
 }
+
+/// The receipt's local-only paths as sorted (path, change) pairs.
+fn local_of(v: &Value) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = v["local_only"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["path"].as_str().unwrap().to_string(), l["change"].as_str().unwrap().to_string()))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Local-only paths against ground truth: appends, overwrites, chmods and
+/// xattrs of files that existed before the call are `changed`, a file
+/// removed is `removed`, a file only read is not listed, and temporary
+/// files created and removed within the call are not listed at all
+/// (within one group commit or across one), as for synced paths. Then
+/// again after a remount (names come from lookups, not creation).
+#[test]
+fn local_only_changes_to_existing_files_and_temporaries() {
+    if all_local() {
+        return;
+    }
+    let mut m = TestMount::builder(Backend::Store)
+        .args(["--ignore", "target", "--ignore", "*.o", "--native-roots", "off"])
+        .name("exec-local-existing")
+        .mount();
+    m.sh_ok("mkdir target target/sub && echo old > target/app && echo keep > target/mode && echo x > target/over && echo r > target/read && echo o > a.o && echo gone > target/gone && echo x > target/attr");
+    let (code, _) = sh(&m, &[], "true");
+    assert_eq!(code, 0);
+    let script = "echo more >> target/app; echo new > target/over; chmod 600 target/mode; cat target/read > /dev/null; echo more >> a.o; \
+         setfattr -n user.k -v 1 target/attr; chmod 700 target/sub; \
+         echo t > target/tmp; rm target/tmp; echo t > tmp.o; rm tmp.o; echo t > target/slow; sleep 1.5; rm target/slow; \
+         rm target/gone; echo s > src.txt";
+    let (code, v) = sh(&m, &[], script);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(changes(&v), vec!["A src.txt"], "{v:#}");
+    let want: Vec<(String, String)> = [
+        ("a.o", "changed"),
+        ("target/app", "changed"),
+        ("target/attr", "changed"),
+        ("target/gone", "removed"),
+        ("target/mode", "changed"),
+        ("target/over", "changed"),
+        ("target/sub", "changed"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(local_of(&v), want, "{v:#}");
+    // Ground truth: what the receipt says happened did.
+    assert_eq!(m.sh_ok("cat target/app target/over; stat -c %a target/mode target/sub; getfattr --only-values -n user.k target/attr; echo"), "old\nmore\nnew\n600\n700\n1\n");
+    for gone in ["target/tmp", "target/slow", "target/gone", "tmp.o"] {
+        assert!(!m.p(gone).exists(), "{gone}");
+    }
+    // After a remount the kernel looks the names up again.
+    m.remount();
+    let (code, _) = sh(&m, &[], "true");
+    assert_eq!(code, 0);
+    let (code, v) = sh(&m, &[], "echo again >> target/app; chmod 640 a.o; cat target/read >/dev/null");
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(
+        local_of(&v),
+        vec![("a.o".to_string(), "changed".to_string()), ("target/app".to_string(), "changed".to_string())],
+        "{v:#}"
+    );
+    assert_eq!(changes(&v), Vec::<String>::new(), "{v:#}");
+}
+
+/// The workspace root's own mode and xattrs (chmod / setfattr on the
+/// mountpoint) are a `modified` change of path "" in the receipt and in
+/// `ringfs diff` (shown as `.` in text); its mtime alone is not.
+#[test]
+fn the_workspace_root_own_changes_are_listed() {
+    if all_local() {
+        return;
+    }
+    let m = TestMount::new(Backend::Store);
+    m.sh_ok("echo a > a");
+    let id = json(&["commit", mp(&m)])["id"].as_str().unwrap().to_string();
+    let before = m.sh_ok("stat -c %a .").trim().to_string();
+    let (code, v) = sh(&m, &[], "chmod 700 .");
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(changes(&v), vec!["M "], "{v:#}");
+    let r = path_of(&v, "");
+    assert_eq!(r["new"]["mode"], "0700", "{v:#}");
+    assert_eq!(r["old"]["mode"].as_str().unwrap().trim_start_matches('0'), before, "{v:#}");
+    assert_eq!(r["new"]["kind"], "dir");
+    let (code, v) = sh(&m, &[], "setfattr -n user.rootattr -v 1 .");
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(changes(&v), vec!["M "], "{v:#}");
+    // An entry added moves the root's mtime only: not the root's change.
+    let (_, v) = sh(&m, &[], "echo b > b");
+    assert_eq!(changes(&v), vec!["A b"], "{v:#}");
+    // Human receipt: the root as ".", with its modes.
+    let o = ringfs(&["exec", mp(&m), "--", "chmod", "750", "."]);
+    let (_, err) = out_str(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("M  .  (dir 0 mode 0700 -> dir 0 mode 0750)"), "{err}");
+    // ringfs diff from the commit: the root first, then the file.
+    let d = json(&["diff", mp(&m), &id]);
+    assert_eq!(d["changes"][0]["path"], "", "{d:#}");
+    assert_eq!(d["changes"][0]["new"]["mode"], "0750", "{d:#}");
+    assert_eq!(d["changes"][1]["path"], "b", "{d:#}");
+    let o = ringfs(&["diff", mp(&m), &id]);
+    let (out, err) = out_str(&o);
+    assert!(out.starts_with("M  .  ("), "{out} {err}");
+    // Committed, then restored: the root's mode comes back too.
+    let o = ringfs(&["restore", mp(&m), &id]);
+    assert!(o.status.success(), "{:?}", out_str(&o));
+    assert_eq!(m.sh_ok("stat -c %a ."), format!("{before}\n"));
+}
+
+/// A name that is not UTF-8: the receipt's JSON keeps `path` as text
+/// (U+FFFD for the bad bytes) and adds `path_b64` with the exact bytes,
+/// for synced and local-only paths, in `ringfs diff --json` too; UTF-8
+/// names have no `path_b64`; text output writes the raw bytes.
+#[test]
+fn non_utf8_names_are_exact_in_json() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    if all_local() {
+        return;
+    }
+    let m = TestMount::builder(Backend::Store)
+        .args(["--ignore", "target", "--native-roots", "off"])
+        .name("exec-nonutf8")
+        .mount();
+    m.sh_ok("mkdir target");
+    let id = json(&["commit", mp(&m)])["id"].as_str().unwrap().to_string();
+    let bad = OsStr::from_bytes(b"bad\xffname");
+    let bad_local = OsStr::from_bytes(b"target/\xfe\xff");
+    let mut c = Command::new(RINGFS);
+    c.arg("exec").arg(mp(&m)).arg("--json").arg("--").arg("touch").arg(bad).arg(bad_local).arg("good");
+    let o = run_timeout(&mut c, Duration::from_secs(50));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {:?}", out_str(&o)));
+    assert_eq!(o.status.code(), Some(0), "{v:#}");
+    let b = path_of(&v, "bad\u{fffd}name");
+    assert_eq!(b["path_b64"], "YmFk/25hbWU=", "{v:#}");
+    assert!(path_of(&v, "good").get("path_b64").is_none(), "{v:#}");
+    let l = &v["local_only"][0];
+    assert_eq!((l["path"].as_str(), l["path_b64"].as_str()), (Some("target/\u{fffd}\u{fffd}"), Some("dGFyZ2V0L/7/")), "{v:#}");
+    let d = json(&["diff", mp(&m), &id]);
+    let dc = d["changes"].as_array().unwrap().iter().find(|c| c["path_b64"] == "YmFk/25hbWU=");
+    assert!(dc.is_some_and(|c| c["change"] == "added"), "{d:#}");
+    let o = ringfs(&["diff", mp(&m), &id]);
+    assert!(o.stdout.windows(8).any(|w| w == b"bad\xffname"), "{:?}", out_str(&o));
+    // The library form gives the exact bytes back.
+    let opts = ringfs::ExecOptions {
+        mountpoint: m.path().to_path_buf(),
+        cwd: None,
+        argv: vec!["rm".into(), bad.into()],
+        capture: Some(1024),
+        commit: None,
+        checkpoint: false,
+        timeout: Some(Duration::from_secs(30)),
+        sandbox: None,
+    };
+    let r = ringfs::exec(&opts).expect("exec");
+    assert_eq!(r.changes.paths.len(), 1);
+    assert_eq!(r.changes.paths[0].bytes(), b"bad\xffname");
+}
+
+/// The human receipt shows mode changes and the processes the command
+/// left running; a process that left the command's group (setsid) is
+/// killed too, and the receipt does not wait for it (it holds the
+/// captured stdout open).
+#[test]
+fn human_receipt_shows_modes_and_orphans_and_setsid_children_are_killed() {
+    if all_local() {
+        return;
+    }
+    let m = TestMount::new(Backend::Store);
+    m.sh_ok("echo x > f && chmod 644 f");
+    sh(&m, &[], "true");
+    let o = ringfs(&["exec", mp(&m), "--", "sh", "-c", "chmod 600 f; (sleep 20 &); sleep 0.2"]);
+    let (_, err) = out_str(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("M  f  (file 2 mode 0644 -> file 2 mode 0600)"), "{err}");
+    assert!(err.contains("orphans: 1 process left running, killed when the command exited"), "{err}");
+    // setsid: its own session and group; stdout (captured) still open.
+    let (code, v) = sh(&m, &[], "setsid sh -c 'sleep 3; echo late > late.txt' & sleep 0.3; echo now > now.txt");
+    assert_eq!(code, 0, "{v:#}");
+    assert!(v["orphans"].as_u64().unwrap() >= 1, "{v:#}");
+    assert!(v["time"]["wall_ms"].as_f64().unwrap() < 60_000.0);
+    assert_eq!(changes(&v), vec!["A now.txt"], "{v:#}");
+    std::thread::sleep(Duration::from_millis(3500));
+    assert!(!m.p("late.txt").exists(), "a setsid child ran on after the receipt");
+}

@@ -157,6 +157,7 @@ impl Fs {
                     }
                     may_open(st.node(ino)?.rec.flags, flags)?;
                     st.node_mut(ino)?.lookups += 1;
+                    st.note_name(ino, parent, name.as_bytes());
                     Some(ino)
                 }
                 None => None,

@@ -85,10 +85,10 @@ pub(crate) struct Inner {
     atime: std::sync::atomic::AtomicU8,
     _tmp: Option<tempfile::TempDir>,
     _tmp_local: Option<tempfile::TempDir>,
-    /// Local-only paths changed while an exec point is pinned (path,
-    /// still there): what `ringfs exec` lists apart (`snap::note_local`),
-    /// and where each pinned point's call began in it (token → index).
-    local_log: Mutex<(Vec<(Vec<u8>, bool)>, std::collections::HashMap<u64, usize>)>,
+    /// Local-only paths changed while an exec point is pinned: what
+    /// `ringfs exec` lists apart (`snap::note_local`), and per pinned
+    /// point where its call began in it and the root's attributes then.
+    local_log: Mutex<snap::LocalLog>,
 }
 
 /// The filesystem. `Send + Sync`; every method takes `&self`. Inode numbers
@@ -281,7 +281,7 @@ impl Fs {
             atime: std::sync::atomic::AtomicU8::new(cfg.atime.as_u8()),
             _tmp: tmp,
             _tmp_local: tmp_local,
-            local_log: Mutex::new((Vec::new(), std::collections::HashMap::new())),
+            local_log: Mutex::new(snap::LocalLog::default()),
         });
         // After a reopen of the database (an I/O error), content stored
         // non-durably before it is gone: hash those files again.

@@ -48,6 +48,7 @@ impl Fs {
                 _ => st.child(parent, name).ok_or(Errno(libc::ENOENT))?.0,
             };
             st.node_mut(ino)?.lookups += 1;
+            st.note_name(ino, parent, name);
             ino
         };
         self.attr_now(ino)
@@ -671,6 +672,11 @@ impl Fs {
                     c.lookups += 1;
                     e.4 = Some(attr_of(e.0, c));
                 }
+            }
+        }
+        if plus {
+            for e in out.iter().filter(|e| e.1 > 2) {
+                st.note_name(e.0, ino, &e.3);
             }
         }
         Ok(out)

@@ -107,6 +107,7 @@ impl Inner {
             }
             if local {
                 st.hash_queued.remove(&ino);
+                st.note_name(ino, *parent, name);
             } else if reg && opens == 0 {
                 self.queue_hash(st, ino);
             }

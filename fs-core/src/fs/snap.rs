@@ -13,14 +13,37 @@ use redb::Durability;
 
 use crate::fs::{dirty_files, Fs, Inner};
 use crate::inode::{batch::Batch, State};
+use crate::schema::{dec, InodeRec, LOCAL_DIRENTS, LOCAL_INODES};
+use crate::snap::object::Meta;
 use crate::snap::point::ExecPoint;
 use crate::snap::{self, diff::Change, CommitOptions, CommitReport, DiffReport, LogEntry, Point, SnapError};
 use crate::types::{Errno, Result};
 use crate::wc::note_bypass;
 
+/// One local-only path a group commit changed while an exec point was
+/// pinned: whether it was there before that commit and after it.
+#[derive(Clone, Debug)]
+pub(crate) struct LocalNote {
+    pub(crate) path: Vec<u8>,
+    pub(crate) before: bool,
+    pub(crate) after: bool,
+}
+
+/// `Inner::local_log`: the local-only paths changed while any exec point
+/// is pinned, in commit order, and per pinned point (token) where its call
+/// began in them and the root directory's attributes then.
+#[derive(Default)]
+pub(crate) struct LocalLog {
+    pub(crate) notes: Vec<LocalNote>,
+    pub(crate) calls: std::collections::HashMap<u64, (usize, Meta)>,
+}
+
 /// What [`Fs::exec_end`] found: the point after the call, the synced
-/// paths that differ from the point before it (path order), the local-only
-/// paths changed meanwhile (path, still there), and the phases' times.
+/// paths that differ from the point before it (path order; the workspace
+/// root itself, path `""`, first when its mode, owner, flags or xattrs
+/// changed), the local-only paths changed meanwhile (path, still there;
+/// one created and removed within the call is not listed), and the
+/// phases' times.
 #[derive(Clone, Debug)]
 pub struct ExecEnd {
     pub point: ExecPoint,
@@ -82,10 +105,9 @@ impl Fs {
             .filter(|h| h.flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32)
             .filter_map(|h| h.file.clone().map(|f| (h.ino, f)))
             .collect();
+        // Local-only files too: their receipt lists them (`note_local`).
         for (ino, f) in open {
-            if !st.is_local(ino) {
-                note_bypass(&mut st, ino, &f);
-            }
+            note_bypass(&mut st, ino, &f);
         }
     }
 
@@ -216,29 +238,32 @@ impl Fs {
             .local_log
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        p.local_mark = log.0.len();
-        log.1.insert(token, p.local_mark);
+        p.local_mark = log.notes.len();
+        log.calls.insert(token, (p.local_mark, p.root_meta.clone()));
         Ok((token, p))
     }
 
     /// The local-only paths changed since the point of `token` was taken,
-    /// in path order, each once: (path, still there). The log is emptied
-    /// once no exec point uses it.
+    /// in path order, each once: (path, still there), leaving out paths
+    /// that were not there before the call and are not there after it (a
+    /// temporary file). The log is emptied once no exec point uses it.
     fn exec_local_changes(&self, token: u64) -> Vec<(Vec<u8>, bool)> {
         let mut log = self
             .inner
             .local_log
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let mut m: std::collections::BTreeMap<Vec<u8>, bool> = std::collections::BTreeMap::new();
-        let mark = log.1.remove(&token).unwrap_or(usize::MAX);
-        for (p, there) in log.0.iter().skip(mark) {
-            m.insert(p.clone(), *there);
+        // path → (there before the call, there after it)
+        let mut m: std::collections::BTreeMap<&[u8], (bool, bool)> = std::collections::BTreeMap::new();
+        let mark = log.calls.remove(&token).map(|c| c.0).unwrap_or(usize::MAX);
+        for n in log.notes.iter().skip(mark) {
+            m.entry(&n.path[..]).or_insert((n.before, n.after)).1 = n.after;
         }
-        if log.1.is_empty() {
-            log.0.clear();
+        let out = m.into_iter().filter(|(_, (b, a))| *b || *a).map(|(p, (_, a))| (p.to_vec(), a)).collect();
+        if log.calls.is_empty() {
+            log.notes.clear();
         }
-        m.into_iter().collect()
+        out
     }
 
     /// `ringfs exec`, after the command: settles the live tree, takes a
@@ -265,7 +290,12 @@ impl Fs {
             let (after, _) = snap::point::take(store, durable, false)?;
             let point = t.elapsed();
             let t = Instant::now();
-            let changes = snap::point::changes(store, &before, &after.root)?;
+            let mut changes = snap::point::changes(store, &before, &after.root)?;
+            // The root's own attributes: no entry holds them.
+            let root = self.inner.local_log.lock().unwrap_or_else(|e| e.into_inner()).calls.get(&token).map(|c| c.1.clone());
+            if let Some(c) = root.and_then(|m| snap::diff::root_change(&m, &after.root_meta)) {
+                changes.insert(0, c);
+            }
             Ok(ExecEnd {
                 point: after,
                 changes,
@@ -295,12 +325,18 @@ impl Fs {
     }
 }
 
-/// Called with each group commit's batch while the inode table is locked:
-/// while an exec point is pinned, appends the local-only paths the batch
-/// changes to `Inner::local_log` (entries named or removed under a
-/// local-only directory, or whose child is local-only, or whose path the
-/// ignore patterns match; local-only files whose inode changed, named by
-/// a scan of their parent directory). Costs the batch, not the tree.
+/// Called with each group commit's batch while the inode table is locked
+/// (and the store's writer taken, so the tables hold what the commits
+/// before it wrote): while an exec point is pinned, appends to
+/// `Inner::local_log` the local-only paths the batch changes, each with
+/// whether it was there before the batch (its entry in `local_dirents`)
+/// and after it. Names: entries named or removed under a local-only
+/// directory, or whose child is local-only, or whose path the ignore
+/// patterns match; local-only inodes whose record differs from the stored
+/// one in more than its atime/ctime (a write, chmod, chown) or whose
+/// xattrs changed, named by their directory's path or, for files, by the
+/// name the kernel last used ([`State::local_file_path`]). Costs the
+/// batch, not the tree.
 pub(super) fn note_local(inner: &Inner, st: &State, b: &Batch) {
     if b.loc.is_empty() && b.freed_local.is_empty() && b.dirents.values().all(|v| v.is_some()) {
         return;
@@ -316,7 +352,14 @@ pub(super) fn note_local(inner: &Inner, st: &State, b: &Batch) {
             [&d[..], b"/", name].concat()
         }
     };
-    let mut out: Vec<(Vec<u8>, bool)> = Vec::new();
+    // The local tables as the commits before this one left them (no
+    // table: treated as "was there", the old behaviour).
+    let rtx = inner.store.begin_read().ok();
+    let dirents = rtx.as_ref().and_then(|t| t.open_table(LOCAL_DIRENTS).ok());
+    let inodes = rtx.as_ref().and_then(|t| t.open_table(LOCAL_INODES).ok());
+    let had_entry = |p: u64, name: &[u8]| dirents.as_ref().is_none_or(|t| t.get((p, name)).ok().flatten().is_some());
+    let mut out: Vec<LocalNote> = Vec::new();
+    let mut named = std::collections::HashSet::new();
     for ((p, name), v) in &b.dirents {
         let local = b.loc.contains(p)
             || v.is_some_and(|(c, _)| b.loc.contains(&c))
@@ -325,22 +368,39 @@ pub(super) fn note_local(inner: &Inner, st: &State, b: &Batch) {
                     pol.matches(&join(*p, name), false) || pol.matches(&join(*p, name), true)
                 }));
         if local {
-            out.push((join(*p, name), v.is_some()));
+            if let Some((c, _)) = v {
+                named.insert(*c);
+            }
+            out.push(LocalNote { path: join(*p, name), before: had_entry(*p, name), after: v.is_some() });
         }
     }
-    for (ino, v) in &b.inodes {
-        if v.is_none() || !b.loc.contains(ino) {
+    // Inodes whose own record or xattrs changed, named or not above.
+    let mut touched: Vec<u64> = b.inodes.iter().filter(|(i, v)| v.is_some() && b.loc.contains(i)).map(|(i, _)| *i).collect();
+    touched.extend(b.xattrs.keys().map(|(i, _)| *i).filter(|i| b.loc.contains(i)));
+    touched.sort_unstable();
+    touched.dedup();
+    let xattr_changed: std::collections::HashSet<u64> = b.xattrs.keys().map(|(i, _)| *i).collect();
+    for ino in touched {
+        if named.contains(&ino) {
             continue;
         }
-        let Some(n) = st.nodes.get(ino) else { continue };
-        if n.dir.is_some() {
+        let Some(n) = st.nodes.get(&ino) else { continue };
+        // Changed beyond its atime/ctime since the stored record? (A read
+        // moves the atime; an entry added to a directory its mtime.)
+        let stored: Option<InodeRec> = inodes.as_ref().and_then(|t| t.get(ino).ok().flatten()).and_then(|g| dec(g.value()).ok());
+        let r = &n.rec;
+        let changed = xattr_changed.contains(&ino)
+            || match &stored {
+                None => true,
+                Some(o) if n.dir.is_some() => (o.mode, o.uid, o.gid, o.flags) != (r.mode, r.uid, r.gid, r.flags),
+                Some(o) => (o.mode, o.uid, o.gid, o.flags, o.size, o.mtime) != (r.mode, r.uid, r.gid, r.flags, r.size, r.mtime),
+            };
+        if !changed {
             continue;
         }
-        let parent = n.rec.parent;
-        if let Some(d) = st.nodes.get(&parent).and_then(|p| p.dir.as_ref()) {
-            if let Some((name, _)) = d.by_name.iter().find(|(_, (c, _))| c == ino) {
-                out.push((join(parent, name), true));
-            }
+        let path = if n.dir.is_some() { Some(st.dir_path(ino)) } else { st.local_file_path(ino) };
+        if let Some(path) = path {
+            out.push(LocalNote { path, before: true, after: true });
         }
     }
     if !out.is_empty() {
@@ -348,7 +408,7 @@ pub(super) fn note_local(inner: &Inner, st: &State, b: &Batch) {
             .local_log
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .0
+            .notes
             .extend(out);
     }
 }

@@ -246,6 +246,13 @@ pub(crate) struct State {
     /// Group commits that drained a [`Batch`] and have not yet returned
     /// (what they drained is not yet durable).
     pub(crate) commits_in_flight: u32,
+    /// Local-only files (not directories, which know their parent): the
+    /// last (parent, name) the kernel was given them by (lookup, create,
+    /// link, rename, readdirplus), so that a change to such a file's inode
+    /// alone (a write, chmod) can be named in `ringfs exec`'s receipt
+    /// (`fs::snap::note_local`). A hint: checked against the parent's
+    /// entries when used. Dropped when the node is freed.
+    pub(crate) local_names: HashMap<u64, (u64, Name)>,
 }
 
 impl State {
@@ -265,6 +272,26 @@ impl State {
             return err(libc::ENOENT);
         }
         Ok(n)
+    }
+    /// Remembers `parent`/`name` as a name of `ino` when it is a
+    /// local-only non-directory ([`State::local_names`]).
+    pub(crate) fn note_name(&mut self, ino: u64, parent: u64, name: &[u8]) {
+        if self.nodes.get(&ino).is_some_and(|n| n.local && n.dir.is_none()) {
+            let known = self.local_names.get(&ino).is_some_and(|(p, n)| *p == parent && &n[..] == name);
+            if !known {
+                self.local_names.insert(ino, (parent, Arc::from(name)));
+            }
+        }
+    }
+    /// The path of local-only file `ino` from [`State::local_names`], if
+    /// that name still leads to it.
+    pub(crate) fn local_file_path(&self, ino: u64) -> Option<Vec<u8>> {
+        let (p, name) = self.local_names.get(&ino)?;
+        if self.child(*p, name)?.0 != ino {
+            return None;
+        }
+        let d = self.dir_path(*p);
+        Some(if d.is_empty() { name.to_vec() } else { [&d[..], b"/", &name[..]].concat() })
     }
     pub(crate) fn child(&self, parent: u64, name: &[u8]) -> Option<(u64, u64)> {
         self.nodes.get(&parent)?.dir.as_ref()?.by_name.get(name).copied()
@@ -316,6 +343,7 @@ impl State {
         self.dirty_inodes.insert(parent);
         self.dirty_dirents.insert((parent, name.to_vec()), Some((child, cookie)));
         self.set_dname(child, name);
+        self.note_name(child, parent, name);
         cookie
     }
     /// Points an existing entry at another child, keeping its cookie.
@@ -326,6 +354,7 @@ impl State {
         let cookie = e.1;
         self.dirty_dirents.insert((parent, name.to_vec()), Some((child, cookie)));
         self.set_dname(child, name);
+        self.note_name(child, parent, name);
     }
     pub(crate) fn remove_entry(&mut self, parent: u64, name: &[u8]) -> Option<(u64, u64)> {
         let d = self.nodes.get_mut(&parent)?.dir.as_mut()?;
@@ -347,6 +376,7 @@ impl State {
         }
         self.dirty_inodes.remove(&ino);
         self.hash_queued.remove(&ino);
+        self.local_names.remove(&ino);
         if n.local {
             self.freed_local.insert(ino);
         } else {

@@ -135,6 +135,19 @@ pub fn diff_trees(
     Ok(())
 }
 
+/// The workspace root's own change between two trees whose root
+/// directories have attributes `a` and `b` (no directory entry holds
+/// them: commits keep them as `root_meta`): a [`Change`] of path `""`
+/// (empty), `Modified`, when its mode, owner, flags or xattrs differ (not
+/// for its mtime, as for any directory). Diffs list it first.
+pub fn root_change(a: &Meta, b: &Meta) -> Option<Change> {
+    if (Meta { mtime: b.mtime, ..a.clone() }) == *b {
+        return None;
+    }
+    let s = |m: &Meta| Some(Side { kind: EntryKind::Dir, mode: m.mode, size: 0 });
+    Some(Change { path: Vec::new(), kind: ChangeKind::Modified, old: s(a), new: s(b) })
+}
+
 /// Whether two file manifests of different ids hold the same chunks: only
 /// when one is version 1 and the other version 2 (a file's entry rebuilt
 /// after an upgrade with nothing changed); otherwise different ids are

@@ -504,16 +504,17 @@ pub(crate) fn diff_of(store: &Store, from: Point, to: Point) -> Result<DiffRepor
     } else {
         None
     };
-    let root_of = |p: &Point| -> Result<ObjectId, SnapError> {
+    let root_of = |p: &Point| -> Result<(ObjectId, Meta), SnapError> {
         match p {
-            Point::Live => Ok(built.as_ref().map(|b| b.root).unwrap_or([0; 32])),
+            Point::Live => Ok(built.as_ref().map(|b| (b.root, b.root_meta.clone())).unwrap_or_default()),
             Point::Commit(id) => {
                 let c = dec_commit(&object_in(&txn, id)?).map_err(|e| SnapError::Store(format!("commit {}: {e}", hex_id(id))))?;
-                Ok(c.root)
+                Ok((c.root, c.root_meta))
             }
         }
     };
-    let (a, b) = (root_of(&from)?, root_of(&to)?);
+    let ((a, am), (b, bm)) = (root_of(&from)?, root_of(&to)?);
+    rep.changes.extend(diff::root_change(&am, &bm));
     {
         let objects = txn.open_table(OBJECTS).map_err(se)?;
         let empty = HashMap::new();

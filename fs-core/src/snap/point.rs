@@ -27,8 +27,9 @@ use crate::store::db::Store;
 /// position it covers, the journal records read since the previous point
 /// or commit, the snapshot objects it wrote (count, encoded bytes), and
 /// whether its transaction was durable (`false` also when nothing was
-/// written because nothing changed), and where the local-only change log
-/// stood.
+/// written because nothing changed), where the local-only change log
+/// stood, and the root directory's own attributes (which no directory
+/// entry holds: a commit keeps them as `root_meta`).
 #[derive(Clone, Debug, Default)]
 pub struct ExecPoint {
     pub root: ObjectId,
@@ -39,6 +40,8 @@ pub struct ExecPoint {
     pub durable: bool,
     /// Where the local-only change log stood (`Fs::exec_local_changes`).
     pub local_mark: usize,
+    /// The root directory's mode, owner, flags and xattrs (and mtime).
+    pub root_meta: Meta,
 }
 
 /// Takes a point of the tree the store's tables hold now (the caller has
@@ -64,6 +67,7 @@ pub(crate) fn take(
         root: built.root,
         pos: built.covered,
         records: built.records,
+        root_meta: built.root_meta.clone(),
         ..Default::default()
     };
     let token = pin.then(|| store.pin(built.root));
@@ -119,7 +123,7 @@ fn unchanged(store: &Store, pin: bool) -> Result<Option<(ExecPoint, Option<u64>)
         let objects = rtx.open_table(OBJECTS).map_err(se)?;
         Ok(objects.get(&root[..]).map_err(se)?.is_some())
     };
-    let (root, pos) = {
+    let (root, pos, root_meta) = {
         let rtx = store.begin_read().map_err(se)?;
         let Some(pos) = rtx
             .open_table(META)
@@ -150,7 +154,7 @@ fn unchanged(store: &Store, pin: bool) -> Result<Option<(ExecPoint, Option<u64>)
             return Ok(None);
         };
         let row: SnapEntry = dec(&row).map_err(se)?;
-        (row.id, pos)
+        (row.id, pos, root_meta(&rtx)?)
     };
     let token = pin.then(|| store.pin(root));
     if !exists(&root)? {
@@ -163,10 +167,37 @@ fn unchanged(store: &Store, pin: bool) -> Result<Option<(ExecPoint, Option<u64>)
         ExecPoint {
             root,
             pos,
+            root_meta,
             ..Default::default()
         },
         token,
     )))
+}
+
+/// The root's attributes as the tables hold them now (what [`build`]
+/// keeps as `root_meta`). Errors: [`SnapError::Store`].
+fn root_meta(rtx: &redb::ReadTransaction) -> Result<Meta, SnapError> {
+    use crate::inode::ROOT;
+    let rec: InodeRec = match rtx.open_table(INODES).map_err(se)?.get(ROOT).map_err(se)? {
+        Some(g) => dec(g.value()).map_err(se)?,
+        None => return Err(SnapError::Store("the root directory has no inode record".into())),
+    };
+    let mut xattrs = Vec::new();
+    let x = rtx.open_table(XATTRS).map_err(se)?;
+    for r in x.range((ROOT, &b""[..])..(ROOT + 1, &b""[..])).map_err(se)? {
+        let (k, v) = r.map_err(se)?;
+        xattrs.push((k.value().1.to_vec(), v.value().to_vec()));
+    }
+    Ok(Meta {
+        mode: rec.mode & 0o7777,
+        uid: rec.uid,
+        gid: rec.gid,
+        mtime: rec.mtime,
+        size: 0,
+        rdev: rec.rdev,
+        flags: rec.flags,
+        xattrs,
+    })
 }
 
 /// The paths that differ between the trees rooted at `from` and `to`, in
