@@ -63,14 +63,18 @@ case $phase in
     body)
         stats=
         set -- $TIMED
-        [ -n "${FSBENCH_STATS:-}" ] && [ $# -gt 1 ] && stats=$FSBENCH_STATS
-        [ -n "$stats" ] && echo "FSBENCH_STATS - $($stats | tr -d '\n')"
+        if [ -n "${FSBENCH_STATS:-}" ] && [ $# -gt 1 ]; then
+            stats=$FSBENCH_STATS
+            echo "FSBENCH_STATS - $(eval "$stats" | tr -d '\n')"
+        fi
         for fn in $TIMED; do
             t0=$EPOCHREALTIME
             "$fn" >/dev/null
             t1=$EPOCHREALTIME
             echo "FSBENCH_US $fn $(( 10#${t1/./} - 10#${t0/./} ))"
-            [ -n "$stats" ] && echo "FSBENCH_STATS $fn $($stats | tr -d '\n')"
+            if [ -n "$stats" ]; then
+                echo "FSBENCH_STATS $fn $(eval "$stats" | tr -d '\n')"
+            fi
         done
         ;;
     verify) verify; info ;;
