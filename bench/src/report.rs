@@ -124,11 +124,11 @@ pub fn summarize(r: &Results) -> Vec<Summary> {
                 ratio: None,
                 requests,
                 bytes_to_daemon: {
-                    let mut v: Vec<u64> = ss.iter().filter(|s| s.ok).filter_map(|s| s.counters.as_ref()?.bytes_to_daemon).collect();
+                    let mut v: Vec<u64> = ss.iter().filter(|s| s.ok).filter_map(|s| phase_counters(s, &phase)?.bytes_to_daemon).collect();
                     (!v.is_empty()).then(|| median_u(&mut v))
                 },
                 bytes_from_daemon: {
-                    let mut v: Vec<u64> = ss.iter().filter(|s| s.ok).filter_map(|s| s.counters.as_ref()?.bytes_from_daemon).collect();
+                    let mut v: Vec<u64> = ss.iter().filter(|s| s.ok).filter_map(|s| phase_counters(s, &phase)?.bytes_from_daemon).collect();
                     (!v.is_empty()).then(|| median_u(&mut v))
                 },
                 first_error: ss.iter().find_map(|s| s.error.clone()),
