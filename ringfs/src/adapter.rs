@@ -277,15 +277,17 @@ impl Adapter {
         }
     }
 
-    /// (entry, attr) timeouts for `ino` of `size` bytes: none for native-root
-    /// trees, which change behind the daemon's back through their bind mount.
-    /// A root directory itself keeps its long entry timeout: its dentry is
-    /// the bind mount's mountpoint, revalidated on every walk through it.
-    /// Attributes of a non-empty file open for writing with passthrough are
-    /// not cached (see [`Backing`]).
-    fn timeouts(&self, ino: u64, size: u64) -> (Duration, Duration) {
+    /// (entry, attr) timeouts for `ino` of `size` bytes (None: a size not
+    /// read from an open file's working copy, as a listing's, which may lag
+    /// passthrough writes): none for native-root trees, which change behind
+    /// the daemon's back through their bind mount. A root directory itself
+    /// keeps its long entry timeout: its dentry is the bind mount's
+    /// mountpoint, revalidated on every walk through it. Attributes of a
+    /// file open for writing with passthrough are not cached unless it is
+    /// known to be empty (see [`Backing`]).
+    fn timeouts(&self, ino: u64, size: Option<u64>) -> (Duration, Duration) {
         match self.fs.is_host(ino) {
-            false if size > 0 && self.backing.as_ref().is_some_and(|b| b.writing(ino)) => (self.cache.entry_timeout, Duration::ZERO),
+            false if size != Some(0) && self.backing.as_ref().is_some_and(|b| b.writing(ino)) => (self.cache.entry_timeout, Duration::ZERO),
             false => (self.cache.entry_timeout, self.cache.attr_timeout),
             true if fs_core::is_host_nodeid(ino) => (Duration::ZERO, Duration::ZERO),
             true => (self.cache.entry_timeout, Duration::ZERO),
@@ -306,13 +308,22 @@ impl Adapter {
         *self.conn.lock().unwrap()
     }
 
+    /// The entry reply for `a`, whose size is the working copy's if the
+    /// file is open (`Fs::lookup`, `create`, `link`, …).
     fn entry(&self, a: &fs_core::Attr) -> Entry {
-        let (entry_timeout, attr_timeout) = self.timeouts(a.ino, a.size);
+        let (entry_timeout, attr_timeout) = self.timeouts(a.ino, Some(a.size));
+        Entry { attr: attr(a), generation: 0, entry_timeout, attr_timeout }
+    }
+
+    /// The entry of a READDIRPLUS listing: its size is the inode record's,
+    /// behind passthrough writes to an open file.
+    fn listed_entry(&self, a: &fs_core::Attr) -> Entry {
+        let (entry_timeout, attr_timeout) = self.timeouts(a.ino, None);
         Entry { attr: attr(a), generation: 0, entry_timeout, attr_timeout }
     }
 
     fn attr_reply(&self, a: &fs_core::Attr) -> AttrReply {
-        AttrReply { attr: attr(a), timeout: self.timeouts(a.ino, a.size).1 }
+        AttrReply { attr: attr(a), timeout: self.timeouts(a.ino, Some(a.size)).1 }
     }
 }
 
@@ -407,7 +418,7 @@ impl Filesystem for Adapter {
         let a = self.fs.getattr(nodeid, fh).map_err(err)?;
         // FS_IMMUTABLE_FL and FS_APPEND_FL are the statx attribute bits too.
         let attributes = a.flags as u64 & (STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND);
-        Ok(StatxReply { attr: attr(&a), btime: a.btime, attributes, timeout: self.timeouts(nodeid, a.size).1 })
+        Ok(StatxReply { attr: attr(&a), btime: a.btime, attributes, timeout: self.timeouts(nodeid, Some(a.size)).1 })
     }
 
     fn ioctl(&self, _ctx: &RequestCtx, nodeid: u64, _fh: u64, _flags: u32, cmd: u32, input: &[u8], _out_size: u32) -> Result<(i32, Vec<u8>)> {
@@ -539,7 +550,7 @@ impl Filesystem for Adapter {
             .readdirplus(nodeid, fh, offset, &mut |e: &fs_core::DirEntry, a: Option<&fs_core::Attr>| {
                 let d = DirEntry { ino: e.ino, offset: e.offset, kind: e.kind, name: e.name };
                 match a {
-                    Some(a) => sink.push(&d, &self.entry(a)),
+                    Some(a) => sink.push(&d, &self.listed_entry(a)),
                     // "." and "..": no lookup reference is taken for them.
                     None => sink.push(&d, &Entry::default()),
                 }
