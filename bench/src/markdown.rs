@@ -26,6 +26,25 @@ fn cell_text(s: Option<&Summary>) -> String {
     }
 }
 
+/// How many files one sample of `x`'s row works on, for requests per file:
+/// 1000 for the create rows (1–3), the installed files for an npm readback
+/// (the median of the samples' `files`); None for the other rows.
+fn files_per_sample(r: &Results, x: &Summary) -> Option<f64> {
+    match (x.row.as_str(), x.phase.as_str()) {
+        ("01-create" | "02-create-stat" | "03-create-rm", _) => Some(1000.0),
+        (row, "readback") => {
+            let mut v: Vec<f64> = r
+                .samples
+                .iter()
+                .filter(|s| s.ok && !s.warmup && s.row == row && s.target == x.target && s.section == x.section)
+                .filter_map(|s| s.info.get("files")?.parse().ok())
+                .collect();
+            median(&mut v).filter(|n| *n > 0.0)
+        }
+        _ => None,
+    }
+}
+
 /// The markdown report.
 pub fn markdown(r: &Results, sums: &[Summary], noise: &Verdict) -> String {
     let m = &r.meta;
@@ -135,12 +154,9 @@ pub fn markdown(r: &Results, sums: &[Summary], noise: &Verdict) -> String {
         let _ = writeln!(o, "## Daemon requests per sample (median), ringfs targets\n");
         for t in rf {
             let _ = writeln!(o, "{}:\n", t.spec.label);
-            let _ = writeln!(o, "| row | requests | bytes to / from daemon | by opcode |\n|---|---:|---:|---|");
+            let _ = writeln!(o, "| row | requests | per file | bytes to / from daemon | by opcode |\n|---|---:|---:|---:|---|");
             for x in sums.iter().filter(|x| x.target == t.spec.id) {
                 let Some(req) = &x.requests else { continue };
-                if x.phase != "body" && x.phase != "install" && x.phase != "restore" {
-                    continue;
-                }
                 // Medians: an opcode seen in fewer than half the samples shows 0.
                 let mut ops: Vec<(&String, &u64)> = req.iter().filter(|(_, v)| **v > 0).collect();
                 ops.sort_by(|a, b| b.1.cmp(a.1));
@@ -151,7 +167,8 @@ pub fn markdown(r: &Results, sums: &[Summary], noise: &Verdict) -> String {
                     (None, None) => "n/a".to_string(),
                     (a, b) => format!("{} / {}", a.map_or("?".into(), |v| v.to_string()), b.map_or("?".into(), |v| v.to_string())),
                 };
-                let _ = writeln!(o, "| {sec}{} | {total} | {bytes} | {by} |", row_title(r, &x.row, "body").replace('|', "\\|"));
+                let per = files_per_sample(r, x).map_or("–".to_string(), |n| format!("{:.2}", total as f64 / n));
+                let _ = writeln!(o, "| {sec}{} | {total} | {per} | {bytes} | {by} |", row_title(r, &x.row, &x.phase).replace('|', "\\|"));
             }
             o.push('\n');
         }

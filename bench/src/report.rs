@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::run::{Results, Sample, TargetResult};
+use crate::targets::Counters;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
@@ -49,6 +50,17 @@ fn median_u(v: &mut [u64]) -> u64 {
     }
 }
 
+/// A sample's daemon counters for one timed `phase`: its own when run.sh
+/// reported them per function, else the whole body's for a body of one
+/// function (and, for results of earlier versions, for `install`, which is
+/// how their reports showed the npm rows).
+fn phase_counters<'a>(s: &'a Sample, phase: &str) -> Option<&'a Counters> {
+    if !s.phase_counters.is_empty() {
+        return s.phase_counters.get(phase);
+    }
+    (s.phases_ms.len() <= 1 || phase == "install").then_some(s.counters.as_ref()).flatten()
+}
+
 /// One summary per (section, row, phase, target), in row order then target order.
 pub fn summarize(r: &Results) -> Vec<Summary> {
     let measured: Vec<&Sample> = r.samples.iter().filter(|s| !s.warmup).collect();
@@ -80,17 +92,17 @@ pub fn summarize(r: &Results) -> Vec<Summary> {
             if t.spec.id == "raw" {
                 raw_median = med;
             }
-            let requests = if ss.iter().any(|s| s.counters.is_some()) {
+            let requests = if ss.iter().any(|s| phase_counters(s, &phase).is_some()) {
                 let mut ops: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-                let oks: Vec<&&&Sample> = ss.iter().filter(|s| s.ok && s.counters.is_some()).collect();
-                for s in &oks {
-                    for op in s.counters.as_ref().unwrap().requests.keys() {
+                let oks: Vec<&Counters> = ss.iter().filter(|s| s.ok).filter_map(|s| phase_counters(s, &phase)).collect();
+                for c in &oks {
+                    for op in c.requests.keys() {
                         ops.entry(op.clone()).or_default();
                     }
                 }
                 for (op, v) in ops.iter_mut() {
-                    for s in &oks {
-                        v.push(*s.counters.as_ref().unwrap().requests.get(op).unwrap_or(&0));
+                    for c in &oks {
+                        v.push(*c.requests.get(op).unwrap_or(&0));
                     }
                 }
                 Some(ops.into_iter().map(|(k, mut v)| (k, median_u(&mut v))).collect())
@@ -112,11 +124,11 @@ pub fn summarize(r: &Results) -> Vec<Summary> {
                 ratio: None,
                 requests,
                 bytes_to_daemon: {
-                    let mut v: Vec<u64> = ss.iter().filter(|s| s.ok).filter_map(|s| s.counters.as_ref()?.bytes_to_daemon).collect();
+                    let mut v: Vec<u64> = ss.iter().filter(|s| s.ok).filter_map(|s| phase_counters(s, &phase)?.bytes_to_daemon).collect();
                     (!v.is_empty()).then(|| median_u(&mut v))
                 },
                 bytes_from_daemon: {
-                    let mut v: Vec<u64> = ss.iter().filter(|s| s.ok).filter_map(|s| s.counters.as_ref()?.bytes_from_daemon).collect();
+                    let mut v: Vec<u64> = ss.iter().filter(|s| s.ok).filter_map(|s| phase_counters(s, &phase)?.bytes_from_daemon).collect();
                     (!v.is_empty()).then(|| median_u(&mut v))
                 },
                 first_error: ss.iter().find_map(|s| s.error.clone()),

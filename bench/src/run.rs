@@ -58,6 +58,10 @@ pub struct Sample {
     pub error: Option<String>,
     /// The daemon's counters during the body (ringfs targets).
     pub counters: Option<Counters>,
+    /// The daemon's counters per timed function, for rows with more than one
+    /// (npm: install, readback; ringfs targets).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub phase_counters: BTreeMap<String, Counters>,
     pub info: BTreeMap<String, String>,
     /// Cells: mount/unmount of the timed mount, and of the earlier (warm-up) mount.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -148,9 +152,15 @@ pub struct Phases {
 }
 
 impl Phases {
-    fn phase(&self, launch: &mut dyn Launch, inst: &Instance, scratch: &Path, row: &Row, phase: &str, dir: &Path) -> Result<Ran> {
+    /// Runs run.sh's `phase` of `row` in `dir` through `launch`; `stats`:
+    /// FSBENCH_STATS (see [`Instance::stats_command`]).
+    #[allow(clippy::too_many_arguments)]
+    fn phase(&self, launch: &mut dyn Launch, inst: &Instance, scratch: &Path, row: &Row, phase: &str, dir: &Path, stats: Option<&str>) -> Result<Ran> {
         let mut cmd = Command::new("bash");
         cmd.arg(self.scripts.join("run.sh")).arg(row.script()).arg(phase).arg(dir);
+        if let Some(c) = stats {
+            cmd.env("FSBENCH_STATS", c);
+        }
         cmd.env("FSBENCH_GIT_REPO", self.cache.join("git/bench.git"));
         cmd.env("FSBENCH_NPM_CACHE", self.cache.join("npm"));
         cmd.current_dir(dir);
@@ -173,20 +183,30 @@ impl Phases {
         let scratch = inst.scratch();
         let result = (|| -> Result<()> {
             launch.prepare_dir(inst, &dir)?;
-            let r = self.phase(launch, inst, &scratch, row, "prep", &dir)?;
+            let r = self.phase(launch, inst, &scratch, row, "prep", &dir, None)?;
             if !r.ok() {
                 s.error = Some(format!("prep: {}", r.why()));
                 return Ok(());
             }
             between(launch, inst)?;
             let before = inst.counters();
-            let r = self.phase(launch, inst, &scratch, row, "body", &dir)?;
+            let r = self.phase(launch, inst, &scratch, row, "body", &dir, inst.stats_command().as_deref())?;
             let after = inst.counters();
             if !r.ok() {
                 s.error = Some(format!("body: {}", r.why()));
                 return Ok(());
             }
+            let mut last: Option<Counters> = None;
             for l in r.stdout.lines() {
+                if let Some(rest) = l.strip_prefix("FSBENCH_STATS ") {
+                    let (f, json) = rest.split_once(' ').unwrap_or((rest, ""));
+                    let now = serde_json::from_str::<serde_json::Value>(json).ok().map(|v| Counters::from_json(&v));
+                    if let (Some(prev), Some(now), true) = (&last, &now, f != "-") {
+                        s.phase_counters.insert(f.to_string(), Counters::delta(prev, now));
+                    }
+                    last = now;
+                    continue;
+                }
                 let mut w = l.split_whitespace();
                 if let (Some("FSBENCH_US"), Some(f), Some(us)) = (w.next(), w.next(), w.next()) {
                     if let Ok(us) = us.parse::<f64>() {
@@ -202,7 +222,7 @@ impl Phases {
                 s.counters = Some(Counters::delta(b, a));
             }
             launch.body_done(inst, &dir, &mut s)?;
-            let r = self.phase(launch, inst, &scratch, row, "verify", &dir)?;
+            let r = self.phase(launch, inst, &scratch, row, "verify", &dir, None)?;
             for l in r.stdout.lines() {
                 if let Some(rest) = l.strip_prefix("FSBENCH_INFO ") {
                     for kv in rest.split_whitespace() {
@@ -560,6 +580,7 @@ fn blank(section: &'static str, target: &str) -> Sample {
         phases_ms: BTreeMap::new(),
         error: None,
         counters: None,
+        phase_counters: BTreeMap::new(),
         info: BTreeMap::new(),
         mount_ms: None,
         unmount_ms: None,

@@ -442,16 +442,18 @@ impl Instance {
         } else {
             self.status()?
         };
-        let mut c = Counters::default();
-        if let Some(Value::Object(reqs)) = v.get("requests") {
-            for (op, x) in reqs {
-                let n = x.as_u64().or_else(|| x.get("count").and_then(Value::as_u64)).unwrap_or(0);
-                c.requests.insert(op.clone(), n);
-            }
+        Some(Counters::from_json(&v))
+    }
+
+    /// A shell command printing the daemon's counters as JSON (`ringfs stats
+    /// MNT --json`) for run.sh's FSBENCH_STATS: requests per timed function.
+    /// None for non-ringfs targets and binaries without `stats`.
+    pub fn stats_command(&self) -> Option<String> {
+        if !self.spec.is_ringfs() || !self.mounted || !self.features.stats {
+            return None;
         }
-        c.bytes_to_daemon = v.get("bytes_to_daemon").and_then(Value::as_u64);
-        c.bytes_from_daemon = v.get("bytes_from_daemon").and_then(Value::as_u64);
-        Some(c)
+        let q = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', "'\\''"));
+        Some(format!("{} stats {} --json", q(&self.features.binary), q(&self.mp())))
     }
 }
 
@@ -478,6 +480,21 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// From `ringfs stats --json` (or `status --json`): `requests` maps an
+    /// opcode to a count or to `{count, …}`.
+    pub fn from_json(v: &Value) -> Counters {
+        let mut c = Counters::default();
+        if let Some(Value::Object(reqs)) = v.get("requests") {
+            for (op, x) in reqs {
+                let n = x.as_u64().or_else(|| x.get("count").and_then(Value::as_u64)).unwrap_or(0);
+                c.requests.insert(op.clone(), n);
+            }
+        }
+        c.bytes_to_daemon = v.get("bytes_to_daemon").and_then(Value::as_u64);
+        c.bytes_from_daemon = v.get("bytes_from_daemon").and_then(Value::as_u64);
+        c
+    }
+
     /// `after - before`, per opcode (opcodes with zero difference omitted).
     pub fn delta(before: &Counters, after: &Counters) -> Counters {
         let mut requests = BTreeMap::new();

@@ -305,3 +305,53 @@ fn help_readme_and_script_agree() {
         }
     }
 }
+
+/// D46: requests per timed phase (run.sh's FSBENCH_STATS) and per file. An
+/// npm sample with counters per phase shows install and readback apart, the
+/// readback per installed file; a sample of an earlier version (whole-body
+/// counters only) shows them under install alone, as its report did.
+#[test]
+fn request_table_per_phase_and_per_file() {
+    let mut r = synthetic(1, QUIET_RAW, &[("rf-uring-synced", QUIET_MODE)], 0.3);
+    let row1 = |n: u64| json!({"requests": {"CREATE": 1000, "LOOKUP": 1000, "GETATTR": n}, "bytes_to_daemon": 10, "bytes_from_daemon": 20});
+    let mut npm = vec![];
+    for rep in 0..3 {
+        npm.push(json!({
+            "section": "npm", "row": "npm-express", "target": "rf-uring-synced", "rep": rep, "warmup": false, "ok": true,
+            "ms": 1010.0, "phases_ms": {"install": 1000.0, "readback": 10.0}, "error": null,
+            "counters": {"requests": {"CREATE": 612, "OPEN": 611, "RELEASE": 1231}, "bytes_to_daemon": 900, "bytes_from_daemon": 800},
+            "phase_counters": {
+                "install": {"requests": {"CREATE": 612, "RELEASE": 620}, "bytes_to_daemon": 700, "bytes_from_daemon": 600},
+                "readback": {"requests": {"OPEN": 611, "RELEASE": 611}, "bytes_to_daemon": 200, "bytes_from_daemon": 200}
+            },
+            "info": {"files": "611"}
+        }));
+    }
+    npm.push(json!({
+        "section": "npm", "row": "npm-old", "target": "rf-uring-synced", "rep": 0, "warmup": false, "ok": true,
+        "ms": 1010.0, "phases_ms": {"install": 1000.0, "readback": 10.0}, "error": null,
+        "counters": {"requests": {"CREATE": 5}, "bytes_to_daemon": 1, "bytes_from_daemon": 1}, "info": {"files": "5"}
+    }));
+    for s in r.samples.iter_mut().filter(|s| s.target == "rf-uring-synced") {
+        s.row = "01-create".into();
+        s.counters = Some(serde_json::from_value(row1(1000)).unwrap());
+    }
+    for s in r.samples.iter_mut().filter(|s| s.target == "raw") {
+        s.row = "01-create".into();
+    }
+    r.rows[0] = serde_json::from_value(json!({"n": 1, "key": "01-create", "title": "create 1000 files"})).unwrap();
+    r.rows.push(serde_json::from_value(json!({"n": 0, "key": "npm-express", "title": "npm install express"})).unwrap());
+    r.rows.push(serde_json::from_value(json!({"n": 0, "key": "npm-old", "title": "npm old"})).unwrap());
+    for s in npm {
+        r.samples.push(serde_json::from_value(s).unwrap());
+    }
+    let (sums, v) = judged(&r);
+    let md = bench::markdown::markdown(&r, &sums, &v);
+    // The request table comes last: the last line of each row.
+    let line = |needle: &str| md.lines().rfind(|l| l.starts_with(needle)).unwrap_or_else(|| panic!("no line {needle:?} in\n{md}")).to_string();
+    assert!(line("| 1 create 1000 files |").contains("| 3000 | 3.00 | 10 / 20 |"), "{md}");
+    assert!(line("| npm: npm install express: install |").contains("| 1232 | – | 700 / 600 | RELEASE 620, CREATE 612 |"), "{md}");
+    assert!(line("| npm: npm install express: readback |").contains("| 1222 | 2.00 | 200 / 200 |"), "{md}");
+    assert!(line("| npm: npm old: install |").contains("| 5 |"), "{md}");
+    assert!(!md.contains("| npm: npm old: readback |"), "an old sample's readback has no counters of its own:\n{md}");
+}

@@ -266,6 +266,9 @@ impl<F: Filesystem> Dispatcher<F> {
 
     fn handle(&self, h: &InHeader, op: Operation<'_>, reply: &mut ReplyBuf) -> bool {
         let ctx = RequestCtx { unique: h.unique, uid: h.uid, gid: h.gid, pid: h.pid };
+        // One line per request with RINGFS_LOG=fuse_uring::dispatch=trace:
+        // which requests an operation costs, and on which inode.
+        tracing::trace!(nodeid = h.nodeid, pid = h.pid, "{op:?}");
         let fs = &*self.fs;
         let ino = h.nodeid;
         let res: Result<(), Errno> = match op {

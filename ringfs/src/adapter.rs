@@ -61,11 +61,17 @@ const FOPEN_PASSTHROUGH: u32 = 1 << 7;
 ///
 /// Writes through a shared mapping of a passthrough file change the working
 /// copy's mtime with no request to the daemon and no attribute invalidation
-/// in the kernel. So while an inode has writable passthrough handles its
-/// attributes are not cached (timeout 0, see [`Adapter::timeouts`]), and a
-/// writable open drops what the kernel cached before (a notification, not a
-/// round trip): every stat meanwhile and the first one after the last close
-/// asks the daemon, which answers from the working copy.
+/// in the kernel. So while an inode has writable passthrough handles and a
+/// size above 0 its attributes are not cached (timeout 0, see
+/// [`Adapter::timeouts`]), and a writable open of an existing file drops
+/// what the kernel cached before (a notification, not a round trip): every
+/// stat meanwhile and the first one after the last close asks the daemon,
+/// which answers from the working copy. An empty file cannot be written
+/// through a mapping (a store past the end is SIGBUS), and every way of
+/// giving it a size either invalidates the kernel's cached size and mtime
+/// (write, fallocate, copy_file_range) or is a SETATTR whose reply carries
+/// the new size and so timeout 0 (truncate): its attributes may be cached,
+/// which spares a GETATTR per create (D46).
 struct Backing {
     dev: fuse_uring::FuseDev,
     notifier: fuse_uring::Notifier,
@@ -92,8 +98,10 @@ impl Backing {
     /// The open flags and backing id for a new handle `fh` of `ino` whose
     /// working copy is `fd` (None: not a regular file), opened with open(2)
     /// `flags`; `through_daemon`: unless the inode is already open with a
-    /// backing id (all its opens must agree), serve it without passthrough.
-    fn open(&self, ino: u64, fh: u64, fd: Option<std::os::fd::RawFd>, flags: u32, through_daemon: bool) -> Opened {
+    /// backing id (all its opens must agree), serve it without passthrough;
+    /// `created`: the file was just made by CREATE or TMPFILE, so the kernel
+    /// has no attributes of it cached that need dropping.
+    fn open(&self, ino: u64, fh: u64, fd: Option<std::os::fd::RawFd>, flags: u32, through_daemon: bool, created: bool) -> Opened {
         let Some(fd) = fd else {
             return Opened { fh, open_flags: FOPEN_NOFLUSH, backing_id: 0 };
         };
@@ -126,7 +134,7 @@ impl Backing {
         };
         t.handles.insert(fh, (ino, writable));
         drop(t);
-        if writable && id.is_some() {
+        if writable && id.is_some() && !created {
             // Attributes cached before this open (LOOKUP's) would outlive
             // writes through a mapping; the inode may not be cached (ENOENT).
             let _ = self.notifier.inval_inode(ino, -1, 0);
@@ -251,7 +259,9 @@ impl Adapter {
         self.backing.as_ref().map(|b| b.open_ids()).unwrap_or(0)
     }
 
-    fn file_opened(&self, ino: u64, fh: u64, flags: u32) -> Opened {
+    /// The FOPEN flags and backing id of a new handle; `created`: see
+    /// [`Backing::open`] (true only for an empty file CREATE or TMPFILE made).
+    fn file_opened(&self, ino: u64, fh: u64, flags: u32, created: bool) -> Opened {
         match &self.backing {
             // An append-only file is served through the daemon, which puts
             // every write at its end: the kernel checks neither fcntl's
@@ -259,7 +269,7 @@ impl Adapter {
             // flag (FUSE inodes do not carry it).
             Some(b) => {
                 let append_only = self.fs.get_flags(ino).is_ok_and(|f| f & fs_core::store::FS_APPEND_FL != 0);
-                b.open(ino, fh, self.fs.backing_fd(fh), flags, append_only)
+                b.open(ino, fh, self.fs.backing_fd(fh), flags, append_only, created)
             }
             // A native root's file may change through the bind mount: no page cache kept.
             None if self.fs.is_host(ino) => Opened { fh, open_flags: FOPEN_NOFLUSH, backing_id: 0 },
@@ -267,15 +277,17 @@ impl Adapter {
         }
     }
 
-    /// (entry, attr) timeouts for `ino`: none for native-root trees, which
-    /// change behind the daemon's back through their bind mount.
-    /// A root directory itself keeps its long entry timeout: its dentry is
-    /// the bind mount's mountpoint, revalidated on every walk through it.
-    /// Attributes of a file open for writing with passthrough are not
-    /// cached (see [`Backing`]).
-    fn timeouts(&self, ino: u64) -> (Duration, Duration) {
+    /// (entry, attr) timeouts for `ino` of `size` bytes (None: a size not
+    /// read from an open file's working copy, as a listing's, which may lag
+    /// passthrough writes): none for native-root trees, which change behind
+    /// the daemon's back through their bind mount. A root directory itself
+    /// keeps its long entry timeout: its dentry is the bind mount's
+    /// mountpoint, revalidated on every walk through it. Attributes of a
+    /// file open for writing with passthrough are not cached unless it is
+    /// known to be empty (see [`Backing`]).
+    fn timeouts(&self, ino: u64, size: Option<u64>) -> (Duration, Duration) {
         match self.fs.is_host(ino) {
-            false if self.backing.as_ref().is_some_and(|b| b.writing(ino)) => (self.cache.entry_timeout, Duration::ZERO),
+            false if size != Some(0) && self.backing.as_ref().is_some_and(|b| b.writing(ino)) => (self.cache.entry_timeout, Duration::ZERO),
             false => (self.cache.entry_timeout, self.cache.attr_timeout),
             true if fs_core::is_host_nodeid(ino) => (Duration::ZERO, Duration::ZERO),
             true => (self.cache.entry_timeout, Duration::ZERO),
@@ -296,13 +308,22 @@ impl Adapter {
         *self.conn.lock().unwrap()
     }
 
+    /// The entry reply for `a`, whose size is the working copy's if the
+    /// file is open (`Fs::lookup`, `create`, `link`, …).
     fn entry(&self, a: &fs_core::Attr) -> Entry {
-        let (entry_timeout, attr_timeout) = self.timeouts(a.ino);
+        let (entry_timeout, attr_timeout) = self.timeouts(a.ino, Some(a.size));
+        Entry { attr: attr(a), generation: 0, entry_timeout, attr_timeout }
+    }
+
+    /// The entry of a READDIRPLUS listing: its size is the inode record's,
+    /// behind passthrough writes to an open file.
+    fn listed_entry(&self, a: &fs_core::Attr) -> Entry {
+        let (entry_timeout, attr_timeout) = self.timeouts(a.ino, None);
         Entry { attr: attr(a), generation: 0, entry_timeout, attr_timeout }
     }
 
     fn attr_reply(&self, a: &fs_core::Attr) -> AttrReply {
-        AttrReply { attr: attr(a), timeout: self.timeouts(a.ino).1 }
+        AttrReply { attr: attr(a), timeout: self.timeouts(a.ino, Some(a.size)).1 }
     }
 }
 
@@ -397,7 +418,7 @@ impl Filesystem for Adapter {
         let a = self.fs.getattr(nodeid, fh).map_err(err)?;
         // FS_IMMUTABLE_FL and FS_APPEND_FL are the statx attribute bits too.
         let attributes = a.flags as u64 & (STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND);
-        Ok(StatxReply { attr: attr(&a), btime: a.btime, attributes, timeout: self.timeouts(nodeid).1 })
+        Ok(StatxReply { attr: attr(&a), btime: a.btime, attributes, timeout: self.timeouts(nodeid, Some(a.size)).1 })
     }
 
     fn ioctl(&self, _ctx: &RequestCtx, nodeid: u64, _fh: u64, _flags: u32, cmd: u32, input: &[u8], _out_size: u32) -> Result<(i32, Vec<u8>)> {
@@ -460,19 +481,20 @@ impl Filesystem for Adapter {
 
     fn open(&self, ctx: &RequestCtx, nodeid: u64, flags: u32) -> Result<Opened> {
         let fh = self.fs.open(&caller(ctx), nodeid, flags).map_err(err)?;
-        Ok(self.file_opened(nodeid, fh, flags))
+        Ok(self.file_opened(nodeid, fh, flags, false))
     }
 
     fn create(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, umask: u32, flags: u32) -> Result<(Entry, Opened)> {
         let (a, fh) = self.fs.create(&creator(ctx, umask), parent, name, mode, flags).map_err(err)?;
-        // Opened first: the entry's attribute timeout depends on it.
-        let opened = self.file_opened(a.ino, fh, flags);
+        // Opened first: the entry's attribute timeout depends on it. A
+        // CREATE of a name that exists opens that file, maybe not empty.
+        let opened = self.file_opened(a.ino, fh, flags, a.size == 0);
         Ok((self.entry(&a), opened))
     }
 
     fn tmpfile(&self, ctx: &RequestCtx, parent: u64, mode: u32, umask: u32, flags: u32) -> Result<(Entry, Opened)> {
         let (a, fh) = self.fs.tmpfile(&creator(ctx, umask), parent, mode, flags).map_err(err)?;
-        let opened = self.file_opened(a.ino, fh, flags);
+        let opened = self.file_opened(a.ino, fh, flags, true);
         Ok((self.entry(&a), opened))
     }
 
@@ -528,7 +550,7 @@ impl Filesystem for Adapter {
             .readdirplus(nodeid, fh, offset, &mut |e: &fs_core::DirEntry, a: Option<&fs_core::Attr>| {
                 let d = DirEntry { ino: e.ino, offset: e.offset, kind: e.kind, name: e.name };
                 match a {
-                    Some(a) => sink.push(&d, &self.entry(a)),
+                    Some(a) => sink.push(&d, &self.listed_entry(a)),
                     // "." and "..": no lookup reference is taken for them.
                     None => sink.push(&d, &Entry::default()),
                 }

@@ -114,6 +114,53 @@ mm.close(); os.close(fd)
     }
 }
 
+/// D46: a file CREATE just made is empty, so its attributes may be cached
+/// while it is open for writing; every way of giving it a size must still
+/// show in stat, and so must a write through a shared mapping afterwards
+/// (each extension, then the times set old, a mapped store, stat). One
+/// process, the descriptor from the create kept open throughout.
+fn mmap_write_after_create_updates_times(m: &mut TestMount) {
+    let out = python(
+        m,
+        r#"
+import mmap, os
+OLD = 1000000000
+for how in ["ftruncate", "fallocate", "pwrite", "copy_file_range"]:
+    name = "c_" + how
+    fd = os.open(name, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+    os.utime(name, (OLD, OLD))
+    st = os.stat(name)
+    assert (st.st_size, int(st.st_mtime)) == (0, OLD), (how, "fresh", st)
+    if how == "ftruncate":
+        os.ftruncate(fd, 8192)
+    elif how == "fallocate":
+        os.posix_fallocate(fd, 0, 8192)
+    elif how == "pwrite":
+        os.pwrite(fd, b"a" * 8192, 0)
+    else:
+        src = os.open("src", os.O_CREAT | os.O_RDWR, 0o644)
+        os.pwrite(src, b"s" * 8192, 0)
+        os.copy_file_range(src, fd, 8192, 0, 0)
+        os.close(src)
+    st = os.stat(name)
+    assert st.st_size == 8192 and int(st.st_mtime) > OLD, (how, "after extending", st)
+    os.utime(name, (OLD, OLD))
+    assert int(os.stat(name).st_mtime) == OLD, (how, "utime")
+    mm = mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    mm[0:1] = b"m"
+    mm.flush()
+    st = os.stat(name)
+    assert int(st.st_mtime) > OLD, (how, "mtime after a shared-mapping write", st)
+    mm.close()
+    os.close(fd)
+    with open(name, "rb") as f:
+        assert f.read(1) == b"m", how
+print("ok")
+"#,
+    );
+    assert_eq!(out.trim(), "ok");
+}
+
 fn fallocate(f: &fs::File, mode: i32, off: i64, len: i64) -> std::io::Result<()> {
     if unsafe { libc::fallocate(f.as_raw_fd(), mode, off, len) } == 0 {
         Ok(())
@@ -377,6 +424,7 @@ fn birth_time(m: &mut TestMount) {
 both_backends! {
     readdir_ends_while_renaming => readdir_ends_while_renaming_memory, readdir_ends_while_renaming_store;
     mmap_write_updates_times => mmap_write_updates_times_memory, mmap_write_updates_times_store;
+    mmap_write_after_create_updates_times => mmap_write_after_create_updates_times_memory, mmap_write_after_create_updates_times_store;
     fallocate_modes => fallocate_modes_memory, fallocate_modes_store;
     rename_whiteout => rename_whiteout_memory, rename_whiteout_store;
     inode_flags => inode_flags_memory, inode_flags_store;

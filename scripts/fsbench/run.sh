@@ -12,7 +12,10 @@
 # (extra facts printed after verify, e.g. "files=N bytes=M").
 # The body's own stdout is discarded. The body phase prints one line "FSBENCH_US <function> <microseconds>" per timed
 # function; the clock covers only the function (bash's $EPOCHREALTIME), not bash
-# start-up. Everything runs under `set -eo pipefail`: a failing command fails the
+# start-up. With FSBENCH_STATS set (a command printing the daemon's counters as
+# JSON, `ringfs stats MNT --json`) and more than one timed function, it also
+# prints "FSBENCH_STATS - <json>" before the first and "FSBENCH_STATS <function>
+# <json>" after each, outside the clock: requests per timed function. Everything runs under `set -eo pipefail`: a failing command fails the
 # sample, and a failed verify prints "FSBENCH_FAIL <reason>" and exits 1.
 set -eo pipefail
 export LC_ALL=C
@@ -58,11 +61,20 @@ cd "$dir"
 case $phase in
     prep) prep ;;
     body)
+        stats=
+        set -- $TIMED
+        if [ -n "${FSBENCH_STATS:-}" ] && [ $# -gt 1 ]; then
+            stats=$FSBENCH_STATS
+            echo "FSBENCH_STATS - $(eval "$stats" | tr -d '\n')"
+        fi
         for fn in $TIMED; do
             t0=$EPOCHREALTIME
             "$fn" >/dev/null
             t1=$EPOCHREALTIME
             echo "FSBENCH_US $fn $(( 10#${t1/./} - 10#${t0/./} ))"
+            if [ -n "$stats" ]; then
+                echo "FSBENCH_STATS $fn $(eval "$stats" | tr -d '\n')"
+            fi
         done
         ;;
     verify) verify; info ;;
