@@ -89,6 +89,9 @@ pub(crate) struct Inner {
     /// still there): what `ringfs exec` lists apart (`snap::note_local`),
     /// and where each pinned point's call began in it (token → index).
     local_log: Mutex<(Vec<(Vec<u8>, bool)>, std::collections::HashMap<u64, usize>)>,
+    /// Directory objects of the last snapshot commit, decoded: what the
+    /// next commit's build starts from (`snap::build::DirCache`).
+    snap_dirs: crate::snap::build::DirCache,
 }
 
 /// The filesystem. `Send + Sync`; every method takes `&self`. Inode numbers
@@ -282,6 +285,7 @@ impl Fs {
             _tmp: tmp,
             _tmp_local: tmp_local,
             local_log: Mutex::new((Vec::new(), std::collections::HashMap::new())),
+            snap_dirs: Default::default(),
         });
         // After a reopen of the database (an I/O error), content stored
         // non-durably before it is gone: hash those files again.
