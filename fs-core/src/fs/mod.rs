@@ -89,6 +89,9 @@ pub(crate) struct Inner {
     /// `ringfs exec` lists apart (`snap::note_local`), and per pinned
     /// point where its call began in it and the root's attributes then.
     local_log: Mutex<snap::LocalLog>,
+    /// Directory objects of the last snapshot commit, decoded: what the
+    /// next commit's build starts from (`snap::build::DirCache`).
+    snap_dirs: crate::snap::build::DirCache,
 }
 
 /// The filesystem. `Send + Sync`; every method takes `&self`. Inode numbers
@@ -282,6 +285,7 @@ impl Fs {
             _tmp: tmp,
             _tmp_local: tmp_local,
             local_log: Mutex::new(snap::LocalLog::default()),
+            snap_dirs: Default::default(),
         });
         // After a reopen of the database (an I/O error), content stored
         // non-durably before it is gone: hash those files again.

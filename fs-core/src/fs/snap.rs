@@ -152,7 +152,7 @@ impl Fs {
     /// failed: the previous head stays).
     pub fn snapshot_commit(&self, opts: &CommitOptions) -> std::result::Result<CommitReport, SnapError> {
         let (phases, sync) = self.settle_for_commit()?;
-        let r = snap::commit_tree(&self.inner.store, opts, phases.to_vec());
+        let r = snap::commit_tree(&self.inner.store, opts, phases.to_vec(), Some(&self.inner.snap_dirs));
         // Done by now (the commit's own sync waited for it); joined so that
         // no thread outlives the call holding the store open.
         if let Some(h) = sync {
@@ -220,7 +220,7 @@ impl Fs {
         if a == Point::Live || b == Point::Live {
             self.settle()?;
         }
-        snap::diff_of(&self.inner.store, a, b)
+        snap::diff_of(&self.inner.store, a, b, Some(&self.inner.snap_dirs))
     }
 
     /// `ringfs exec`, before the command: settles the live tree and takes

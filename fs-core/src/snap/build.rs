@@ -5,12 +5,17 @@
 //! the root are re-encoded from their previous objects, and every other
 //! subtree keeps the object id remembered in `snap_inodes`. Without a base
 //! (the first commit, or a full walk for checking) the whole tree is built.
+//! A changed directory's object is its previous entries (decoded once, or
+//! taken decoded from [`DirCache`], the directories of the last commit)
+//! with the changed names replaced; every directory object the build
+//! decoded or made stays decoded in [`Built::dirs`] for the commit's diff.
 //!
 //! Owns: which objects a commit computes. Must not touch: the inode table in
 //! memory (the tables are the truth the commit covers), writing (the caller
 //! stores what [`Built`] holds).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use redb::{ReadableTable, Table, WriteTransaction};
 
@@ -37,6 +42,57 @@ pub(crate) struct Built {
     /// Journal records read and inodes they named (for the report).
     pub(crate) records: u64,
     pub(crate) changed_inodes: u64,
+    /// Every directory object this build decoded or made, by id: what the
+    /// commit's diff reads instead of decoding them again.
+    pub(crate) dirs: HashMap<ObjectId, Arc<DirObj>>,
+    /// The directory objects this build made, and the ids of the previous
+    /// objects of the directories it rebuilt ([`DirCache::update`]).
+    made: Vec<ObjectId>,
+    replaced: Vec<ObjectId>,
+}
+
+/// Directory objects of the last commit, decoded, by id (one per mounted
+/// workspace, `Fs`'s `snap_dirs`):
+/// the next commit's build takes a changed directory's previous entries
+/// from here instead of reading and decoding its object. Objects are
+/// immutable and named by their content, so an entry is never stale; the
+/// cache only saves work. Bounded: at most [`DirCache::MAX_ENTRIES`]
+/// directory entries in all (else it keeps only the last build's).
+#[derive(Default)]
+pub(crate) struct DirCache(Mutex<HashMap<ObjectId, Arc<DirObj>>>);
+
+impl DirCache {
+    /// Directory entries the cache holds at most (about 150 bytes each).
+    pub(crate) const MAX_ENTRIES: usize = 1 << 16;
+
+    fn snapshot(&self) -> HashMap<ObjectId, Arc<DirObj>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// After a commit of `built`: the objects it replaced leave, the ones
+    /// it made come in.
+    pub(crate) fn update(&self, built: &Built) {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for id in &built.replaced {
+            m.remove(id);
+        }
+        let made = built.made.iter().filter_map(|id| built.dirs.get(id).map(|d| (*id, d.clone())));
+        m.extend(made);
+        let n: usize = m.values().map(|d| d.entries.len()).sum();
+        if n > Self::MAX_ENTRIES {
+            m.clear();
+            let mut n = 0;
+            for id in &built.made {
+                if let Some(d) = built.dirs.get(id) {
+                    n += d.entries.len();
+                    if n > Self::MAX_ENTRIES {
+                        break;
+                    }
+                    m.insert(*id, d.clone());
+                }
+            }
+        }
+    }
 }
 
 struct Src<'t> {
@@ -67,14 +123,20 @@ struct Builder<'t> {
     /// the local-only side) since the last commit: what is remembered of
     /// them is not used (one that came back is built from its tables).
     removed: HashSet<u64>,
+    /// Directory objects decoded or made (see [`Built::dirs`]), those
+    /// made, and the previous objects of rebuilt directories.
+    dirs: HashMap<ObjectId, Arc<DirObj>>,
+    made: Vec<ObjectId>,
+    replaced: Vec<ObjectId>,
 }
 
 /// Builds the tree the tables hold now. `base`: the journal position the
 /// last commit covered (its `snap_inodes` rows describe that tree); `None`
 /// builds every object from the tables (the first commit, or a check of the
-/// incremental build). Errors: a redb error or a record that does not
-/// decode, as text.
-pub(crate) fn build(txn: &WriteTransaction, base: Option<u64>) -> Result<Built, String> {
+/// incremental build). `cache`: decoded directory objects to start from
+/// (none: every previous directory object read is decoded). Errors: a
+/// redb error or a record that does not decode, as text.
+pub(crate) fn build(txn: &WriteTransaction, base: Option<u64>, cache: Option<&DirCache>) -> Result<Built, String> {
     let src = Src {
         inodes: txn.open_table(INODES).map_err(e2s)?,
         dirents: txn.open_table(DIRENTS).map_err(e2s)?,
@@ -95,6 +157,12 @@ pub(crate) fn build(txn: &WriteTransaction, base: Option<u64>) -> Result<Built, 
         new_objects: HashMap::new(),
         reused: (0, 0),
         removed: HashSet::new(),
+        dirs: match (base, cache) {
+            (Some(_), Some(c)) => c.snapshot(),
+            _ => HashMap::new(),
+        },
+        made: Vec::new(),
+        replaced: Vec::new(),
     };
     let journal = txn.open_table(JOURNAL).map_err(e2s)?;
     let covered = journal.last().map_err(e2s)?.map(|(k, _)| k.value()).unwrap_or(0);
@@ -150,7 +218,20 @@ pub(crate) fn build(txn: &WriteTransaction, base: Option<u64>) -> Result<Built, 
     }
     cache.insert(ROOT, SnapEntry { id: root, links: Vec::new() });
     let changed_inodes = b.changed.len() as u64;
-    Ok(Built { root, root_meta, new_objects: b.new_objects, reused: b.reused, cache, uncache: removed, covered, records, changed_inodes })
+    Ok(Built {
+        root,
+        root_meta,
+        new_objects: b.new_objects,
+        reused: b.reused,
+        cache,
+        uncache: removed,
+        covered,
+        records,
+        changed_inodes,
+        dirs: b.dirs,
+        made: b.made,
+        replaced: b.replaced,
+    })
 }
 
 impl<'t> Builder<'t> {
@@ -229,7 +310,7 @@ impl<'t> Builder<'t> {
         }
         let cached = if fresh { None } else { self.cached(d)?.filter(|c| c.id != [0; 32]) };
         let old = match &cached {
-            Some(c) => self.object(&c.id)?.and_then(|b| dec_dir(&b).ok()),
+            Some(c) => self.dir_obj(&c.id)?,
             None => None,
         };
         let entries: Vec<Entry> = match (cached, old) {
@@ -238,24 +319,26 @@ impl<'t> Builder<'t> {
                     self.memo.insert(d, c.id);
                     return Ok(c.id);
                 };
-                let mut map: BTreeMap<Vec<u8>, Entry> = old.entries.into_iter().map(|e| (e.name.clone(), e)).collect();
+                // The previous entries (sorted by name) with each changed
+                // name looked up again: replaced, inserted or removed.
+                let mut entries = old.entries.clone();
                 for n in names {
                     let child = self.src.dirents.get((d, &n[..])).map_err(e2s)?.map(|g| g.value().0);
-                    match child {
-                        Some(child) => match self.entry(d, &n, child, false)? {
-                            Some(e) => {
-                                map.insert(n, e);
-                            }
-                            None => {
-                                map.remove(&n);
-                            }
-                        },
-                        None => {
-                            map.remove(&n);
+                    let new = match child {
+                        Some(child) => self.entry(d, &n, child, false)?,
+                        None => None,
+                    };
+                    match (entries.binary_search_by(|e| e.name.as_slice().cmp(&n[..])), new) {
+                        (Ok(i), Some(e)) => entries[i] = e,
+                        (Ok(i), None) => {
+                            entries.remove(i);
                         }
+                        (Err(i), Some(e)) => entries.insert(i, e),
+                        (Err(_), None) => {}
                     }
                 }
-                map.into_values().collect()
+                self.replaced.push(c.id);
+                entries
             }
             _ => {
                 let mut kids = Vec::new();
@@ -272,10 +355,28 @@ impl<'t> Builder<'t> {
                 out
             }
         };
-        let id = self.note(enc_dir(&DirObj { entries }))?;
+        let obj = DirObj { entries };
+        let id = self.note(enc_dir(&obj))?;
+        if !self.dirs.contains_key(&id) {
+            self.dirs.insert(id, Arc::new(obj));
+        }
+        self.made.push(id);
         self.memo.insert(d, id);
         self.ids.insert(d, id);
         Ok(id)
+    }
+
+    /// The directory object `id`, decoded: from this build or the cache,
+    /// else read and decoded (`None`: missing or not a directory object,
+    /// so the caller rebuilds the directory from the tables).
+    fn dir_obj(&mut self, id: &ObjectId) -> Result<Option<Arc<DirObj>>, String> {
+        if let Some(d) = self.dirs.get(id) {
+            return Ok(Some(d.clone()));
+        }
+        let Some(d) = self.object(id)?.and_then(|b| dec_dir(&b).ok()) else { return Ok(None) };
+        let d = Arc::new(d);
+        self.dirs.insert(*id, d.clone());
+        Ok(Some(d))
     }
 
     /// The attributes of `ino` a snapshot keeps (`size` given by the caller).

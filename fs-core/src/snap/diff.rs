@@ -1,6 +1,8 @@
 //! Comparing two snapshot trees ([`diff_trees`]): directory objects are
 //! merged by name, and a subtree whose object id is the same on both sides
-//! is skipped without being read, so a diff costs what differs.
+//! is skipped without being read, so a diff costs what differs. Objects
+//! come through a [`Source`] (a commit lends the directory objects its
+//! build holds decoded) or an encoded-bytes loader ([`diff_trees`]).
 //!
 //! Owns: what counts as added, modified and removed. Must not touch: redb
 //! (objects come through the caller's loader), the inode table.
@@ -60,10 +62,27 @@ fn join(prefix: &[u8], name: &[u8]) -> Vec<u8> {
     }
 }
 
-/// A directory object by id through `load` (encoded bytes).
-fn dir(load: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, String>, id: &ObjectId) -> Result<DirObj, String> {
-    let b = load(id)?;
-    dec_dir(&b).map_err(|e| format!("directory object {}: {e}", hex_id(id)))
+/// Where a diff reads objects: directory objects decoded (shared, so a
+/// caller that already holds them decoded, as a commit's build does, lends
+/// them without a copy), any object's encoded bytes.
+pub trait Source {
+    /// The directory object `id`. Errors: missing, or not a directory object.
+    fn dir(&mut self, id: &ObjectId) -> Result<std::sync::Arc<DirObj>, String>;
+    /// The encoded bytes of object `id`. Errors: missing or unreadable.
+    fn bytes(&mut self, id: &ObjectId) -> Result<Vec<u8>, String>;
+}
+
+/// A [`Source`] over an encoded-bytes loader: every directory decoded when asked.
+struct Bytes<'a>(&'a mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, String>);
+
+impl Source for Bytes<'_> {
+    fn dir(&mut self, id: &ObjectId) -> Result<std::sync::Arc<DirObj>, String> {
+        let b = (self.0)(id)?;
+        Ok(std::sync::Arc::new(dec_dir(&b).map_err(|e| format!("directory object {}: {e}", hex_id(id)))?))
+    }
+    fn bytes(&mut self, id: &ObjectId) -> Result<Vec<u8>, String> {
+        (self.0)(id)
+    }
 }
 
 /// Appends to `out` the changes from directory object `a` to `b` (either
@@ -77,17 +96,30 @@ pub fn diff_trees(
     prefix: &[u8],
     out: &mut Vec<Change>,
 ) -> Result<(), String> {
+    diff_in(&mut Bytes(load), a, b, prefix, out)
+}
+
+/// [`diff_trees`] reading objects through a [`Source`].
+pub fn diff_in(
+    load: &mut dyn Source,
+    a: Option<&ObjectId>,
+    b: Option<&ObjectId>,
+    prefix: &[u8],
+    out: &mut Vec<Change>,
+) -> Result<(), String> {
     if a.is_some() && a == b {
         return Ok(());
     }
-    let ea = match a {
-        Some(id) => dir(load, id)?.entries,
-        None => Vec::new(),
+    let empty = std::sync::Arc::new(DirObj::default());
+    let da = match a {
+        Some(id) => load.dir(id)?,
+        None => empty.clone(),
     };
-    let eb = match b {
-        Some(id) => dir(load, id)?.entries,
-        None => Vec::new(),
+    let db = match b {
+        Some(id) => load.dir(id)?,
+        None => empty,
     };
+    let (ea, eb) = (&da.entries, &db.entries);
     let (mut i, mut j) = (0, 0);
     while i < ea.len() || j < eb.len() {
         let ord = match (ea.get(i), eb.get(j)) {
@@ -122,7 +154,7 @@ pub fn diff_trees(
                         out.push(Change { path: path.clone(), kind: ChangeKind::Modified, old: Some(side(x)), new: Some(side(y)) });
                     }
                     if let (Target::Object(p), Target::Object(q)) = (&x.target, &y.target) {
-                        diff_trees(load, Some(p), Some(q), &path, out)?;
+                        diff_in(load, Some(p), Some(q), &path, out)?;
                     }
                 } else if x.meta != y.meta || (x.target != y.target && !same_file(load, &x.target, &y.target)?) {
                     out.push(Change { path, kind: ChangeKind::Modified, old: Some(side(x)), new: Some(side(y)) });
@@ -152,19 +184,20 @@ pub fn root_change(a: &Meta, b: &Meta) -> Option<Change> {
 /// when one is version 1 and the other version 2 (a file's entry rebuilt
 /// after an upgrade with nothing changed); otherwise different ids are
 /// different content (each version's encoding is canonical).
-fn same_file(load: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, String>, a: &Target, b: &Target) -> Result<bool, String> {
+fn same_file(load: &mut dyn Source, a: &Target, b: &Target) -> Result<bool, String> {
     let (Target::Object(a), Target::Object(b)) = (a, b) else { return Ok(false) };
-    let (ba, bb) = (load(a)?, load(b)?);
+    let (ba, bb) = (load.bytes(a)?, load.bytes(b)?);
     if ba.len() < 6 || bb.len() < 6 || ba[4] == bb[4] || ba[5] != KIND_FILE || bb[5] != KIND_FILE {
         return Ok(false);
     }
-    let fa = crate::snap::manifest::read_file(&ba, load).map_err(|e| format!("file manifest {}: {e}", hex_id(a)))?;
-    let fb = crate::snap::manifest::read_file(&bb, load).map_err(|e| format!("file manifest {}: {e}", hex_id(b)))?;
+    let mut bytes = |id: &ObjectId| load.bytes(id);
+    let fa = crate::snap::manifest::read_file(&ba, &mut bytes).map_err(|e| format!("file manifest {}: {e}", hex_id(a)))?;
+    let fb = crate::snap::manifest::read_file(&bb, &mut bytes).map_err(|e| format!("file manifest {}: {e}", hex_id(b)))?;
     Ok(fa == fb)
 }
 
 /// An entry on one side only: itself, and for a directory everything below.
-fn one_side(load: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, String>, e: &Entry, prefix: &[u8], kind: ChangeKind, out: &mut Vec<Change>) -> Result<(), String> {
+fn one_side(load: &mut dyn Source, e: &Entry, prefix: &[u8], kind: ChangeKind, out: &mut Vec<Change>) -> Result<(), String> {
     let path = join(prefix, &e.name);
     let s = Some(side(e));
     let (old, new) = if kind == ChangeKind::Added { (None, s) } else { (s, None) };
@@ -176,10 +209,10 @@ fn one_side(load: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, String>, e: &Entr
 }
 
 /// Everything below directory entry `e`, as added or removed.
-fn below(load: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, String>, e: &Entry, path: &[u8], kind: ChangeKind, out: &mut Vec<Change>) -> Result<(), String> {
+fn below(load: &mut dyn Source, e: &Entry, path: &[u8], kind: ChangeKind, out: &mut Vec<Change>) -> Result<(), String> {
     if let Target::Object(id) = &e.target {
         let (a, b) = if kind == ChangeKind::Added { (None, Some(id)) } else { (Some(id), None) };
-        diff_trees(load, a, b, path, out)?;
+        diff_in(load, a, b, path, out)?;
     }
     Ok(())
 }

@@ -41,7 +41,7 @@ use redb::{Durability, ReadTransaction, ReadableTable, WriteTransaction};
 
 use crate::schema::*;
 use crate::store::db::Store;
-use diff::{diff_trees, Change, ChangeKind};
+use diff::{diff_in, diff_trees, Change, ChangeKind};
 use object::*;
 
 /// The branch commits go to (`HEAD` names it).
@@ -170,8 +170,10 @@ fn head<T: ReadableTable<&'static str, &'static [u8]>>(refs: &T) -> Result<(Stri
 /// The caller has stored changed files and flushed the inode table first.
 /// Nothing changed since the head (a diff against it lists no path: at
 /// most directory mtimes moved) and not `allow_empty`: no commit, the
-/// report says `created: false` with the head's id.
-pub(crate) fn commit_tree(store: &Store, opts: &CommitOptions, mut phases: Vec<(&'static str, Duration)>) -> Result<CommitReport, SnapError> {
+/// report says `created: false` with the head's id. `dirs`: the decoded
+/// directory objects of the last commit, if kept: the build starts from
+/// them, and once the commit is durable they are those of this one.
+pub(crate) fn commit_tree(store: &Store, opts: &CommitOptions, mut phases: Vec<(&'static str, Duration)>, dirs: Option<&build::DirCache>) -> Result<CommitReport, SnapError> {
     let t = Instant::now();
     let mut txn = store.begin_write().map_err(se)?;
     txn.set_durability(Durability::Immediate).map_err(se)?;
@@ -179,7 +181,7 @@ pub(crate) fn commit_tree(store: &Store, opts: &CommitOptions, mut phases: Vec<(
     // Never over a head that moved since the live tree's base (refs::BASE_KEY).
     refs::check_head(&txn, &branch, head_id)?;
     let base = base_pos(&txn, head_id.is_some())?;
-    let built = build::build(&txn, base).map_err(SnapError::Store)?;
+    let built = build::build(&txn, base, dirs).map_err(SnapError::Store)?;
     phases.push(("build", t.elapsed()));
     let t = Instant::now();
     let parent = match &head_id {
@@ -189,8 +191,8 @@ pub(crate) fn commit_tree(store: &Store, opts: &CommitOptions, mut phases: Vec<(
     let mut changes = Vec::new();
     {
         let objects = txn.open_table(OBJECTS).map_err(se)?;
-        let mut load = loader(&built.new_objects, |id| objects.get(&id[..]).map(|o| o.map(|g| g.value().to_vec())).map_err(|e| e.to_string()));
-        diff_trees(&mut load, parent.as_ref().map(|p| &p.root), Some(&built.root), b"", &mut changes).map_err(SnapError::Store)?;
+        let mut src = Loaded { built: &built, objects: &objects };
+        diff_in(&mut src, parent.as_ref().map(|p| &p.root), Some(&built.root), b"", &mut changes).map_err(SnapError::Store)?;
     }
     phases.push(("diff", t.elapsed()));
     let t = Instant::now();
@@ -244,6 +246,9 @@ pub(crate) fn commit_tree(store: &Store, opts: &CommitOptions, mut phases: Vec<(
     // this waits for; anything appended since is synced here).
     store.packs.sync().map_err(se)?;
     txn.commit().map_err(se)?;
+    if let Some(d) = dirs {
+        d.update(&built);
+    }
     rep.id = hex_id(&cid);
     rep.created = true;
     phases.push(("durable", t.elapsed()));
@@ -290,7 +295,10 @@ pub(crate) fn write_objects(txn: &WriteTransaction, built: &build::Built, extra:
     let (mut n, mut bytes_new) = (0u64, 0u64);
     let mut objects = txn.open_table(OBJECTS).map_err(|x| e(x.into()))?;
     let mut chunks = txn.open_table(CHUNKS).map_err(|x| e(x.into()))?;
-    for (id, bytes) in built.new_objects.iter().chain(extra) {
+    // In key order: consecutive inserts into one leaf share its copy.
+    let mut new: Vec<(&ObjectId, &Vec<u8>)> = built.new_objects.iter().chain(extra).collect();
+    new.sort_unstable_by_key(|(id, _)| **id);
+    for (id, bytes) in new {
         kind_of(bytes)?;
         for h in manifest::own_chunks(bytes)? {
             let Some((pack, off, len, refs)) = chunks.get(&h[..]).map_err(|x| e(x.into()))?.map(|g| g.value()) else {
@@ -308,7 +316,9 @@ pub(crate) fn write_objects(txn: &WriteTransaction, built: &build::Built, extra:
     }
     // An inode removed from the synced side and back again is in both:
     // it was rebuilt, so its new row stands.
-    for (ino, row) in &built.cache {
+    let mut rows: Vec<(&u64, &SnapEntry)> = built.cache.iter().collect();
+    rows.sort_unstable_by_key(|(ino, _)| **ino);
+    for (ino, row) in rows {
         snap.insert(*ino, &enc(row)[..]).map_err(|x| e(x.into()))?;
     }
     Ok((n, bytes_new))
@@ -330,6 +340,29 @@ fn loader<'a>(
     move |id: &ObjectId| match new.get(id) {
         Some(b) => Ok(b.clone()),
         None => get(id)?.ok_or_else(|| format!("object {} is missing", hex_id(id))),
+    }
+}
+
+/// A diff [`diff::Source`] for a tree just built: the directory objects
+/// the build holds decoded, its new objects, then the stored ones.
+struct Loaded<'a, T: ReadableTable<&'static [u8], &'static [u8]>> {
+    built: &'a build::Built,
+    objects: &'a T,
+}
+
+impl<T: ReadableTable<&'static [u8], &'static [u8]>> diff::Source for Loaded<'_, T> {
+    fn dir(&mut self, id: &ObjectId) -> Result<std::sync::Arc<DirObj>, String> {
+        if let Some(d) = self.built.dirs.get(id) {
+            return Ok(d.clone());
+        }
+        let b = self.bytes(id)?;
+        Ok(std::sync::Arc::new(dec_dir(&b).map_err(|e| format!("directory object {}: {e}", hex_id(id)))?))
+    }
+    fn bytes(&mut self, id: &ObjectId) -> Result<Vec<u8>, String> {
+        if let Some(b) = self.built.new_objects.get(id) {
+            return Ok(b.clone());
+        }
+        self.objects.get(&id[..]).map_err(|e| e.to_string())?.map(|g| g.value().to_vec()).ok_or_else(|| format!("object {} is missing", hex_id(id)))
     }
 }
 
@@ -486,8 +519,9 @@ pub(crate) fn head_commit(rtx: &ReadTransaction) -> Result<ObjectId, SnapError> 
 /// The diff from `from` to `to` (the caller has stored and flushed changed
 /// files when either is [`Point::Live`]). The live tree is built as a
 /// commit would build it, in a write transaction that is then aborted, so
-/// it costs what changed since the last commit.
-pub(crate) fn diff_of(store: &Store, from: Point, to: Point) -> Result<DiffReport, SnapError> {
+/// it costs what changed since the last commit. `dirs`: the decoded
+/// directory objects of the last commit, if kept (read, not changed).
+pub(crate) fn diff_of(store: &Store, from: Point, to: Point, dirs: Option<&build::DirCache>) -> Result<DiffReport, SnapError> {
     let name = |p: &Point| match p {
         Point::Live => "live".to_string(),
         Point::Commit(id) => hex_id(id),
@@ -500,7 +534,7 @@ pub(crate) fn diff_of(store: &Store, from: Point, to: Point) -> Result<DiffRepor
             Some(_) => meta_get(&txn, "snap_pos").map_err(se)?,
             None => None,
         };
-        Some(build::build(&txn, base).map_err(SnapError::Store)?)
+        Some(build::build(&txn, base, dirs).map_err(SnapError::Store)?)
     } else {
         None
     };
@@ -517,10 +551,14 @@ pub(crate) fn diff_of(store: &Store, from: Point, to: Point) -> Result<DiffRepor
     rep.changes.extend(diff::root_change(&am, &bm));
     {
         let objects = txn.open_table(OBJECTS).map_err(se)?;
-        let empty = HashMap::new();
-        let new = built.as_ref().map(|b| &b.new_objects).unwrap_or(&empty);
-        let mut load = loader(new, |id| objects.get(&id[..]).map(|o| o.map(|g| g.value().to_vec())).map_err(|e| e.to_string()));
-        diff_trees(&mut load, Some(&a), Some(&b), b"", &mut rep.changes).map_err(SnapError::Store)?;
+        match &built {
+            Some(built) => diff_in(&mut Loaded { built, objects: &objects }, Some(&a), Some(&b), b"", &mut rep.changes),
+            None => {
+                let mut load = |id: &ObjectId| objects.get(&id[..]).map_err(|e| e.to_string())?.map(|g| g.value().to_vec()).ok_or_else(|| format!("object {} is missing", hex_id(id)));
+                diff_trees(&mut load, Some(&a), Some(&b), b"", &mut rep.changes)
+            }
+        }
+        .map_err(SnapError::Store)?;
     }
     txn.abort().map_err(se)?;
     Ok(rep)
@@ -532,7 +570,7 @@ pub(crate) fn diff_of(store: &Store, from: Point, to: Point) -> Result<DiffRepor
 #[cfg(test)]
 pub(crate) fn full_root(store: &Store) -> Result<(ObjectId, ObjectId), SnapError> {
     let txn = store.begin_write().map_err(se)?;
-    let built = build::build(&txn, None).map_err(SnapError::Store)?;
+    let built = build::build(&txn, None, None).map_err(SnapError::Store)?;
     let (_, head_id) = head(&txn.open_table(REFS).map_err(se)?)?;
     let head_root = match head_id {
         Some(h) => dec_commit(&object_in(&txn, &h)?).map_err(se)?.root,

@@ -62,7 +62,7 @@ pub(crate) fn take(
     let mut txn = store.begin_write().map_err(se)?;
     let has_head = head(&txn.open_table(REFS).map_err(se)?)?.1.is_some();
     let base = base_pos(&txn, has_head)?;
-    let built = build::build(&txn, base).map_err(SnapError::Store)?;
+    let built = build::build(&txn, base, None).map_err(SnapError::Store)?;
     let mut p = ExecPoint {
         root: built.root,
         pos: built.covered,

@@ -222,7 +222,7 @@ pub(crate) fn plan_restore(store: &Store, commit: &ObjectId, paths: &[Vec<u8>]) 
         Some(_) => meta_get(&txn, "snap_pos").map_err(se)?,
         None => None,
     };
-    let built = build::build(&txn, base).map_err(SnapError::Store)?;
+    let built = build::build(&txn, base, None).map_err(SnapError::Store)?;
     let c = dec_commit(&object_in(&txn, commit)?).map_err(|e| SnapError::Store(format!("commit {}: {e}", hex_id(commit))))?;
     let mut steps = Vec::new();
     {

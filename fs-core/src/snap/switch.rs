@@ -75,7 +75,7 @@ fn switch(store: &crate::store::db::Store, dir: &Path, name: &str, refresh: bool
         return Err(dirty("the store was not shut down cleanly (mount it once and unmount it)".into()));
     }
     // The live tree must be its base commit's tree, exactly.
-    let built = build::build(&txn, meta_get(&txn, "snap_pos").map_err(se)?.filter(|_| base.is_some())).map_err(SnapError::Store)?;
+    let built = build::build(&txn, meta_get(&txn, "snap_pos").map_err(se)?.filter(|_| base.is_some()), None).map_err(SnapError::Store)?;
     let objects = txn.open_table(OBJECTS).map_err(se)?;
     match base {
         Some(b) => {
