@@ -706,3 +706,37 @@ fn human_receipt_shows_modes_and_orphans_and_setsid_children_are_killed() {
     std::thread::sleep(Duration::from_millis(3500));
     assert!(!m.p("late.txt").exists(), "a setsid child ran on after the receipt");
 }
+
+/// A timeout too large for the clock is refused by the CLI (it used to
+/// panic in `Duration::from_secs_f64`), and is no deadline in the library
+/// form (`Duration::MAX` used to panic adding it to `Instant::now()`).
+#[test]
+fn huge_timeouts_are_refused_or_mean_no_deadline() {
+    let m = TestMount::new(Backend::Store);
+    let o = run_timeout(
+        Command::new(RINGFS)
+            .arg("exec")
+            .arg(mp(&m))
+            .args(["--timeout", "1e20", "--", "true"]),
+        Duration::from_secs(50),
+    );
+    let (_, err) = out_str(&o);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("--timeout") && !err.contains("panicked"),
+        "{err}"
+    );
+    let opts = ringfs::ExecOptions {
+        mountpoint: m.path().to_path_buf(),
+        cwd: None,
+        argv: vec!["sh".into(), "-c".into(), "exit 3".into()],
+        capture: Some(1024),
+        commit: None,
+        checkpoint: false,
+        timeout: Some(Duration::MAX),
+        sandbox: None,
+    };
+    let r = ringfs::exec(&opts).expect("exec");
+    assert_eq!(r.exit_code, 3);
+    assert!(!r.timed_out);
+}
