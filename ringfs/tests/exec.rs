@@ -740,3 +740,22 @@ fn huge_timeouts_are_refused_or_mean_no_deadline() {
     assert_eq!(r.exit_code, 3);
     assert!(!r.timed_out);
 }
+
+/// A usage error of `ringfs exec` (an unknown flag, a missing `--sandbox`
+/// for `--user`) exits 125 like its other failures, never 2, which the
+/// command itself may return; `--help` still exits 0.
+#[test]
+fn usage_errors_exit_125() {
+    for args in [
+        &["exec", "--bogus", "/nonexistent", "--", "true"][..],
+        &["exec", "--user", "nobody", "/nonexistent", "--", "true"][..],
+        &["exec", "/nonexistent"][..],
+    ] {
+        let o = run_timeout(Command::new(RINGFS).args(args), Duration::from_secs(20));
+        let (_, err) = out_str(&o);
+        assert_eq!(o.status.code(), Some(125), "{args:?}: {err}");
+        assert!(err.contains("error"), "{args:?}: {err}");
+    }
+    let o = run_timeout(Command::new(RINGFS).args(["exec", "--help"]), Duration::from_secs(20));
+    assert_eq!(o.status.code(), Some(0));
+}
