@@ -345,6 +345,23 @@ pub fn run(
         .args(&argv[1..])
         .current_dir(cwd)
         .process_group(0);
+    // The command dies with us: a caller that kills `ringfs exec` (a
+    // harness's timeout) must not leave it changing the workspace with no
+    // receipt. Its own children are not covered (only --sandbox's PID
+    // namespace is).
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: prctl and getppid are async-signal-safe; nothing allocates.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                libc::_exit(137);
+            }
+            Ok(())
+        });
+    }
     if let Output::Capture(_) = output {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     }

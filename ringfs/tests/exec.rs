@@ -759,3 +759,34 @@ fn usage_errors_exit_125() {
     let o = run_timeout(Command::new(RINGFS).args(["exec", "--help"]), Duration::from_secs(20));
     assert_eq!(o.status.code(), Some(0));
 }
+
+/// A caller that SIGKILLs `ringfs exec` (a harness's timeout) takes the
+/// command with it: it must not go on changing the workspace with no
+/// receipt (it used to; --sandbox already died with its caller).
+#[test]
+fn the_command_dies_with_a_killed_ringfs_exec() {
+    if all_local() {
+        return;
+    }
+    let m = TestMount::new(Backend::Store);
+    let mut child = Command::new(RINGFS)
+        .arg("exec")
+        .arg(mp(&m))
+        .args(["--", "sh", "-c", "echo > started; sleep 2; echo x > late"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn ringfs exec");
+    let t0 = std::time::Instant::now();
+    while !m.p("started").exists() && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(m.p("started").exists(), "the command never started");
+    std::thread::sleep(Duration::from_millis(3000));
+    assert!(
+        !m.p("late").exists(),
+        "the command ran on after ringfs exec was killed"
+    );
+}
