@@ -812,7 +812,9 @@ fn cmd_exec_inner(args: ExecArgs) -> Result<i32> {
         Some(s) if !(s > 0.0 && s.is_finite()) => {
             bail!("--timeout {s}: give a positive number of seconds")
         }
-        Some(s) => Some(Duration::from_secs_f64(s)),
+        Some(s) => Some(Duration::try_from_secs_f64(s).map_err(|_| {
+            anyhow::anyhow!("--timeout {s}: too large (give at most {} seconds)", u64::MAX)
+        })?),
         None => None,
     };
     let capture = match (args.output_limit, args.json) {

@@ -61,7 +61,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let cli = Cli::parse_from(&argv);
+    let cli = match Cli::try_parse_from(&argv) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            // `ringfs exec`'s own failures are 125 (as `env`/`timeout`):
+            // 2 is a status the command itself may return.
+            let exec = argv.get(1).is_some_and(|a| a == "exec");
+            let code = if e.use_stderr() && exec { 125 } else { e.exit_code() };
+            return ExitCode::from(code as u8);
+        }
+    };
     if !matches!(cli.command, Command::Mount(_)) {
         // Short-lived commands die quietly when their output pipe closes
         // (`ringfs stats MP | head`), as other Unix tools do.

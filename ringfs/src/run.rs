@@ -167,13 +167,14 @@ pub(crate) fn wait_child(
     kill_target: i32,
 ) -> std::io::Result<(i32, libc::rusage, bool)> {
     let mut timed_out = false;
-    if let Some(t) = timeout {
+    // A timeout too large to add to the clock (library callers may pass
+    // Duration::MAX) is no deadline at all.
+    if let Some(deadline) = timeout.and_then(|t| Instant::now().checked_add(t)) {
         // SAFETY: pidfd_open takes a pid and flags; the fd returned is ours.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
         }
-        let deadline = Instant::now() + t;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let mut p = libc::pollfd {
@@ -344,6 +345,23 @@ pub fn run(
         .args(&argv[1..])
         .current_dir(cwd)
         .process_group(0);
+    // The command dies with us: a caller that kills `ringfs exec` (a
+    // harness's timeout) must not leave it changing the workspace with no
+    // receipt. Its own children are not covered (only --sandbox's PID
+    // namespace is).
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: prctl and getppid are async-signal-safe; nothing allocates.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                libc::_exit(137);
+            }
+            Ok(())
+        });
+    }
     if let Output::Capture(_) = output {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     }

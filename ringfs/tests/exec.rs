@@ -706,3 +706,87 @@ fn human_receipt_shows_modes_and_orphans_and_setsid_children_are_killed() {
     std::thread::sleep(Duration::from_millis(3500));
     assert!(!m.p("late.txt").exists(), "a setsid child ran on after the receipt");
 }
+
+/// A timeout too large for the clock is refused by the CLI (it used to
+/// panic in `Duration::from_secs_f64`), and is no deadline in the library
+/// form (`Duration::MAX` used to panic adding it to `Instant::now()`).
+#[test]
+fn huge_timeouts_are_refused_or_mean_no_deadline() {
+    let m = TestMount::new(Backend::Store);
+    let o = run_timeout(
+        Command::new(RINGFS)
+            .arg("exec")
+            .arg(mp(&m))
+            .args(["--timeout", "1e20", "--", "true"]),
+        Duration::from_secs(50),
+    );
+    let (_, err) = out_str(&o);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("--timeout") && !err.contains("panicked"),
+        "{err}"
+    );
+    let opts = ringfs::ExecOptions {
+        mountpoint: m.path().to_path_buf(),
+        cwd: None,
+        argv: vec!["sh".into(), "-c".into(), "exit 3".into()],
+        capture: Some(1024),
+        commit: None,
+        checkpoint: false,
+        timeout: Some(Duration::MAX),
+        sandbox: None,
+    };
+    let r = ringfs::exec(&opts).expect("exec");
+    assert_eq!(r.exit_code, 3);
+    assert!(!r.timed_out);
+}
+
+/// A usage error of `ringfs exec` (an unknown flag, a missing `--sandbox`
+/// for `--user`) exits 125 like its other failures, never 2, which the
+/// command itself may return; `--help` still exits 0.
+#[test]
+fn usage_errors_exit_125() {
+    for args in [
+        &["exec", "--bogus", "/nonexistent", "--", "true"][..],
+        &["exec", "--user", "nobody", "/nonexistent", "--", "true"][..],
+        &["exec", "/nonexistent"][..],
+    ] {
+        let o = run_timeout(Command::new(RINGFS).args(args), Duration::from_secs(20));
+        let (_, err) = out_str(&o);
+        assert_eq!(o.status.code(), Some(125), "{args:?}: {err}");
+        assert!(err.contains("error"), "{args:?}: {err}");
+    }
+    let o = run_timeout(Command::new(RINGFS).args(["exec", "--help"]), Duration::from_secs(20));
+    assert_eq!(o.status.code(), Some(0));
+}
+
+/// A caller that SIGKILLs `ringfs exec` (a harness's timeout) takes the
+/// command with it: it must not go on changing the workspace with no
+/// receipt (it used to; --sandbox already died with its caller).
+#[test]
+fn the_command_dies_with_a_killed_ringfs_exec() {
+    if all_local() {
+        return;
+    }
+    let m = TestMount::new(Backend::Store);
+    let mut child = Command::new(RINGFS)
+        .arg("exec")
+        .arg(mp(&m))
+        .args(["--", "sh", "-c", "echo > started; sleep 2; echo x > late"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn ringfs exec");
+    let t0 = std::time::Instant::now();
+    while !m.p("started").exists() && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(m.p("started").exists(), "the command never started");
+    std::thread::sleep(Duration::from_millis(3000));
+    assert!(
+        !m.p("late").exists(),
+        "the command ran on after ringfs exec was killed"
+    );
+}
