@@ -107,9 +107,15 @@ pub struct ExecArgs {
 
 /// Output captured from the command: its first `limit` bytes (as text,
 /// invalid UTF-8 replaced), the total it wrote, and how many bytes were cut.
+/// When the kept bytes are not valid UTF-8, `text_b64` holds them exactly
+/// (docs/FORMATS.md "Path names in JSON": the same rule as `path_b64`).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Captured {
     pub text: String,
+    /// Only when the kept bytes are not valid UTF-8: their exact bytes in
+    /// standard base64 (RFC 4648, with padding).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text_b64: Option<String>,
     /// The bytes kept, as written (`text` is their lossy UTF-8).
     #[serde(skip)]
     pub raw: Vec<u8>,

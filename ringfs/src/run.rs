@@ -136,8 +136,13 @@ pub(crate) fn drain(mut r: impl Read, limit: u64) -> Captured {
             Err(_) => break,
         }
     }
+    let text_b64 = std::str::from_utf8(&kept).is_err().then(|| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(&kept)
+    });
     Captured {
         text: String::from_utf8_lossy(&kept).into_owned(),
+        text_b64,
         cut: total - kept.len() as u64,
         bytes: total,
         raw: kept,

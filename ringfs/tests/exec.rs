@@ -216,6 +216,11 @@ fn output_capture_is_bounded() {
     // Without --output-limit, --json still captures stdout (1 MiB).
     let (_, v) = sh(&m, &[], "echo hello");
     assert_eq!(v["stdout"]["text"], "hello\n");
+    assert!(v["stdout"].get("text_b64").is_none(), "{v}");
+    // Binary output: text is lossy, text_b64 exact (docs/FORMATS.md).
+    let (_, v) = sh(&m, &[], "printf 'ab\\377cd'");
+    assert_eq!(v["stdout"]["text"], "ab\u{fffd}cd", "{v}");
+    assert_eq!(v["stdout"]["text_b64"], "YWL/Y2Q=", "{v}");
 }
 
 #[test]
