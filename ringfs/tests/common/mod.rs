@@ -400,19 +400,48 @@ impl TestMount {
         // If the test process dies without running Drop, the daemon gets SIGTERM
         // (flush, commit, unmount). PDEATHSIG follows the spawning thread; the guard
         // never outlives the test thread that created it.
+        // The mount shows in mountinfo before the daemon serves its control
+        // socket (and places native roots): wait for the line it writes on
+        // RINGFS_READY_FD once ready, as a `--daemon` parent does. A mount
+        // whose args hold `--daemon` hands its child a pipe of its own; its
+        // exit with the mount up is then the sign (below).
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe2 fills two fds.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) }, 0, "pipe2");
+        let (ready_rd, ready_wr) = (fds[0], fds[1]);
+        cmd.env("RINGFS_READY_FD", ready_wr.to_string());
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                // The write end survives exec in the child only.
+                libc::fcntl(ready_wr, libc::F_SETFD, 0);
                 Ok(())
             });
         }
         let started = Instant::now();
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {RINGFS}: {e}"));
+        let spawned = cmd.spawn();
+        // SAFETY: our copy of the write end, not used again.
+        unsafe { libc::close(ready_wr) };
+        let mut child = spawned.unwrap_or_else(|e| panic!("spawn {RINGFS}: {e}"));
         let deadline = started + Duration::from_secs(15);
+        let mut ready = false;
+        let mut said = Vec::new();
         loop {
-            if let Some(m) = mount_at(&self.mp) {
-                self.dev = Some(m.dev);
-                break;
+            if !ready {
+                let mut buf = [0u8; 256];
+                // SAFETY: reading into a local buffer from our own fd.
+                let n = unsafe { libc::read(ready_rd, buf.as_mut_ptr().cast(), buf.len()) };
+                if n > 0 {
+                    said.extend_from_slice(&buf[..n as usize]);
+                }
+                // A line ("ok", or "error: …" before the daemon exits), or EOF.
+                ready = n == 0 || said.contains(&b'\n');
+            }
+            if ready {
+                if let Some(m) = mount_at(&self.mp) {
+                    self.dev = Some(m.dev);
+                    break;
+                }
             }
             if let Ok(Some(st)) = child.try_wait() {
                 // `--daemon` may detach: exit 0 with the mount up is success.
@@ -420,6 +449,8 @@ impl TestMount {
                     if let Some(m) = mount_at(&self.mp) {
                         self.dev = Some(m.dev);
                         self.child = None;
+                        // SAFETY: our read end, not used again.
+                        unsafe { libc::close(ready_rd) };
                         self.start_watchdog();
                         return;
                     }
@@ -444,6 +475,8 @@ impl TestMount {
             }
             thread::sleep(Duration::from_millis(10));
         }
+        // SAFETY: our read end, not used again.
+        unsafe { libc::close(ready_rd) };
         eprintln!(
             "[{}] mounted {} (gen {}, pid {}) in {:?}",
             self.name,
