@@ -172,8 +172,10 @@ pub fn cmd_commit(args: CommitArgs) -> Result<()> {
     Ok(())
 }
 
-/// A UTC date for seconds since the epoch (civil-from-days, H. Hinnant).
-fn utc(secs: i64) -> String {
+/// Year, month, day, hour, minute, second (UTC) of seconds since the
+/// epoch (civil-from-days, H. Hinnant); the one calendar conversion of the
+/// CLI (`log` dates, the remote status's ISO 8601 times).
+pub(crate) fn civil(secs: i64) -> (i64, i64, i64, i64, i64, i64) {
     let days = secs.div_euclid(86400);
     let rem = secs.rem_euclid(86400);
     let z = days + 719_468;
@@ -185,7 +187,13 @@ fn utc(secs: i64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem / 60 % 60, rem % 60)
+    (y, m, d, rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+/// A UTC date for seconds since the epoch: `2026-12-03 02:49:40 UTC`.
+fn utc(secs: i64) -> String {
+    let (y, m, d, h, mi, s) = civil(secs);
+    format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{s:02} UTC")
 }
 
 /// `ringfs log MOUNTPOINT | --store DIR [--json]`.

@@ -203,7 +203,7 @@ pub fn status_doc(src: &Transfer, dir: &Path, only: Option<&str>) -> Result<Valu
             Err(e) => (false, Some(format!("{e:#}"))),
         };
         let mut branches = Vec::new();
-        let now = sync::iso_now();
+        let now = sync::now_unix();
         for b in src.branches().map_err(|e| anyhow!("{e}"))? {
             let out = src
                 .outgoing(Some(&b.name), &|k, id| held.contains(&(k, *id)))

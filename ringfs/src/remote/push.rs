@@ -186,10 +186,7 @@ pub fn push_with(
     let _one = PUSHING.lock().unwrap_or_else(|p| p.into_inner());
     let r = push_inner(src, store, cfg, branch, quiet, hooks);
     let mut st = state::status(store, &cfg.name);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let now = super::sync::now_unix();
     match &r {
         Ok(rep) => {
             st.last_push = Some(now);

@@ -176,36 +176,15 @@ fn unix(t: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
-fn now_unix() -> u64 {
+/// Now, in seconds since the epoch (0 before it).
+pub(crate) fn now_unix() -> u64 {
     unix(SystemTime::now())
 }
 
-/// Now, in seconds since the epoch (for ages next to [`iso`] times).
-pub fn iso_now() -> u64 {
-    now_unix()
-}
-
-/// `2026-12-03T02:49:40Z` for seconds since the epoch (civil-from-days,
-/// H. Hinnant).
+/// `2026-12-03T02:49:40Z` for seconds since the epoch.
 pub fn iso(secs: u64) -> String {
-    let secs = secs as i64;
-    let days = secs.div_euclid(86400);
-    let rem = secs.rem_euclid(86400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    let (y, m, d, h, mi, s) = crate::snap::civil(secs as i64);
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
 }
 
 /// "12 s", "3 min 4 s", "2 h 5 min".
