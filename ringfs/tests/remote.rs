@@ -12,7 +12,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -96,42 +95,6 @@ impl Drop for Extra {
     }
 }
 
-/// Every path below `root` (relative) → what it is: file bytes, a link
-/// target, or "dir".
-fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            let p = e.path();
-            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-            if rel == "lost+found" {
-                continue;
-            }
-            let ft = e.file_type().unwrap();
-            if ft.is_symlink() {
-                out.insert(
-                    rel,
-                    [
-                        b"link:".to_vec(),
-                        std::fs::read_link(&p)
-                            .unwrap()
-                            .into_os_string()
-                            .into_encoded_bytes(),
-                    ]
-                    .concat(),
-                );
-            } else if ft.is_dir() {
-                out.insert(rel, b"dir".to_vec());
-                stack.push(p);
-            } else {
-                out.insert(rel, std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
-}
 
 fn fsck_clean(store: &Path) {
     let o = ringfs(&["fsck", "--store", s(store)]);
@@ -143,9 +106,6 @@ fn fsck_clean(store: &Path) {
     );
 }
 
-fn url(dir: &Path) -> String {
-    format!("file://{}", dir.display())
-}
 
 fn files_in(d: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(d)
@@ -177,15 +137,15 @@ fn push_clone_mount_byte_equal_then_pull_fast_forwards() {
     );
     refused(
         &[],
-        &["remote", "add", mp(&m), "bad name", &url(&remote)],
+        &["remote", "add", mp(&m), "bad name", &file_url(&remote)],
         "not a remote name",
     );
     assert!(!m.store_dir().join("remotes").exists());
-    let a = json(&["remote", "add", mp(&m), "origin", &url(&remote)]);
+    let a = json(&["remote", "add", mp(&m), "origin", &file_url(&remote)]);
     assert_eq!(a["heads"], "cas", "{a}");
     refused(
         &[],
-        &["remote", "add", mp(&m), "origin", &url(&remote)],
+        &["remote", "add", mp(&m), "origin", &file_url(&remote)],
         "exists already",
     );
     let st = json(&["remote", "status", mp(&m)]);
@@ -223,7 +183,7 @@ fn push_clone_mount_byte_equal_then_pull_fast_forwards() {
 
     // Clone on a fresh store, mounted: the same tree, byte for byte.
     let cs = base.join("clone");
-    let c = json(&["clone", &url(&remote), "--store", s(&cs)]);
+    let c = json(&["clone", &file_url(&remote), "--store", s(&cs)]);
     assert_eq!(
         (c["branch"].as_str(), c["files"].as_u64()),
         (Some("main"), Some(2)),
@@ -248,7 +208,7 @@ fn push_clone_mount_byte_equal_then_pull_fast_forwards() {
     cm.unmount();
     refused(
         &[],
-        &["clone", &url(&remote), "--store", s(&cs)],
+        &["clone", &file_url(&remote), "--store", s(&cs)],
         "not empty",
     );
 
@@ -289,7 +249,7 @@ fn killed_push_resumes_and_resends_nothing_acknowledged() {
     json(&["commit", mp(&m)]);
     m.unmount_checked();
     let store = m.store_dir().to_path_buf();
-    json(&["remote", "add", "--store", s(&store), "r", &url(&remote)]);
+    json(&["remote", "add", "--store", s(&store), "r", &file_url(&remote)]);
     let small = [("RINGFS_TEST_BUNDLE_MAX", "262144")];
     let before = rj(&small, &["remote", "status", "--store", s(&store)]);
     let total = before["remotes"][0]["branches"][0]["pending_chunks"]
@@ -344,7 +304,7 @@ fn killed_push_resumes_and_resends_nothing_acknowledged() {
     // A clone killed after fetching two chunk bundles leaves no store under
     // its name; run again, it fetches only the rest.
     let cs = base.join("clone");
-    let o = rf(&[("RINGFS_FAILPOINT", "bundle-fetched")], &["clone", &url(&remote), "--store", s(&cs)]);
+    let o = rf(&[("RINGFS_FAILPOINT", "bundle-fetched")], &["clone", &file_url(&remote), "--store", s(&cs)]);
     assert!(!o.status.success(), "{:?}", out_str(&o));
     assert!(!cs.join("store.redb").exists());
     let mut full = 0u64;
@@ -353,7 +313,7 @@ fn killed_push_resumes_and_resends_nothing_acknowledged() {
             full += std::fs::metadata(remote.join(d).join(n)).unwrap().len();
         }
     }
-    let c = json(&["clone", &url(&remote), "--store", s(&cs)]);
+    let c = json(&["clone", &file_url(&remote), "--store", s(&cs)]);
     assert!(c["bytes_fetched"].as_u64().unwrap() < full, "{c} vs {full}");
     assert!(!base.join(".clone.clone-staging").exists());
     fsck_clean(&cs);
@@ -373,10 +333,10 @@ fn corrupted_remote_objects_are_reported_with_their_key() {
     let remote = base.join("remote");
     m.sh_ok("echo one > a && head -c 200000 /dev/urandom > big");
     json(&["commit", mp(&m)]);
-    json(&["remote", "add", mp(&m), "origin", &url(&remote)]);
+    json(&["remote", "add", mp(&m), "origin", &file_url(&remote)]);
     json(&["push", mp(&m)]);
     let cs = base.join("clone");
-    json(&["clone", &url(&remote), "--store", s(&cs)]);
+    json(&["clone", &file_url(&remote), "--store", s(&cs)]);
     m.sh_ok("echo two > a");
     json(&["commit", mp(&m)]);
     let before: Vec<String> = files_in(&remote.join("objects"));
@@ -412,14 +372,14 @@ fn corrupted_remote_objects_are_reported_with_their_key() {
     let cs2 = base.join("clone2");
     let err = refused(
         &[],
-        &["clone", &url(&remote), "--store", s(&cs2)],
+        &["clone", &file_url(&remote), "--store", s(&cs2)],
         &format!("chunks/{}", ch[0]),
     );
     assert!(err.contains("corrupt"), "{err}");
     assert!(!cs2.join("store.redb").exists());
     // Repaired, the clone and the pull go through.
     std::fs::write(&p, &b).unwrap();
-    json(&["clone", &url(&remote), "--store", s(&cs2)]);
+    json(&["clone", &file_url(&remote), "--store", s(&cs2)]);
     fsck_clean(&cs2);
     assert_eq!(json(&["pull", "--store", s(&cs)])["up_to_date"], false);
     fsck_clean(&cs);
@@ -443,7 +403,7 @@ fn second_writer(env: &[(&str, &str)], want_guard: &str) {
     let (sa, sb) = (a.store_dir().to_path_buf(), b.store_dir().to_path_buf());
     let g = rj(
         env,
-        &["remote", "add", "--store", s(&sa), "origin", &url(&remote)],
+        &["remote", "add", "--store", s(&sa), "origin", &file_url(&remote)],
     );
     assert_eq!(g["heads"], want_guard, "{g}");
     rj(env, &["push", "--store", s(&sa)]);
@@ -452,7 +412,7 @@ fn second_writer(env: &[(&str, &str)], want_guard: &str) {
     assert_eq!((again["bytes_sent"].as_u64(), again["head_moved"].as_bool()), (Some(0), Some(false)), "{again}");
     rj(
         env,
-        &["remote", "add", "--store", s(&sb), "origin", &url(&remote)],
+        &["remote", "add", "--store", s(&sb), "origin", &file_url(&remote)],
     );
     let err = refused(
         env,
@@ -473,7 +433,7 @@ fn second_writer(env: &[(&str, &str)], want_guard: &str) {
     assert_eq!(head(&sb), ca);
     // A clone of the remote continues A's line: allowed; then A, behind, is refused.
     let cs = base.join("clone");
-    rj(env, &["clone", &url(&remote), "--store", s(&cs)]);
+    rj(env, &["clone", &file_url(&remote), "--store", s(&cs)]);
     let cm = Extra::mount(&base.join("cm"), &cs);
     std::fs::write(cm.0.join("g"), "clone").unwrap();
     let cc = json(&["commit", s(&cm.0)])["id"]
@@ -533,7 +493,7 @@ fn unreachable_remote_is_a_clear_error_and_the_workspace_keeps_working() {
     let remote = base.join("remote");
     m.sh_ok("echo one > a");
     json(&["commit", mp(&m)]);
-    json(&["remote", "add", mp(&m), "origin", &url(&remote)]);
+    json(&["remote", "add", mp(&m), "origin", &file_url(&remote)]);
     json(&["push", mp(&m)]);
     let away = base.join("remote-away");
     std::fs::rename(&remote, &away).unwrap();
@@ -574,7 +534,7 @@ fn unreachable_remote_is_a_clear_error_and_the_workspace_keeps_working() {
         st["remotes"][0]["branches"][0]["local"]
     );
     let cs = base.join("clone");
-    json(&["clone", &url(&remote), "--store", s(&cs)]);
+    json(&["clone", &file_url(&remote), "--store", s(&cs)]);
     let cm = Extra::mount(&base.join("cm"), &cs);
     assert_eq!(std::fs::read_to_string(cm.0.join("b")).unwrap(), "new\n");
     cm.unmount();
@@ -615,7 +575,7 @@ fn a_remote_emptied_under_the_same_url_gets_everything_again() {
     let remote = base.join("remote");
     m.sh_ok("echo one > one && head -c 300000 /dev/urandom > big");
     json(&["commit", mp(&m), "-m", "one"]);
-    json(&["remote", "add", mp(&m), "origin", &url(&remote)]);
+    json(&["remote", "add", mp(&m), "origin", &file_url(&remote)]);
     json(&["push", mp(&m)]);
     std::fs::remove_dir_all(&remote).unwrap();
     std::fs::create_dir(&remote).unwrap();
@@ -628,7 +588,7 @@ fn a_remote_emptied_under_the_same_url_gets_everything_again() {
     let p: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(p["bytes_sent"].as_u64().unwrap() > 300000 && p["remote_reset"] == true, "{p}");
     let clone = base.join("clone");
-    rj(&[], &["clone", &url(&remote), "--store", s(&clone)]);
+    rj(&[], &["clone", &file_url(&remote), "--store", s(&clone)]);
     fsck_clean(&clone);
     // And the push after that is back to sending nothing twice.
     let p = json(&["push", mp(&m)]);

@@ -51,45 +51,7 @@ fn rj(env: &[(&str, String)], args: &[&str]) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("ringfs {args:?} printed no JSON ({e}): {out}"))
 }
 
-/// Every path below `root` → file bytes, link target or "dir".
-fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            let p = e.path();
-            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-            if rel == "lost+found" {
-                continue;
-            }
-            let ft = e.file_type().unwrap();
-            if ft.is_symlink() {
-                out.insert(
-                    rel,
-                    [
-                        b"link:".to_vec(),
-                        std::fs::read_link(&p)
-                            .unwrap()
-                            .into_os_string()
-                            .into_encoded_bytes(),
-                    ]
-                    .concat(),
-                );
-            } else if ft.is_dir() {
-                out.insert(rel, b"dir".to_vec());
-                stack.push(p);
-            } else {
-                out.insert(rel, std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
-}
 
-fn url(dir: &Path) -> String {
-    format!("file://{}", dir.display())
-}
 
 const FAST_BACKOFF: (&str, &str) = ("RINGFS_TEST_SYNC_BACKOFF_MAX_MS", "1000");
 
@@ -183,7 +145,7 @@ fn mount_remote_pushes_in_the_background_and_umount_waits() {
     }
     let base = tempfile::tempdir().unwrap();
     let remote = base.path().join("remote");
-    let u = url(&remote);
+    let u = file_url(&remote);
     let mut m = synced_mount(&u, "0.5", &[]);
     m.sh_ok("mkdir -p src && head -c 600000 /dev/urandom > src/big && echo hello > src/a && ln -s a src/l");
     wait_for(&m, 30, "the writes on the remote", in_sync(&m));
@@ -219,7 +181,7 @@ fn an_fsync_burst_syncs_long_before_the_interval() {
     }
     let base = tempfile::tempdir().unwrap();
     let remote = base.path().join("remote");
-    let u = url(&remote);
+    let u = file_url(&remote);
     let m = synced_mount(&u, "600", &[]);
     // The first cycle (at mount) pushes what the first session committed.
     wait_for(&m, 30, "the first push", in_sync(&m));
@@ -238,7 +200,7 @@ fn umount_no_wait_leaves_it_pending_and_a_timeout_says_how_much() {
     let base = tempfile::tempdir().unwrap();
     let remote = base.path().join("remote");
     let away = base.path().join("remote.away");
-    let u = url(&remote);
+    let u = file_url(&remote);
     let mut m = synced_mount(&u, "600", &[]);
     wait_for(&m, 30, "the first push", in_sync(&m));
     m.sh_ok("head -c 400000 /dev/urandom > pending");
@@ -294,7 +256,7 @@ fn file_remote_away_while_working_then_everything_arrives() {
     let base = tempfile::tempdir().unwrap();
     let remote = base.path().join("remote");
     let away = base.path().join("remote.away");
-    let u = url(&remote);
+    let u = file_url(&remote);
     let mut m = synced_mount(&u, "0.5", &[]);
     wait_for(&m, 30, "the first push", in_sync(&m));
     std::fs::rename(&remote, &away).unwrap();
@@ -392,7 +354,7 @@ fn a_daemon_killed_before_its_push_pushes_at_the_next_mount() {
     }
     let base = tempfile::tempdir().unwrap();
     let remote = base.path().join("remote");
-    let u = url(&remote);
+    let u = file_url(&remote);
     let mut m = synced_mount(&u, "600", &[]);
     wait_for(&m, 30, "the first push", in_sync(&m));
     m.sh_ok("head -c 300000 /dev/urandom > unsent && echo x > small");

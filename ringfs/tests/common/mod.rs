@@ -924,3 +924,45 @@ pub fn json(args: &[&str]) -> serde_json::Value {
     assert!(o.status.success(), "ringfs {args:?}: {out} {err}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("ringfs {args:?} printed no JSON ({e}): {out}"))
 }
+
+/// Every path below `root` (relative) → what it is: file bytes, a link
+/// target, or "dir".
+pub fn tree(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if rel == "lost+found" {
+                continue;
+            }
+            let ft = e.file_type().unwrap();
+            if ft.is_symlink() {
+                out.insert(
+                    rel,
+                    [
+                        b"link:".to_vec(),
+                        fs::read_link(&p)
+                            .unwrap()
+                            .into_os_string()
+                            .into_encoded_bytes(),
+                    ]
+                    .concat(),
+                );
+            } else if ft.is_dir() {
+                out.insert(rel, b"dir".to_vec());
+                stack.push(p);
+            } else {
+                out.insert(rel, fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// The `file://` URL of a remote directory.
+pub fn file_url(dir: &Path) -> String {
+    format!("file://{}", dir.display())
+}
