@@ -594,3 +594,48 @@ fn a_remote_emptied_under_the_same_url_gets_everything_again() {
     let p = json(&["push", mp(&m)]);
     assert_eq!(p["bytes_sent"].as_u64(), Some(0), "{p}");
 }
+
+/// A `cas` head keeps its newest 32 generations: a push prunes older ones
+/// (oldest first), so reading the head lists a bounded number of keys, and
+/// a clone still follows the newest.
+#[test]
+fn old_head_generations_are_pruned() {
+    if raw_mode() {
+        return;
+    }
+    let m = TestMount::new(Backend::Store);
+    let base = m.store_dir().parent().unwrap().to_path_buf();
+    let remote = base.join("remote");
+    m.sh_ok("echo one > one");
+    json(&["commit", mp(&m)]);
+    let g = json(&["remote", "add", mp(&m), "origin", &file_url(&remote)]);
+    assert_eq!(g["heads"], "cas", "{g}");
+    json(&["push", mp(&m)]);
+    // Forty generations as a long history would leave them (each naming
+    // the same commit, as a pushed-again head would).
+    let dir = remote.join("heads").join(hex_name("main"));
+    let first = std::fs::read_to_string(dir.join(format!("{:020}.json", 1))).unwrap();
+    let mut rec: serde_json::Value = serde_json::from_str(&first).unwrap();
+    for seq in 2..=40u64 {
+        rec["seq"] = seq.into();
+        std::fs::write(dir.join(format!("{seq:020}.json")), rec.to_string()).unwrap();
+    }
+    m.sh_ok("echo two > two");
+    let c = json(&["commit", mp(&m)])["id"].as_str().unwrap().to_string();
+    let p = json(&["push", mp(&m)]);
+    assert_eq!(p["head_moved"], true, "{p}");
+    let mut gens: Vec<u64> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".json")?.parse().ok())
+        .collect();
+    gens.sort_unstable();
+    assert_eq!(gens, (10..=41).collect::<Vec<u64>>(), "generations kept");
+    let clone = base.join("clone");
+    rj(&[], &["clone", &file_url(&remote), "--store", s(&clone)]);
+    let log = json(&["log", "--store", s(&clone)]);
+    assert_eq!(log["commits"][0]["id"].as_str(), Some(c.as_str()), "{log}");
+}
+
+fn hex_name(b: &str) -> String {
+    b.bytes().map(|x| format!("{x:02x}")).collect()
+}

@@ -236,6 +236,61 @@ fn unhex(s: &str) -> Option<String> {
     String::from_utf8(b?).ok()
 }
 
+/// Generations of a `cas` head kept, the newest included: a push deletes
+/// the older ones (oldest first), so the head read's listing stays bounded.
+pub const KEEP_GENERATIONS: u64 = 32;
+
+/// Generation `seq` of a `cas` head was just created at `key` from the
+/// predecessor `pred` (its key and commit) read before. Creating it proves
+/// it was absent, but not that it was never there: generations are pruned,
+/// so a writer whose read was more than [`KEEP_GENERATIONS`] pushes stale
+/// could re-create a deleted one. Pruning deletes oldest first, so the
+/// predecessor still holding the commit read means nothing at or above it
+/// was pruned and `seq` is new. With no predecessor (the branch looked
+/// empty), any other generation present means the read was stale (or,
+/// within the moment between the create and the listing, another writer
+/// already built on it: refused too, which is safe). A stale create with a
+/// predecessor is taken back; one without is left below the prune horizon
+/// for the next prune. The push is then refused as raced; the real head is
+/// untouched either way.
+fn still_current(r: &Remote, dir: &str, key: &str, seq: u64, pred: Option<&(String, String)>) -> Result<bool> {
+    let fresh = match pred {
+        Some((pk, commit)) => fetch_rec(r, pk)?.is_some_and(|p| p.commit == *commit),
+        None => !r.list(dir)?.iter().any(|n| n.ends_with(".json") && gen_of(n).is_some_and(|g| g != seq)),
+    };
+    if !fresh && pred.is_some() {
+        r.delete(key)?;
+    }
+    Ok(fresh)
+}
+
+/// The generation a `heads/<B>/<SEQ>.json` name carries.
+fn gen_of(name: &str) -> Option<u64> {
+    name.strip_suffix(".json")?.parse().ok()
+}
+
+/// Deletes the generations of `dir` older than `newest - KEEP_GENERATIONS`,
+/// oldest first (what [`still_current`] relies on). Best effort: a failure
+/// leaves more generations to list, never a wrong head, and is logged.
+fn prune(r: &Remote, dir: &str, newest: u64) {
+    let Some(horizon) = newest.checked_sub(KEEP_GENERATIONS) else { return };
+    let names = match r.list(dir) {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::debug!("pruning {dir}: {e:#}");
+            return;
+        }
+    };
+    let mut old: Vec<u64> = names.iter().filter_map(|n| gen_of(n)).filter(|g| *g <= horizon).collect();
+    old.sort_unstable();
+    for g in old {
+        if let Err(e) = r.delete(&format!("{dir}/{g:020}.json")) {
+            tracing::warn!("remote {}: pruning old head generation {g} of {dir}: {e:#}", r.url);
+            return;
+        }
+    }
+}
+
 /// Why a head was not moved.
 #[derive(Debug)]
 pub enum Refused {
@@ -282,11 +337,17 @@ pub fn advance(
                     return Ok(Err(Refused::Diverged { theirs: c.clone() }));
                 }
             }
+            let pred = cur.as_ref().map(|(k, c)| (k.clone(), c.commit.clone()));
             rec.seq = cur.map(|c| c.1.seq + 1).unwrap_or(1);
-            let k = format!("heads/{}/{:020}.json", hexname(branch), rec.seq);
+            let dir = format!("heads/{}", hexname(branch));
+            let k = format!("{dir}/{:020}.json", rec.seq);
             if !r.create(&k, serde_json::to_vec_pretty(&rec)?)? {
                 return Ok(Err(Refused::Raced));
             }
+            if !still_current(r, &dir, &k, rec.seq, pred.as_ref())? {
+                return Ok(Err(Refused::Raced));
+            }
+            prune(r, &dir, rec.seq);
             Ok(Ok(true))
         }
         Guard::Writers => {
