@@ -2,6 +2,12 @@
 //! local record `held`, no existence round trips), sent as chunk bundles
 //! then object bundles (children first), each followed by its index and
 //! then recorded as held; the head last (docs/FORMATS.md "Remote layout").
+//!
+//! Reading and sending overlap: the calling thread packs bundles while an
+//! uploader thread sends the previous one (one bundle queued at most, so
+//! at most three bundles in memory), in order, so a bundle is acknowledged
+//! only after every bundle before it. Bundles of `MULTIPART_MIN` bytes or
+//! more go up as multipart uploads ([`Remote::put`]).
 
 use std::path::Path;
 use std::time::Instant;
@@ -244,44 +250,64 @@ fn push_inner(
     let max = bundle_max();
     let total = out.bytes();
     let bar = progress(total, quiet, "push");
-    let mut packed = 0u64;
-    let mut b = Bundle::new(b'c');
-    for (id, loc) in &out.chunks {
-        let bytes = src.chunk(id, *loc).map_err(|e| anyhow::anyhow!("{e}"))?;
-        if b.len() + bytes.len() + 36 > max && !b.entries.is_empty() {
-            send(
-                &r,
-                store,
-                &cfg.name,
-                std::mem::replace(&mut b, Bundle::new(b'c')),
-                &mut rep,
-                hooks,
-            )?;
-        }
-        b.add(id, &bytes);
-        bar.inc(bytes.len() as u64);
-        packed += bytes.len() as u64;
-        (hooks.progress)(packed, total);
-    }
-    send(&r, store, &cfg.name, b, &mut rep, hooks)?;
-    let mut b = Bundle::new(b'o');
-    for (id, bytes) in &out.objects {
-        if b.len() + bytes.len() + 36 > max && !b.entries.is_empty() {
-            send(
-                &r,
-                store,
-                &cfg.name,
-                std::mem::replace(&mut b, Bundle::new(b'o')),
-                &mut rep,
-                hooks,
-            )?;
-        }
-        b.add(id, bytes);
-        bar.inc(bytes.len() as u64);
-        packed += bytes.len() as u64;
-        (hooks.progress)(packed, total);
-    }
-    send(&r, store, &cfg.name, b, &mut rep, hooks)?;
+    // The uploader sends bundles in the order they are queued; a send
+    // error ends it (the queue then refuses), a pack error ends the queue.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Bundle>(1);
+    let name = cfg.name.as_str();
+    let rr = &r;
+    let (packing, sent) = std::thread::scope(|s| {
+        let up = s.spawn(move || -> Result<PushReport> {
+            let mut sent = PushReport::default();
+            for b in rx {
+                send(rr, store, name, b, &mut sent, hooks)?;
+            }
+            Ok(sent)
+        });
+        let packing = (|| -> Result<()> {
+            let queue = |b: Bundle| -> Result<()> {
+                // Refused only when the uploader stopped on an error, which
+                // the join below reports.
+                tx.send(b)
+                    .map_err(|_| anyhow::anyhow!("the upload stopped"))
+            };
+            let mut packed = 0u64;
+            let mut b = Bundle::new(b'c');
+            for (id, loc) in &out.chunks {
+                let bytes = src.chunk(id, *loc).map_err(|e| anyhow::anyhow!("{e}"))?;
+                if b.len() + bytes.len() + 36 > max && !b.entries.is_empty() {
+                    queue(std::mem::replace(&mut b, Bundle::new(b'c')))?;
+                }
+                b.add(id, &bytes);
+                bar.inc(bytes.len() as u64);
+                packed += bytes.len() as u64;
+                (hooks.progress)(packed, total);
+            }
+            queue(b)?;
+            let mut b = Bundle::new(b'o');
+            for (id, bytes) in &out.objects {
+                if b.len() + bytes.len() + 36 > max && !b.entries.is_empty() {
+                    queue(std::mem::replace(&mut b, Bundle::new(b'o')))?;
+                }
+                b.add(id, bytes);
+                bar.inc(bytes.len() as u64);
+                packed += bytes.len() as u64;
+                (hooks.progress)(packed, total);
+            }
+            queue(b)
+        })();
+        drop(tx);
+        let sent = up
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the upload thread panicked")));
+        (packing, sent)
+    });
+    // The uploader's error first: it is why packing stopped, if it did.
+    let sent = sent?;
+    packing?;
+    rep.bundles = sent.bundles;
+    rep.bytes = sent.bytes;
+    rep.chunks = sent.chunks;
+    rep.objects = sent.objects;
     bar.finish_and_clear();
     let head = rep.commit.clone();
     let is_anc = |c: &str| -> Result<bool> {
