@@ -92,12 +92,13 @@ impl Bundle {
     }
 }
 
-/// Uploads a bundle, then its index, then records its ids as held.
+/// Uploads a bundle (with its BLAKE3 `h`, hashed by the packer), then its
+/// index, then records its ids as held.
 fn send(
     r: &Remote,
     store: &Path,
     name: &str,
-    b: Bundle,
+    (b, h): (Bundle, String),
     rep: &mut PushReport,
     hooks: &Hooks,
 ) -> Result<()> {
@@ -110,7 +111,6 @@ fn send(
             r.url
         );
     }
-    let h = blake3::hash(&b.bytes).to_hex().to_string();
     let dir = if b.kind == b'c' { "chunks" } else { "objects" };
     let key = format!("{dir}/{h}.bundle");
     let size = b.bytes.len() as u64;
@@ -252,7 +252,7 @@ fn push_inner(
     let bar = progress(total, quiet, "push");
     // The uploader sends bundles in the order they are queued; a send
     // error ends it (the queue then refuses), a pack error ends the queue.
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Bundle>(1);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(Bundle, String)>(1);
     let name = cfg.name.as_str();
     let rr = &r;
     let (packing, sent) = std::thread::scope(|s| {
@@ -267,7 +267,8 @@ fn push_inner(
             let queue = |b: Bundle| -> Result<()> {
                 // Refused only when the uploader stopped on an error, which
                 // the join below reports.
-                tx.send(b)
+                let h = blake3::hash(&b.bytes).to_hex().to_string();
+                tx.send((b, h))
                     .map_err(|_| anyhow::anyhow!("the upload stopped"))
             };
             let mut packed = 0u64;
