@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::raw::Raw;
 use super::{Ctx, Doc};
-use crate::snapshots::work::{overwrite10, prepend10, random_file};
+use crate::snapshots::work::{files_of, overwrite10, prepend10, random_file};
 use crate::store::figures::{Figure, Target};
 use crate::store::measure::mib;
 use crate::store::work::small_tree;
@@ -215,25 +215,15 @@ fn random_tree(root: &Path, files: usize, total: u64) -> Result<u64> {
     Ok(each as u64 * files as u64)
 }
 
-/// Every file under `root`: (files, bytes) read.
+/// Every file under `root` read back: (files, bytes).
 fn read_all(root: &Path) -> Result<(u64, u64)> {
-    let (mut files, mut bytes) = (0, 0);
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
-            let e = e?;
-            let t = e.file_type()?;
-            if t.is_dir() {
-                stack.push(e.path());
-            } else if t.is_file() {
-                bytes += std::fs::read(e.path())
-                    .with_context(|| format!("reading {}", e.path().display()))?
-                    .len() as u64;
-                files += 1;
-            }
-        }
+    let files = files_of(root)?;
+    let mut bytes = 0;
+    for f in &files {
+        let p = root.join(f);
+        bytes += std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?.len() as u64;
     }
-    Ok((files, bytes))
+    Ok((files.len() as u64, bytes))
 }
 
 /// A pushed 3 000-file / 100 MiB workspace cloned into a fresh store and
