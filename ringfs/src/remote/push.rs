@@ -3,10 +3,11 @@
 //! then object bundles (children first), each followed by its index and
 //! then recorded as held; the head last (docs/FORMATS.md "Remote layout").
 //!
-//! Reading and sending overlap: the calling thread packs bundles while an
-//! uploader thread sends the previous one (one bundle queued at most, so
-//! at most three bundles in memory), in order, so a bundle is acknowledged
-//! only after every bundle before it. Bundles of `MULTIPART_MIN` bytes or
+//! Reading and sending overlap: the calling thread packs (and hashes)
+//! bundles while an uploader thread keeps two bundle uploads in flight,
+//! each on its own connection (one more bundle queued: at most four
+//! bundles in memory), and acknowledges them in the order they were
+//! packed, so a bundle is acknowledged only after every bundle before it. Bundles of `MULTIPART_MIN` bytes or
 //! more go up as multipart uploads ([`Remote::put`]).
 
 use std::path::Path;
@@ -92,18 +93,25 @@ impl Bundle {
     }
 }
 
-/// Uploads a bundle (with its BLAKE3 `h`, hashed by the packer), then its
-/// index, then records its ids as held.
-fn send(
-    r: &Remote,
-    store: &Path,
-    name: &str,
+/// A bundle whose bytes are on their way: what acknowledging it needs.
+struct Sent {
+    kind: u8,
+    key: String,
+    size: u64,
+    entries: Vec<(ObjectId, u64, u32)>,
+}
+
+/// Starts the upload of a bundle (with its BLAKE3 `h`, hashed by the
+/// packer) on a thread of `s` through `r`; None for an empty bundle.
+/// Errors: the wait for the push ran out ([`Hooks::cancel`]).
+fn start<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    r: &'s Remote,
     (b, h): (Bundle, String),
-    rep: &mut PushReport,
     hooks: &Hooks,
-) -> Result<()> {
+) -> Result<Option<(std::thread::ScopedJoinHandle<'s, Result<()>>, Sent)>> {
     if b.entries.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     if (hooks.cancel)() {
         bail!(
@@ -113,13 +121,24 @@ fn send(
     }
     let dir = if b.kind == b'c' { "chunks" } else { "objects" };
     let key = format!("{dir}/{h}.bundle");
-    let size = b.bytes.len() as u64;
-    r.put(&key, b.bytes)?;
+    let sent = Sent {
+        kind: b.kind,
+        key: key.clone(),
+        size: b.bytes.len() as u64,
+        entries: b.entries,
+    };
+    let bytes = b.bytes;
+    Ok(Some((s.spawn(move || r.put(&key, bytes)), sent)))
+}
+
+/// Acknowledges a bundle whose bytes are on the remote: its index, then
+/// its ids recorded as held.
+fn ack(r: &Remote, store: &Path, name: &str, b: Sent, rep: &mut PushReport) -> Result<()> {
     if failpoint("bundle-sent") {
         std::process::abort();
     }
     let idx = json!({
-        "version": 1, "bundle": key, "size": size,
+        "version": 1, "bundle": b.key, "size": b.size,
         "entries": b.entries.iter().map(|(id, off, len)| json!([hex_id(id), off, len])).collect::<Vec<_>>(),
     });
     let ib = serde_json::to_vec(&idx)?;
@@ -131,7 +150,7 @@ fn send(
     let ids: Vec<(u8, ObjectId)> = b.entries.iter().map(|e| (b.kind, e.0)).collect();
     state::add_held(store, name, &ids)?;
     rep.bundles += 1;
-    rep.bytes += size;
+    rep.bytes += b.size;
     if b.kind == b'c' {
         rep.chunks += ids.len() as u64;
     } else {
@@ -141,6 +160,51 @@ fn send(
         std::process::abort();
     }
     Ok(())
+}
+
+/// Bundle uploads in flight at once (each on its own connection).
+const IN_FLIGHT: usize = 2;
+
+/// Uploads the bundles `rx` yields, [`IN_FLIGHT`] at a time, and
+/// acknowledges them in the order they came: a bundle is acknowledged only
+/// after every bundle before it. What was acknowledged is returned.
+fn upload(
+    r: &Remote,
+    store: &Path,
+    name: &str,
+    rx: std::sync::mpsc::Receiver<(Bundle, String)>,
+    hooks: &Hooks,
+) -> Result<PushReport> {
+    let mut rep = PushReport::default();
+    // Each upload slot has its own connection and runtime; `r` writes the
+    // indexes (a runtime is driven by one thread at a time).
+    let conns = [Remote::open(&r.url, false)?, Remote::open(&r.url, false)?];
+    std::thread::scope(|s| {
+        let mut flying = std::collections::VecDeque::new();
+        let mut slot = 0;
+        for b in rx {
+            if flying.len() == IN_FLIGHT {
+                let (j, sent): (std::thread::ScopedJoinHandle<Result<()>>, Sent) =
+                    flying.pop_front().unwrap();
+                join(j)?;
+                ack(r, store, name, sent, &mut rep)?;
+            }
+            if let Some(f) = start(s, &conns[slot], b, hooks)? {
+                flying.push_back(f);
+                slot = (slot + 1) % IN_FLIGHT;
+            }
+        }
+        while let Some((j, sent)) = flying.pop_front() {
+            join(j)?;
+            ack(r, store, name, sent, &mut rep)?;
+        }
+        Ok(rep)
+    })
+}
+
+fn join(j: std::thread::ScopedJoinHandle<Result<()>>) -> Result<()> {
+    j.join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("a bundle upload panicked")))
 }
 
 /// What a caller of [`push_with`] follows and controls: `progress(sent,
@@ -256,13 +320,7 @@ fn push_inner(
     let name = cfg.name.as_str();
     let rr = &r;
     let (packing, sent) = std::thread::scope(|s| {
-        let up = s.spawn(move || -> Result<PushReport> {
-            let mut sent = PushReport::default();
-            for b in rx {
-                send(rr, store, name, b, &mut sent, hooks)?;
-            }
-            Ok(sent)
-        });
+        let up = s.spawn(move || upload(rr, store, name, rx, hooks));
         let packing = (|| -> Result<()> {
             let queue = |b: Bundle| -> Result<()> {
                 // Refused only when the uploader stopped on an error, which
