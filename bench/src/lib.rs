@@ -18,7 +18,9 @@
 //! `snapshots` (the snapshots section of issue 13: commit, diff, restore, fork
 //! and dedup beside git on ext4), `exec_cells` (the exec section's cells of
 //! issue 15: C01–C12 through `ringfs exec`, with and without `--sandbox`,
-//! beside the plain host and `setpriv`; `ringfs-exec-bench --cells`).
+//! beside the plain host and `setpriv`; `ringfs-exec-bench --cells`), `sync` (the
+//! sync section of issue 14: push, clone and restart against Garage on
+//! loopback beside raw object_store transfers of the same bytes).
 
 pub mod exec_cells;
 pub mod markdown;
@@ -32,5 +34,6 @@ pub mod run;
 pub mod screen;
 pub mod snapshots;
 pub mod store;
+pub mod sync;
 pub mod sys;
 pub mod targets;

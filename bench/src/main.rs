@@ -48,6 +48,15 @@ commit after 1/10/100/500 changed files of a 10 000-file tree, diff of two commi
 (sixteen 10-byte overwrites of a 32 MiB file; a 10-byte prepend) and an agent loop
 on an npm express tree, beside the same steps with git (and cp -a) on ext4.
 
+Sync section (issue 14; --sync-section, full profile by default): against one Garage
+node on 127.0.0.1 when `garage` is on PATH (else file://, said in the results;
+--sync-remote): bytes and objects pushed after `npm install express` (beside
+node_modules local-only), bytes pushed for sixteen 10-byte edits of a 32 MiB file and
+a 10-byte prepend, the sync thread's reconciliation after a restart with --remote on a
+3 000-file workspace, clone of 3 000 files / 100 MiB until `ls -R` and until all read
+(beside a raw object_store list + GET of the same keys), and push throughput of a
+1 GiB change (quick: 256 MiB) beside raw object_store PUTs of the same bytes.
+
 `ringfs-bench report --from results.json --out DIR` writes the report of an
 earlier run without running anything.";
 
@@ -88,6 +97,12 @@ struct Cli {
     /// The snapshots section (issue 13): none, tiny, quick or full (default: the profile's; none for smoke).
     #[arg(long, value_parser = ["none", "tiny", "quick", "full"])]
     snap_section: Option<String>,
+    /// The sync section (issue 14): none, tiny, quick or full (default: full for --profile full, else none).
+    #[arg(long, value_parser = ["none", "tiny", "quick", "full"])]
+    sync_section: Option<String>,
+    /// The sync section's server: auto (Garage when `garage` is on PATH, else file://), garage or file.
+    #[arg(long, value_parser = ["auto", "garage", "file"], default_value = "auto")]
+    sync_remote: String,
     /// Samples per npm workload and target (default: 1 quick, REPS full).
     #[arg(long)]
     npm_reps: Option<usize>,
@@ -227,6 +242,8 @@ fn real_main() -> Result<()> {
         date: cli.date.clone().unwrap_or_else(today),
         store: store::Sizes::of(cli.store_section.as_deref().unwrap_or(prof)),
         snapshots: bench::snapshots::Sizes::of(cli.snap_section.as_deref().unwrap_or(prof)),
+        sync: bench::sync::Sizes::of(cli.sync_section.as_deref().unwrap_or(if cli.profile == Profile::Full { "full" } else { "none" })),
+        sync_remote: cli.sync_remote.clone(),
     };
     if !cli.no_setup {
         let needs_setup = cfg.rows.contains(&13) || cfg.rows.contains(&14) || !npm.is_empty();
@@ -254,14 +271,15 @@ fn real_main() -> Result<()> {
         cfg.targets = Some(vec!["raw".into(), pick.into()]);
     }
     eprintln!(
-        "ringfs-bench: {} run, REPS={} WARMUP={}, rows {:?}, seed {}, store section {}, snapshots section {}",
+        "ringfs-bench: {} run, REPS={} WARMUP={}, rows {:?}, seed {}, store section {}, snapshots section {}, sync section {}",
         cfg.profile,
         cfg.reps,
         cfg.warmup,
         cfg.rows,
         cfg.seed,
         cfg.store.as_ref().map_or("none", |s| s.profile),
-        cfg.snapshots.as_ref().map_or("none", |s| s.profile)
+        cfg.snapshots.as_ref().map_or("none", |s| s.profile),
+        cfg.sync.as_ref().map_or("none", |s| s.profile)
     );
     // Fail before the run, not after it, if the output directory cannot be made.
     std::fs::create_dir_all(&cli.out).with_context(|| format!("creating the output directory {}", cli.out.display()))?;

@@ -144,7 +144,7 @@ pub fn markdown(r: &Results, sums: &[Summary], noise: &Verdict) -> String {
         o.push('\n');
     }
 
-    for st in r.store.iter().chain(&r.snapshots) {
+    for st in r.store.iter().chain(&r.snapshots).chain(&r.sync) {
         crate::store::show::markdown(&mut o, st);
     }
 

@@ -28,6 +28,7 @@ pub fn json_doc(r: &Results, sums: &[Summary], noise: &Verdict) -> Value {
         "samples": r.samples,
         "store": r.store,
         "snapshots": r.snapshots,
+        "sync": r.sync,
     })
 }
 

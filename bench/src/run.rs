@@ -41,6 +41,10 @@ pub struct Config {
     pub store: Option<crate::store::Sizes>,
     /// The snapshots section's sizes (None: no snapshots section).
     pub snapshots: Option<crate::snapshots::Sizes>,
+    /// The sync section's sizes (None: no sync section).
+    pub sync: Option<crate::sync::Sizes>,
+    /// The sync section's server: auto, garage or file.
+    pub sync_remote: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -107,6 +111,9 @@ pub struct Results {
     /// The snapshots section (issue 13), when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshots: Option<crate::store::figures::StoreSection>,
+    /// The sync section (issue 14), when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<crate::store::figures::StoreSection>,
 }
 
 /// How a sample's phases run, and what a cell adds around them. The fs-bench
@@ -474,6 +481,17 @@ pub fn run(cfg: &Config) -> Result<Results> {
         keep(r, "snapshots", &mut interrupted)?;
     }
 
+    // The sync section: push, clone and restart against Garage (or file://) beside raw object_store.
+    let mut sync = None;
+    if let (Some(sizes), None) = (&cfg.sync, interrupted) {
+        let r = (|| -> Result<()> {
+            let log = |m: &str| prog.println(m);
+            sync = Some(crate::sync::run(sizes, &cfg.ringfs, &cfg.sync_remote, &base.path, &cfg.cache, cfg.timeout, &log)?);
+            Ok(())
+        })();
+        keep(r, "sync", &mut interrupted)?;
+    }
+
     prog.finish();
     machine["loadavg_end"] = json!(sys::loadavg());
     let load = noise::Load {
@@ -502,7 +520,7 @@ pub fn run(cfg: &Config) -> Result<Results> {
     let mut all_rows: Vec<Row> = rows.iter().map(|r| (*r).clone()).collect();
     all_rows.extend(npm_rows.iter().map(|r| (*r).clone()));
     all_rows.extend(restore_rows);
-    Ok(Results { meta, targets: results, rows: all_rows, samples, store, snapshots })
+    Ok(Results { meta, targets: results, rows: all_rows, samples, store, snapshots, sync })
 }
 
 impl Phases {

@@ -187,7 +187,7 @@ pub fn summary(r: &Results, sums: &[Summary], v: &Verdict) -> String {
         lines.push(l.trim_end().to_string());
     }
 
-    for st in r.store.iter().chain(&r.snapshots) {
+    for st in r.store.iter().chain(&r.snapshots).chain(&r.sync) {
         lines.push(String::new());
         lines.extend(crate::store::show::summary_lines(st));
     }
@@ -229,6 +229,9 @@ pub fn summary(r: &Results, sums: &[Summary], v: &Verdict) -> String {
     }
     if r.snapshots.is_some() {
         lines.push("snapshots: ratio = ringfs ÷ git (or cp -a) on ext4; PASS/FAIL against issue 13's target".into());
+    }
+    if r.sync.is_some() {
+        lines.push("sync: ref = raw object_store on the same server (or the local-only variant); PASS/FAIL against issue 14's target".into());
     }
     if !modes.is_empty() && any_samples {
         let cols: Vec<String> = modes.iter().map(|(n, t)| format!("{n} = {}", t.spec.id)).collect();

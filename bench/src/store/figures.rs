@@ -94,7 +94,7 @@ impl SectionLoad {
         let max = self.during.iter().map(|p| p.avg[0]).max_by(f64::total_cmp);
         let busy = self.before.into_iter().chain(self.after).map(|x| x[0]).chain(max).any(|x| self.cores > 0 && x > self.cores as f64);
         format!(
-            "load (1-min, {} cores) in the store section: {} before · {} max during · {} after{}",
+            "load (1-min, {} cores) in the section: {} before · {} max during · {} after{}",
             self.cores,
             f(self.before),
             max.map_or("?".into(), |m| format!("{m:.2}")),
@@ -107,8 +107,10 @@ impl SectionLoad {
 /// The store section of a run: the figures and what they ran on.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct StoreSection {
-    /// Which section: "store" (issue 12) or "snapshots" (issue 13; its
-    /// ext4 column is git or `cp -a` on an ext4 directory).
+    /// Which section: "store" (issue 12), "snapshots" (issue 13; its
+    /// ext4 column is git or `cp -a` on an ext4 directory) or "sync"
+    /// (issue 14; its ext4 column is the reference: raw object_store, or
+    /// the local-only variant; `ext4_fs` then names the server).
     #[serde(default = "store_kind")]
     pub kind: String,
     /// "tiny", "quick" or "full".
@@ -136,6 +138,7 @@ impl StoreSection {
     pub fn name(&self) -> (&str, &str) {
         match self.kind.as_str() {
             "snapshots" => ("snapshots", "issue 13"),
+            "sync" => ("sync", "issue 14"),
             _ => ("store", "issue 12"),
         }
     }

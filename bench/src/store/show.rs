@@ -29,7 +29,11 @@ fn truncate(s: &str, w: usize) -> String {
 fn head(s: &StoreSection) -> Vec<String> {
     let (met, missed, open) = s.tally();
     let (name, issue) = s.name();
-    let beside = if name == "snapshots" { format!("git and cp -a on {}", s.ext4_fs) } else { format!("a directory on {}", s.ext4_fs) };
+    let beside = match name {
+        "snapshots" => format!("git and cp -a on {}", s.ext4_fs),
+        "sync" => format!("raw object_store transfers; remote: {}", s.ext4_fs),
+        _ => format!("a directory on {}", s.ext4_fs),
+    };
     let mut h = vec![
         format!("{name} section ({}, {:.0} s): ringfs defaults (synced, embedded store) beside {beside}", s.profile, s.duration_s),
         format!("targets ({issue}): {met} met, {missed} missed{}", if open > 0 { format!(", {open} undecided") } else { String::new() }),
@@ -41,7 +45,11 @@ fn head(s: &StoreSection) -> Vec<String> {
 /// The store section's lines of the one-screen summary (≤ 120 columns each but the head).
 pub fn summary_lines(s: &StoreSection) -> Vec<String> {
     let mut lines = head(s);
-    let ext4 = if s.name().0 == "snapshots" { "git/cp -a" } else { "ext4" };
+    let ext4 = match s.name().0 {
+        "snapshots" => "git/cp -a",
+        "sync" => "ref",
+        _ => "ext4",
+    };
     lines.push(format!("{:<TITLE_W$} {:>VAL_W$} {:>VAL_W$} {:>7}  target", "figure", ext4, "ringfs", "ratio"));
     for f in &s.figures {
         let t = f.target.as_ref().map_or(String::new(), |t| format!("{} {}", t.text, pass_mark(f)));
@@ -65,6 +73,9 @@ pub fn markdown(o: &mut String, s: &StoreSection) {
     let (name, issue) = s.name();
     if name == "snapshots" {
         return snapshots_markdown(o, s);
+    }
+    if name == "sync" {
+        return sync_markdown(o, s);
     }
     let _ = writeln!(o, "## Store ({issue})\n");
     for l in head(s) {
@@ -125,5 +136,27 @@ fn snapshots_markdown(o: &mut String, s: &StoreSection) {
         s.ringfs_effective,
     );
     let _ = writeln!(o, "| figure | git / cp -a | ringfs | ratio | target | |\n|---|---:|---:|---:|---|---|");
+    rows(o, s);
+}
+
+/// The sync section of results.md: the reference column is raw
+/// object_store on the same server (or the local-only variant).
+fn sync_markdown(o: &mut String, s: &StoreSection) {
+    let _ = writeln!(o, "## Sync (issue 14)\n");
+    for l in head(s) {
+        let _ = writeln!(o, "{l}.  ");
+    }
+    let sizes = serde_json::to_string(&s.sizes).unwrap_or_default();
+    let _ = writeln!(
+        o,
+        "\nringfs: `ringfs mount MP {}`, `remote add`, `commit` + `push --json` (bytes and objects as the push reports them), \
+         `clone` then `mount` of the clone, `mount --remote` (the sync thread's startup reconciliation from `remote status --json`). \
+         The reference column is object_store (the crate ringfs uses, configured the same way) moving the same bytes with nothing \
+         of ringfs between: a list + GET of every key of the clone's remote prefix written to files (8 GETs at a time), and one \
+         PUT per file of the pushed change; for npm, the same install with `node_modules` local-only. Times are wall times of \
+         the commands. Sizes: `{sizes}`.\n",
+        s.ringfs_args.join(" "),
+    );
+    let _ = writeln!(o, "| figure | ref | ringfs | ratio | target | |\n|---|---:|---:|---:|---|---|");
     rows(o, s);
 }

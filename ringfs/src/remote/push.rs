@@ -2,6 +2,13 @@
 //! local record `held`, no existence round trips), sent as chunk bundles
 //! then object bundles (children first), each followed by its index and
 //! then recorded as held; the head last (docs/FORMATS.md "Remote layout").
+//!
+//! Reading and sending overlap: the calling thread packs (and hashes)
+//! bundles while an uploader thread keeps two bundle uploads in flight,
+//! each on its own connection (one more bundle queued: at most four
+//! bundles in memory), and acknowledges them in the order they were
+//! packed, so a bundle is acknowledged only after every bundle before it. Bundles of `MULTIPART_MIN` bytes or
+//! more go up as multipart uploads ([`Remote::put`]).
 
 use std::path::Path;
 use std::time::Instant;
@@ -86,17 +93,25 @@ impl Bundle {
     }
 }
 
-/// Uploads a bundle, then its index, then records its ids as held.
-fn send(
-    r: &Remote,
-    store: &Path,
-    name: &str,
-    b: Bundle,
-    rep: &mut PushReport,
+/// A bundle whose bytes are on their way: what acknowledging it needs.
+struct Sent {
+    kind: u8,
+    key: String,
+    size: u64,
+    entries: Vec<(ObjectId, u64, u32)>,
+}
+
+/// Starts the upload of a bundle (with its BLAKE3 `h`, hashed by the
+/// packer) on a thread of `s` through `r`; None for an empty bundle.
+/// Errors: the wait for the push ran out ([`Hooks::cancel`]).
+fn start<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    r: &'s Remote,
+    (b, h): (Bundle, String),
     hooks: &Hooks,
-) -> Result<()> {
+) -> Result<Option<(std::thread::ScopedJoinHandle<'s, Result<()>>, Sent)>> {
     if b.entries.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     if (hooks.cancel)() {
         bail!(
@@ -104,16 +119,26 @@ fn send(
             r.url
         );
     }
-    let h = blake3::hash(&b.bytes).to_hex().to_string();
     let dir = if b.kind == b'c' { "chunks" } else { "objects" };
     let key = format!("{dir}/{h}.bundle");
-    let size = b.bytes.len() as u64;
-    r.put(&key, b.bytes)?;
+    let sent = Sent {
+        kind: b.kind,
+        key: key.clone(),
+        size: b.bytes.len() as u64,
+        entries: b.entries,
+    };
+    let bytes = b.bytes;
+    Ok(Some((s.spawn(move || r.put(&key, bytes)), sent)))
+}
+
+/// Acknowledges a bundle whose bytes are on the remote: its index, then
+/// its ids recorded as held.
+fn ack(r: &Remote, store: &Path, name: &str, b: Sent, rep: &mut PushReport) -> Result<()> {
     if failpoint("bundle-sent") {
         std::process::abort();
     }
     let idx = json!({
-        "version": 1, "bundle": key, "size": size,
+        "version": 1, "bundle": b.key, "size": b.size,
         "entries": b.entries.iter().map(|(id, off, len)| json!([hex_id(id), off, len])).collect::<Vec<_>>(),
     });
     let ib = serde_json::to_vec(&idx)?;
@@ -125,7 +150,7 @@ fn send(
     let ids: Vec<(u8, ObjectId)> = b.entries.iter().map(|e| (b.kind, e.0)).collect();
     state::add_held(store, name, &ids)?;
     rep.bundles += 1;
-    rep.bytes += size;
+    rep.bytes += b.size;
     if b.kind == b'c' {
         rep.chunks += ids.len() as u64;
     } else {
@@ -135,6 +160,51 @@ fn send(
         std::process::abort();
     }
     Ok(())
+}
+
+/// Bundle uploads in flight at once (each on its own connection).
+const IN_FLIGHT: usize = 2;
+
+/// Uploads the bundles `rx` yields, [`IN_FLIGHT`] at a time, and
+/// acknowledges them in the order they came: a bundle is acknowledged only
+/// after every bundle before it. What was acknowledged is returned.
+fn upload(
+    r: &Remote,
+    store: &Path,
+    name: &str,
+    rx: std::sync::mpsc::Receiver<(Bundle, String)>,
+    hooks: &Hooks,
+) -> Result<PushReport> {
+    let mut rep = PushReport::default();
+    // Each upload slot has its own connection and runtime; `r` writes the
+    // indexes (a runtime is driven by one thread at a time).
+    let conns = [Remote::open(&r.url, false)?, Remote::open(&r.url, false)?];
+    std::thread::scope(|s| {
+        let mut flying = std::collections::VecDeque::new();
+        let mut slot = 0;
+        for b in rx {
+            if flying.len() == IN_FLIGHT {
+                let (j, sent): (std::thread::ScopedJoinHandle<Result<()>>, Sent) =
+                    flying.pop_front().unwrap();
+                join(j)?;
+                ack(r, store, name, sent, &mut rep)?;
+            }
+            if let Some(f) = start(s, &conns[slot], b, hooks)? {
+                flying.push_back(f);
+                slot = (slot + 1) % IN_FLIGHT;
+            }
+        }
+        while let Some((j, sent)) = flying.pop_front() {
+            join(j)?;
+            ack(r, store, name, sent, &mut rep)?;
+        }
+        Ok(rep)
+    })
+}
+
+fn join(j: std::thread::ScopedJoinHandle<Result<()>>) -> Result<()> {
+    j.join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("a bundle upload panicked")))
 }
 
 /// What a caller of [`push_with`] follows and controls: `progress(sent,
@@ -244,44 +314,59 @@ fn push_inner(
     let max = bundle_max();
     let total = out.bytes();
     let bar = progress(total, quiet, "push");
-    let mut packed = 0u64;
-    let mut b = Bundle::new(b'c');
-    for (id, loc) in &out.chunks {
-        let bytes = src.chunk(id, *loc).map_err(|e| anyhow::anyhow!("{e}"))?;
-        if b.len() + bytes.len() + 36 > max && !b.entries.is_empty() {
-            send(
-                &r,
-                store,
-                &cfg.name,
-                std::mem::replace(&mut b, Bundle::new(b'c')),
-                &mut rep,
-                hooks,
-            )?;
-        }
-        b.add(id, &bytes);
-        bar.inc(bytes.len() as u64);
-        packed += bytes.len() as u64;
-        (hooks.progress)(packed, total);
-    }
-    send(&r, store, &cfg.name, b, &mut rep, hooks)?;
-    let mut b = Bundle::new(b'o');
-    for (id, bytes) in &out.objects {
-        if b.len() + bytes.len() + 36 > max && !b.entries.is_empty() {
-            send(
-                &r,
-                store,
-                &cfg.name,
-                std::mem::replace(&mut b, Bundle::new(b'o')),
-                &mut rep,
-                hooks,
-            )?;
-        }
-        b.add(id, bytes);
-        bar.inc(bytes.len() as u64);
-        packed += bytes.len() as u64;
-        (hooks.progress)(packed, total);
-    }
-    send(&r, store, &cfg.name, b, &mut rep, hooks)?;
+    // The uploader sends bundles in the order they are queued; a send
+    // error ends it (the queue then refuses), a pack error ends the queue.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(Bundle, String)>(1);
+    let name = cfg.name.as_str();
+    let rr = &r;
+    let (packing, sent) = std::thread::scope(|s| {
+        let up = s.spawn(move || upload(rr, store, name, rx, hooks));
+        let packing = (|| -> Result<()> {
+            let queue = |b: Bundle| -> Result<()> {
+                // Refused only when the uploader stopped on an error, which
+                // the join below reports.
+                let h = blake3::hash(&b.bytes).to_hex().to_string();
+                tx.send((b, h))
+                    .map_err(|_| anyhow::anyhow!("the upload stopped"))
+            };
+            let mut packed = 0u64;
+            let mut b = Bundle::new(b'c');
+            for (id, loc) in &out.chunks {
+                let bytes = src.chunk(id, *loc).map_err(|e| anyhow::anyhow!("{e}"))?;
+                if b.len() + bytes.len() + 36 > max && !b.entries.is_empty() {
+                    queue(std::mem::replace(&mut b, Bundle::new(b'c')))?;
+                }
+                b.add(id, &bytes);
+                bar.inc(bytes.len() as u64);
+                packed += bytes.len() as u64;
+                (hooks.progress)(packed, total);
+            }
+            queue(b)?;
+            let mut b = Bundle::new(b'o');
+            for (id, bytes) in &out.objects {
+                if b.len() + bytes.len() + 36 > max && !b.entries.is_empty() {
+                    queue(std::mem::replace(&mut b, Bundle::new(b'o')))?;
+                }
+                b.add(id, bytes);
+                bar.inc(bytes.len() as u64);
+                packed += bytes.len() as u64;
+                (hooks.progress)(packed, total);
+            }
+            queue(b)
+        })();
+        drop(tx);
+        let sent = up
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the upload thread panicked")));
+        (packing, sent)
+    });
+    // The uploader's error first: it is why packing stopped, if it did.
+    let sent = sent?;
+    packing?;
+    rep.bundles = sent.bundles;
+    rep.bytes = sent.bytes;
+    rep.chunks = sent.chunks;
+    rep.objects = sent.objects;
     bar.finish_and_clear();
     let head = rep.commit.clone();
     let is_anc = |c: &str| -> Result<bool> {

@@ -10,7 +10,27 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 use object_store::path::Path as Key;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, WriteMultipart};
+
+/// Objects of at least this many bytes go up as multipart uploads
+/// ([`Remote::put`]); tests set a smaller one with RINGFS_TEST_MULTIPART_MIN.
+pub const MULTIPART_MIN: usize = 64 << 20;
+/// The part size of a multipart upload (S3 wants ≥ 5 MiB but the last).
+pub const PART_SIZE: usize = 16 << 20;
+/// Parts of one upload in flight at once.
+const PARTS_IN_FLIGHT: usize = 2;
+
+/// (threshold, part size): [`MULTIPART_MIN`] and [`PART_SIZE`], or with
+/// RINGFS_TEST_MULTIPART_MIN=N the threshold N and parts of N / 2.
+fn multipart_sizes() -> (usize, usize) {
+    match std::env::var("RINGFS_TEST_MULTIPART_MIN")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        Some(n) if n >= 2 => (n, n / 2),
+        _ => (MULTIPART_MIN, PART_SIZE),
+    }
+}
 
 /// A parsed remote URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,13 +170,50 @@ impl Remote {
         anyhow!("remote {}: {what} {k}: {}", self.url, scrub(&e.to_string()))
     }
 
-    /// Writes `bytes` at `k` (overwriting). Errors name the URL and key.
+    /// Writes `bytes` at `k` (overwriting): one PUT, or a multipart
+    /// upload for [`MULTIPART_MIN`] bytes and more (parts of
+    /// [`PART_SIZE`], two in flight; the object appears only when the
+    /// upload completes, and a failed upload is aborted — one cut short by
+    /// a kill is left to the server: see docs/FORMATS.md "Remote layout").
+    /// Errors name the URL and key.
     pub fn put(&self, k: &str, bytes: Vec<u8>) -> Result<()> {
         let key = self.key(k);
+        let (min, part) = multipart_sizes();
+        if bytes.len() >= min {
+            return self
+                .rt
+                .block_on(self.put_multipart(&key, &bytes, part))
+                .map_err(|e| self.err("writing (multipart)", k, e));
+        }
         self.rt
             .block_on(self.store.put(&key, PutPayload::from(bytes)))
             .map(|_| ())
             .map_err(|e| self.err("writing", k, e))
+    }
+
+    async fn put_multipart(
+        &self,
+        key: &Key,
+        bytes: &[u8],
+        part: usize,
+    ) -> object_store::Result<()> {
+        let up = self.store.put_multipart(key).await?;
+        let mut w = WriteMultipart::new_with_chunk_size(up, part);
+        let mut first = true;
+        for p in bytes.chunks(part) {
+            if let Err(e) = w.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                let _ = w.abort().await;
+                return Err(e);
+            }
+            w.write(p);
+            if first && super::failpoint("part-sent") {
+                // Tests: killed once the first part is on the server.
+                let _ = w.wait_for_capacity(0).await;
+                std::process::abort();
+            }
+            first = false;
+        }
+        w.finish().await.map(|_| ())
     }
 
     /// Creates `k` only if absent: Ok(true) created, Ok(false) it existed.

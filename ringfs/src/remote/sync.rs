@@ -23,7 +23,14 @@
 //! "idle" | "committing" | "pushing" | "waiting to retry" | "final commit" |
 //! "final push" | "stopped", "final" (the unmount's phase), "auto_commits", "pushes", "failures",
 //! "retry_in_s", "last_error", "last_push", "last_push_age_s",
-//! "sent_bytes", "total_bytes"}` (sent/total: the push under way).
+//! "sent_bytes", "total_bytes", "startup"}` (sent/total: the push under
+//! way). `startup` is null until the first cycle after the mount ended,
+//! then `{"ms", "pending", "contacted_remote", "objects_sent",
+//! "chunks_sent", "bytes_sent"}`: how long the thread took from its start
+//! to know whether anything was pending (a commit of the live tree if it
+//! changed, and a push unless the branch head is the one last pushed, per
+//! the local record) and what that cycle sent — the "reconciliation after a
+//! restart" of issue 14 (`pending`: the cycle's push failed).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -127,6 +134,10 @@ struct St {
     pushes: u64,
     sent: u64,
     total: u64,
+    /// What the last successful push sent: (objects, chunks, bytes).
+    last_sent: Option<(u64, u64, u64)>,
+    /// The first cycle after start (see the module doc), once done.
+    startup: Option<Value>,
 }
 
 /// The sync thread's handle and shared state.
@@ -335,7 +346,7 @@ impl Syncer {
             "last_error": st.last_error,
             "last_push": st.last_push.map(|t| iso(unix(t))),
             "last_push_age_s": st.last_push.map(|t| now_unix().saturating_sub(unix(t))),
-            "sent_bytes": st.sent, "total_bytes": st.total,
+            "sent_bytes": st.sent, "total_bytes": st.total, "startup": st.startup,
         })
     }
 
@@ -375,10 +386,13 @@ impl Syncer {
         let mut last_cycle: Option<Instant> = None;
         let mut seen = (self.fsyncs)();
         let mut last_fsync: Option<Instant> = None;
+        let started = Instant::now();
         loop {
             let (finish, woke, retry_due) = {
                 let mut st = self.lock();
-                if !st.wake && st.finish.is_none() {
+                // The first cycle at once (no wait): a restart learns
+                // what is pending without a pause.
+                if !st.wake && st.finish.is_none() && last_cycle.is_some() {
                     st = self
                         .cv
                         .wait_timeout(st, Duration::from_millis(100))
@@ -403,8 +417,22 @@ impl Syncer {
             if since.is_none_or(|s| s >= self.interval) || burst_over || woke || retry_due {
                 last_cycle = Some(now);
                 last_fsync = None;
+                let first = self.lock().startup.is_none();
+                if first {
+                    self.lock().last_sent = None;
+                }
                 self.commit(&mut last_key, false);
-                self.try_push(&mut pushed, None);
+                let ok = self.try_push(&mut pushed, None);
+                if first {
+                    let ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
+                    let mut st = self.lock();
+                    let sent = st.last_sent;
+                    let (o, c, b) = sent.unwrap_or_default();
+                    st.startup = Some(json!({
+                        "ms": ms, "pending": !ok, "contacted_remote": sent.is_some() || !ok,
+                        "objects_sent": o, "chunks_sent": c, "bytes_sent": b,
+                    }));
+                }
             }
         }
     }
@@ -520,6 +548,7 @@ impl Syncer {
                         rep.bytes
                     );
                 }
+                st.last_sent = Some((rep.objects, rep.chunks, rep.bytes));
                 *pushed = Some(rep.commit);
                 st.failures = 0;
                 st.next_try = None;
