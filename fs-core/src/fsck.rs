@@ -285,7 +285,7 @@ pub fn fsck_opts(store_dir: &Path, full: bool) -> Result<FsckReport, StoreError>
         }
     }
     // Snapshot objects: sound, whole, and their chunk references.
-    let objects = crate::snap::check::check_objects(&rtx, &mut want_refs, &mut |p, w| rep.bad(p, w)).map_err(c)?;
+    let objects = crate::snap::check::check_objects(&rtx, &store_dir.join("packs"), &mut want_refs, &mut |p, w| rep.bad(p, w)).map_err(c)?;
     rep.objects = objects;
     let counts = if schema >= 3 {
         check_chunks(&rtx, &store_dir.join("packs"), &want_refs, full, rep.clean_shutdown, &mut |p, w| rep.bad(p, w))

@@ -11,10 +11,10 @@
 use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
-/// Schema version this build writes and reads. Versions 1 to 3 are
+/// Schema version this build writes and reads. Versions 1 to 4 are
 /// migrated in place at mount (`store/migrate.rs`); the layout of each
 /// version is in docs/FORMATS.md.
-pub const SCHEMA_VERSION: u64 = 4;
+pub const SCHEMA_VERSION: u64 = 5;
 
 /// meta: "schema", "store_id", "next_ino", "clean", "chunk_count",
 /// "chunk_bytes", and since schema 3 "next_pack" (the next pack id).
@@ -46,10 +46,16 @@ pub const SYMLINKS: TableDefinition<u64, &[u8]> = TableDefinition::new("symlinks
 /// journal: sync position → bincode [`JournalRecord`].
 pub const JOURNAL: TableDefinition<u64, &[u8]> = TableDefinition::new("journal");
 
-/// objects (since schema 4): snapshot object id (BLAKE3 of the encoded
-/// bytes, 32 bytes) → the encoded object (docs/FORMATS.md "Snapshot objects,
-/// version 1"). Immutable: an id is written once and never changed.
-pub const OBJECTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("objects");
+/// object_index (since schema 5): snapshot object id (BLAKE3 of the
+/// encoded bytes, 32 bytes) → (pack id, offset of the encoded bytes in the
+/// pack file, length): the object is a record of a pack file like a chunk
+/// (docs/FORMATS.md "Snapshot objects, version 1", "redb schema 5"). Read
+/// and written through `store::objects`. Immutable: an id is written once
+/// and never changed (compaction moves its record).
+pub const OBJECTS: TableDefinition<&[u8], (u32, u64, u32)> = TableDefinition::new("object_index");
+/// objects of schema 4: object id → the encoded object (read by the
+/// migration to schema 5 and by fsck of a schema-4 store).
+pub const OBJECTS_V4: TableDefinition<&[u8], &[u8]> = TableDefinition::new("objects");
 /// refs (since schema 4): ref name → value. A branch (`main`) → its head
 /// commit id (32 bytes); `HEAD` → `ref: <branch>` (the branch commits go to).
 pub const REFS: TableDefinition<&str, &[u8]> = TableDefinition::new("refs");

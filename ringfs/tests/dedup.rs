@@ -16,15 +16,24 @@ use common::*;
 use serde_json::Value;
 
 /// Pack bytes plus store.redb's size.
-fn store_bytes(store: &Path) -> u64 {
-    let mut n = std::fs::metadata(store.join("store.redb")).unwrap().len();
+/// (store.redb's size, the pack files' sizes) in bytes.
+fn store_bytes(store: &Path) -> (u64, u64) {
+    let db = std::fs::metadata(store.join("store.redb")).unwrap().len();
+    let mut n = 0;
     for e in std::fs::read_dir(store.join("packs")).unwrap() {
         let e = e.unwrap();
         if e.file_name().to_string_lossy().ends_with(".pack") {
             n += e.metadata().unwrap().len();
         }
     }
-    n
+    (db, n)
+}
+
+/// Growth from `a` to `b`: the packs' growth plus store.redb's, if it grew
+/// (redb resizes its file in steps and gives space back: a shrink is no
+/// growth, and is not subtracted from the packs').
+fn growth(a: (u64, u64), b: (u64, u64)) -> u64 {
+    b.0.saturating_sub(a.0) + (b.1 - a.1)
 }
 
 fn commit(m: &TestMount, msg: &str) -> Value {
@@ -60,9 +69,17 @@ fn small_edits_of_a_big_file_grow_the_store_little() {
     let mut data = random_bytes(SIZE, 0x5eed_dede_1357);
     std::fs::write(m.p("big"), &data).unwrap();
     let first = commit(&m, "32 MiB");
+    let f = std::fs::OpenOptions::new().write(true).open(m.p("big")).unwrap();
+    // One warm-up overwrite (not counted): store.redb reaches its working
+    // set at the first edit (the live 32 MiB manifest row, ~196 KB,
+    // rewritten copy-on-write) and stays flat after; with the objects in
+    // packs (D49) the file starts smaller, so that one-time step would
+    // count here while it was hidden in slack before.
+    f.write_all_at(b"warm-up-10", 7).unwrap();
+    data[7..17].copy_from_slice(b"warm-up-10");
+    commit(&m, "warm-up");
     let base = store_bytes(&store);
 
-    let f = std::fs::OpenOptions::new().write(true).open(m.p("big")).unwrap();
     for i in 0..16usize {
         let off = i * SIZE / 16 + 12345;
         let edit = format!("ovw{i:07}");
@@ -72,7 +89,7 @@ fn small_edits_of_a_big_file_grow_the_store_little() {
         assert!(c["bytes"]["new"].as_u64().unwrap() < 16 << 10, "overwrite {i}: {c}");
     }
     drop(f);
-    let grown = store_bytes(&store) - base;
+    let grown = growth(base, store_bytes(&store));
     eprintln!("sixteen 10-byte overwrites: store grew {grown} bytes");
     assert!(grown <= 256 << 10, "sixteen 10-byte overwrites grew the store by {grown} bytes (target ≤ 0.25 MiB)");
 
@@ -83,7 +100,7 @@ fn small_edits_of_a_big_file_grow_the_store_little() {
     drop(t);
     std::fs::rename(m.p("big.tmp"), m.p("big")).unwrap();
     commit(&m, "prepend");
-    let grown = store_bytes(&store) - before;
+    let grown = growth(before, store_bytes(&store));
     eprintln!("10-byte prepend: store grew {grown} bytes");
     assert!(grown <= 31457, "a 10-byte prepend grew the store by {grown} bytes (target ≤ 0.03 MiB)");
 

@@ -12,15 +12,17 @@
 //!
 //! store-schema4 (`scripts/make-store-fixture.sh 4` with d08f47e, the
 //! release before D37) holds the same files, one commit of them ("fixture",
-//! snapshot objects version 1) and chunks cut at ~512 KiB: it opens as it
-//! is (no migration), and its old commit, old chunks and new version 2
-//! objects work together (diff, commit, fsck).
+//! snapshot objects version 1) and chunks cut at ~512 KiB: it is migrated
+//! to schema 5 at mount (its objects move from the database into pack
+//! records, ids unchanged), and its old commit, old chunks and new version
+//! 2 objects work together (diff, commit, fsck).
 
 mod common;
 
 use common::*;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use redb::{ReadableDatabase, ReadableTableMetadata};
 use std::path::Path;
 
 fn fixture(schema: u32) -> std::path::PathBuf {
@@ -141,8 +143,19 @@ fn schema4_store_with_version1_objects_and_big_chunks_works() {
     let o = ringfs(&["fsck", "--store", &s]);
     let (out, err) = out_str(&o);
     assert!(o.status.success(), "fsck of the schema-4 store: {out} {err}");
+    // The fixture's commit, read from its `objects`-era tables.
+    let fixture_head: String = {
+        let db = redb::Database::open(store.join("store.redb")).unwrap();
+        let rtx = db.begin_read().unwrap();
+        let refs = rtx.open_table(fs_core::store::REFS).unwrap();
+        let v = refs.get("main").unwrap().expect("branch main").value().to_vec();
+        let n = rtx.open_table(fs_core::store::OBJECTS_V4).unwrap().len().unwrap();
+        assert!(n >= 5, "the fixture holds its objects in the database ({n})");
+        v.iter().map(|b| format!("{b:02x}")).collect()
+    };
     m.mount_again();
     check_contents(&m);
+    assert!(store.join("store.redb.schema4").exists(), "the schema-4 database is kept until a clean unmount");
     let mp = m.path().to_str().unwrap().to_string();
     let json = |args: &[&str]| -> serde_json::Value {
         let o = ringfs(args);
@@ -153,6 +166,7 @@ fn schema4_store_with_version1_objects_and_big_chunks_works() {
     let log = json(&["log", &mp, "--json"]);
     assert_eq!(log["commits"].as_array().unwrap().len(), 1, "{log}");
     let first = log["commits"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(first, fixture_head, "the migration keeps object ids");
     // Attributes touched, content not: the file's entry is rebuilt with a
     // version 2 manifest of the same chunks, which is no change.
     m.sh_ok("chown 0:0 dir/b && chmod 640 dir/b");
@@ -172,6 +186,18 @@ fn schema4_store_with_version1_objects_and_big_chunks_works() {
     let o = ringfs(&["fsck", "--store", &s]);
     let (out, err) = out_str(&o);
     assert!(o.status.success(), "fsck after commits of version 2 objects: {out} {err}");
+    {
+        let db = redb::Database::open(store.join("store.redb")).unwrap();
+        let rtx = db.begin_read().unwrap();
+        assert_eq!(rtx.open_table(fs_core::store::META).unwrap().get("schema").unwrap().unwrap().value(), 5);
+        assert!(
+            matches!(rtx.open_table(fs_core::store::OBJECTS_V4), Err(redb::TableError::TableDoesNotExist(_))),
+            "the schema-4 objects table is gone"
+        );
+        let n = rtx.open_table(fs_core::store::OBJECTS).unwrap().len().unwrap();
+        assert!(n >= 7, "the fixture's objects and the new commits' are indexed ({n})");
+    }
+    assert!(!store.join("store.redb.schema4").exists(), "the copy goes at the clean unmount");
     // The bytes come back from the packs alone (old and new chunks).
     fs::remove_dir_all(store.join("wc")).unwrap();
     m.mount_again();

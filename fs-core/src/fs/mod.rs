@@ -237,7 +237,7 @@ impl Fs {
         let roots_dir = local_dir.join("roots");
         let host = HostTrees::open_dir(&roots_dir).map_err(|e| io_err(&roots_dir, e))?;
         let loaded = load(&db, &dbpath, &wc, &local, &packs)?;
-        if loaded.migrated.is_some_and(|v| v < 3) {
+        if loaded.migrated.is_some_and(|v| v < 5) {
             migrate::compact_db(&mut db, &dbpath);
         }
         // Whatever working copies exist now are durable before an fsync

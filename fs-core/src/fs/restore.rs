@@ -280,7 +280,7 @@ impl Fs {
         let paths = paths.iter().map(|p| clean_path(p)).collect::<std::result::Result<Vec<_>, _>>()?;
         let id = {
             let rtx = self.inner.store.begin_read().map_err(se)?;
-            match snap::resolve(&rtx, commit)? {
+            match snap::resolve(&rtx, &self.inner.store.packs, commit)? {
                 Point::Commit(id) => id,
                 Point::Live => return Err(SnapError::NotACommit(commit.to_string())),
             }

@@ -197,7 +197,7 @@ impl Fs {
     /// `ringfs log`: the current branch's commits, newest first.
     pub fn snapshot_log(&self) -> std::result::Result<Vec<LogEntry>, SnapError> {
         let rtx = self.inner.store.begin_read().map_err(|e| SnapError::Store(e.to_string()))?;
-        snap::log_of(&rtx)
+        snap::log_of(&rtx, &self.inner.store.packs)
     }
 
     /// `ringfs diff`: `from` and `to` are `live`, a branch name or the start
@@ -208,11 +208,11 @@ impl Fs {
         let (a, b) = {
             let rtx = self.inner.store.begin_read().map_err(|e| SnapError::Store(e.to_string()))?;
             let a = match from {
-                Some(n) => snap::resolve(&rtx, n)?,
+                Some(n) => snap::resolve(&rtx, &self.inner.store.packs, n)?,
                 None => Point::Commit(snap::head_commit(&rtx)?),
             };
             let b = match to {
-                Some(n) => snap::resolve(&rtx, n)?,
+                Some(n) => snap::resolve(&rtx, &self.inner.store.packs, n)?,
                 None => Point::Live,
             };
             (a, b)

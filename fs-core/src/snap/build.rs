@@ -95,7 +95,7 @@ impl DirCache {
     }
 }
 
-struct Src<'t> {
+struct Src<'t, 'p> {
     inodes: Table<'t, u64, &'static [u8]>,
     dirents: Table<'t, (u64, &'static [u8]), (u64, u64)>,
     xattrs: Table<'t, (u64, &'static [u8]), &'static [u8]>,
@@ -103,15 +103,15 @@ struct Src<'t> {
     manifests: Table<'t, u64, &'static [u8]>,
     sizes: Table<'t, u64, u64>,
     snap: Table<'t, u64, &'static [u8]>,
-    objects: Table<'t, &'static [u8], &'static [u8]>,
+    objects: crate::store::objects::Objects<'p, Table<'t, &'static [u8], crate::store::objects::Row>>,
 }
 
 fn e2s<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
 
-struct Builder<'t> {
-    src: Src<'t>,
+struct Builder<'t, 'p> {
+    src: Src<'t, 'p>,
     changed: HashSet<u64>,
     names: HashMap<u64, BTreeSet<Vec<u8>>>,
     new_links: HashMap<u64, Links>,
@@ -136,7 +136,7 @@ struct Builder<'t> {
 /// incremental build). `cache`: decoded directory objects to start from
 /// (none: every previous directory object read is decoded). Errors: a
 /// redb error or a record that does not decode, as text.
-pub(crate) fn build(txn: &WriteTransaction, base: Option<u64>, cache: Option<&DirCache>) -> Result<Built, String> {
+pub(crate) fn build(txn: &WriteTransaction, packs: &crate::store::pack::Packs, base: Option<u64>, cache: Option<&DirCache>) -> Result<Built, String> {
     let src = Src {
         inodes: txn.open_table(INODES).map_err(e2s)?,
         dirents: txn.open_table(DIRENTS).map_err(e2s)?,
@@ -145,7 +145,7 @@ pub(crate) fn build(txn: &WriteTransaction, base: Option<u64>, cache: Option<&Di
         manifests: txn.open_table(MANIFESTS).map_err(e2s)?,
         sizes: txn.open_table(MANIFEST_SIZES).map_err(e2s)?,
         snap: txn.open_table(SNAP_INODES).map_err(e2s)?,
-        objects: txn.open_table(OBJECTS).map_err(e2s)?,
+        objects: crate::store::objects::read_in(txn, packs)?,
     };
     let mut b = Builder {
         src,
@@ -234,7 +234,7 @@ pub(crate) fn build(txn: &WriteTransaction, base: Option<u64>, cache: Option<&Di
     })
 }
 
-impl<'t> Builder<'t> {
+impl Builder<'_, '_> {
     fn cached(&self, ino: u64) -> Result<Option<SnapEntry>, String> {
         if self.removed.contains(&ino) {
             return Ok(None);
@@ -285,13 +285,13 @@ impl<'t> Builder<'t> {
         if let Some(b) = self.new_objects.get(id) {
             return Ok(Some(b.clone()));
         }
-        Ok(self.src.objects.get(&id[..]).map_err(e2s)?.map(|g| g.value().to_vec()))
+        self.src.objects.get(id)
     }
 
     /// Keeps `bytes` as a new object unless the store has it.
     fn note(&mut self, bytes: Vec<u8>) -> Result<ObjectId, String> {
         let id = id_of(&bytes);
-        if self.new_objects.contains_key(&id) || self.src.objects.get(&id[..]).map_err(e2s)?.is_some() {
+        if self.new_objects.contains_key(&id) || self.src.objects.contains(&id)? {
             self.reused.0 += 1;
             self.reused.1 += bytes.len() as u64;
         } else {

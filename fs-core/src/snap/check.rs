@@ -8,33 +8,31 @@
 //! Owns: what a sound set of snapshot objects is. Must not touch: writing.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use redb::{ReadTransaction, ReadableTable};
 
-use crate::schema::{OBJECTS, REFS};
+use crate::schema::{hex, OBJECTS, OBJECTS_V4, REFS};
+use crate::store::pack::{pack_name, Loc, Packs};
 use crate::snap::manifest::{child_nodes, own_chunks, KIND_NODE};
 use crate::snap::object::*;
 
-/// Checks the `objects` and `refs` tables of `rtx`, calling `bad(place,
-/// what)` for each problem and adding one reference per chunk entry of every
-/// file manifest object to `want_refs`. Returns the number of objects.
-/// A store without the tables (schema < 4) has none.
-pub(crate) fn check_objects(rtx: &ReadTransaction, want_refs: &mut HashMap<[u8; 32], u64>, bad: &mut dyn FnMut(String, String)) -> Result<u64, redb::Error> {
-    let objects = match rtx.open_table(OBJECTS) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
-        Err(e) => return Err(e.into()),
-    };
+/// Checks the snapshot objects and the `refs` table of `rtx`, calling
+/// `bad(place, what)` for each problem and adding one reference per chunk
+/// entry of every file manifest object to `want_refs`. Returns the number
+/// of objects. Schema 5: `object_index` and the records it points at in
+/// the packs of `packs_dir` (a record that cannot be read is a problem);
+/// schema 4: the `objects` table. A store without the tables (schema < 4)
+/// has none.
+pub(crate) fn check_objects(rtx: &ReadTransaction, packs_dir: &Path, want_refs: &mut HashMap<[u8; 32], u64>, bad: &mut dyn FnMut(String, String)) -> Result<u64, redb::Error> {
     let mut kinds: HashMap<ObjectId, u8> = HashMap::new();
     let mut named: Vec<(ObjectId, ObjectId, u8)> = Vec::new();
     let mut n = 0;
-    for r in objects.iter()? {
-        let (k, v) = r?;
+    let mut one = |k: &[u8], b: &[u8], bad: &mut dyn FnMut(String, String)| {
         n += 1;
-        let b = v.value();
-        let Ok(id) = <ObjectId>::try_from(k.value()) else {
-            bad("objects".into(), format!("a key of {} bytes (ids are 32)", k.value().len()));
-            continue;
+        let Ok(id) = <ObjectId>::try_from(k) else {
+            bad("objects".into(), format!("a key of {} bytes (ids are 32)", k.len()));
+            return;
         };
         let place = format!("object {}", hex_id(&id));
         if id_of(b) != id {
@@ -44,7 +42,7 @@ pub(crate) fn check_objects(rtx: &ReadTransaction, want_refs: &mut HashMap<[u8; 
             Ok(k) => k,
             Err(e) => {
                 bad(place, e);
-                continue;
+                return;
             }
         };
         kinds.insert(id, kind);
@@ -81,6 +79,31 @@ pub(crate) fn check_objects(rtx: &ReadTransaction, want_refs: &mut HashMap<[u8; 
             },
             k => bad(place, format!("unknown object kind {k}")),
         }
+    };
+    match rtx.open_table(OBJECTS) {
+        Ok(t) => {
+            let packs = Packs::read_only(packs_dir.to_path_buf());
+            let mut buf = Vec::new();
+            for r in t.iter()? {
+                let (k, v) = r?;
+                let (pack, offset, len) = v.value();
+                match packs.read(Loc { pack, offset, len }, &mut buf) {
+                    Ok(()) => one(k.value(), &buf, bad),
+                    Err(e) => bad(format!("object_index/{}", hex(k.value())), format!("its record in {} at {offset} cannot be read: {e}", pack_name(pack))),
+                }
+            }
+        }
+        Err(redb::TableError::TableDoesNotExist(_)) => match rtx.open_table(OBJECTS_V4) {
+            Ok(t) => {
+                for r in t.iter()? {
+                    let (k, v) = r?;
+                    one(k.value(), v.value(), bad);
+                }
+            }
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+            Err(e) => return Err(e.into()),
+        },
+        Err(e) => return Err(e.into()),
     }
     for (from, to, want) in named {
         match kinds.get(&to) {

@@ -20,8 +20,9 @@
 //! Cost: each distinct reachable commit and directory object is read once
 //! (a subtree already marked is not walked again), and each reachable file
 //! manifest object and manifest node once (to find its nodes), plus one
-//! pass over the `objects` table's keys
-//! and the bytes of the objects deleted.
+//! pass over the `object_index` table's keys
+//! and the bytes of the objects deleted (read from their packs; their
+//! records become dead bytes there, which compaction drops).
 //!
 //! Owns: which objects are garbage. Must not touch: live manifests, the
 //! inode tables, pack files (compaction does).
@@ -82,15 +83,15 @@ pub(crate) fn collect(store: &Store) -> Result<SnapGcReport, SnapError> {
     let t = Instant::now();
     let mut txn = store.begin_write().map_err(se)?;
     txn.set_durability(Durability::Immediate).map_err(se)?;
-    let marked = mark(&txn, &store.pinned_roots())?;
+    let marked = mark(&txn, &store.packs, &store.pinned_roots())?;
     failpoint("gc-after-mark");
     let mut rep = SnapGcReport::default();
     let mut dropped: Vec<ChunkRef> = Vec::new();
     {
-        let mut objects = txn.open_table(OBJECTS).map_err(se)?;
+        let mut objects = crate::store::objects::write(&txn, &store.packs).map_err(SnapError::Store)?;
         let mut dead: Vec<ObjectId> = Vec::new();
         let mut total = 0u64;
-        for r in objects.iter().map_err(se)? {
+        for r in objects.objects.index.iter().map_err(se)? {
             let (k, _) = r.map_err(se)?;
             total += 1;
             match <ObjectId>::try_from(k.value()) {
@@ -102,7 +103,8 @@ pub(crate) fn collect(store: &Store) -> Result<SnapGcReport, SnapError> {
         }
         rep.objects_kept = total - dead.len() as u64;
         for id in dead {
-            let Some(b) = objects.remove(&id[..]).map_err(se)?.map(|g| g.value().to_vec()) else { continue };
+            let Some(b) = objects.objects.get(&id).map_err(SnapError::Store)? else { continue };
+            objects.delete(&id).map_err(SnapError::Store)?;
             rep.objects_deleted += 1;
             match kind_of(&b) {
                 // Exactly the references `write_built` added for it: one
@@ -116,6 +118,8 @@ pub(crate) fn collect(store: &Store) -> Result<SnapGcReport, SnapError> {
                 _ => {}
             }
         }
+        // Their records' bytes are dead in their packs (compaction drops them).
+        objects.finish(&txn).map_err(SnapError::Store)?;
     }
     if rep.objects_deleted == 0 {
         txn.abort().map_err(se)?;
@@ -146,8 +150,8 @@ type Pending = (ObjectId, Option<u8>);
 /// The ids of every object reachable from the refs, the pinned exec points
 /// and the root inode's `snap_inodes` row. Commit, directory, file manifest objects and manifest
 /// nodes are read once each.
-fn mark(txn: &WriteTransaction, pins: &[ObjectId]) -> Result<HashSet<ObjectId>, SnapError> {
-    let objects = txn.open_table(OBJECTS).map_err(se)?;
+fn mark(txn: &WriteTransaction, packs: &crate::store::pack::Packs, pins: &[ObjectId]) -> Result<HashSet<ObjectId>, SnapError> {
+    let objects = crate::store::objects::read_in(txn, packs).map_err(SnapError::Store)?;
     let mut marked: HashSet<ObjectId> = HashSet::new();
     // Exec points in use (`super::point`): root directory objects.
     let mut stack: Vec<Pending> = pins.iter().map(|id| (*id, Some(KIND_DIR))).collect();
@@ -173,12 +177,16 @@ fn mark(txn: &WriteTransaction, pins: &[ObjectId]) -> Result<HashSet<ObjectId>, 
 }
 
 /// Marks everything reachable from `stack`, skipping what is marked.
-fn walk(objects: &redb::Table<&[u8], &[u8]>, stack: &mut Vec<Pending>, marked: &mut HashSet<ObjectId>) -> Result<(), SnapError> {
+fn walk<T: ReadableTable<&'static [u8], crate::store::objects::Row>>(
+    objects: &crate::store::objects::Objects<'_, T>,
+    stack: &mut Vec<Pending>,
+    marked: &mut HashSet<ObjectId>,
+) -> Result<(), SnapError> {
     while let Some((id, kind)) = stack.pop() {
         if marked.contains(&id) {
             continue;
         }
-        let Some(b) = objects.get(&id[..]).map_err(se)?.map(|g| g.value().to_vec()) else {
+        let Some(b) = objects.get(&id).map_err(SnapError::Store)? else {
             match kind {
                 // The snap_inodes root naming nothing stored: nothing to
                 // keep (the next commit builds the tree again).

@@ -7,7 +7,8 @@
 //!   working copies are not written (each is rebuilt from its chunks when
 //!   the file is first opened, `wc::Wc::open_wc`).
 //! - [`fork_from`]: a new store directory from a commit of this one: its
-//!   objects copied, the tree written, the chunk index entries the new
+//!   objects' `object_index` rows copied (their records stay in the linked
+//!   packs), the tree written, the chunk index entries the new
 //!   store's manifests and objects use (references counted afresh), the
 //!   packs holding them hard-linked and recorded sealed at their committed
 //!   length (docs/FORMATS.md "Shared packs"). Built in a temporary sibling
@@ -267,7 +268,7 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     // before the fork records it (a later crash of the origin truncates
     // only past its last valid record).
     store.packs.sync().map_err(|e| fatal(format!("syncing {}: {e}", store.packs.dir().display())))?;
-    let src_objects = rtx.open_table(OBJECTS).map_err(|e| fatal(e.to_string()))?;
+    let src_objects = crate::store::objects::read(&rtx, &store.packs).map_err(fatal)?;
     let src_chunks = rtx.open_table(CHUNKS).map_err(|e| fatal(e.to_string()))?;
     let src_packs = rtx.open_table(PACKS).map_err(|e| fatal(e.to_string()))?;
     let src_meta = rtx.open_table(META).map_err(|e| fatal(e.to_string()))?;
@@ -288,25 +289,34 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     };
     let ee = |e: redb::StorageError| fatal(e.to_string());
     // Every object of the origin (the new store's history, and what a
-    // diff or a fork of it may name); their chunk entries count.
+    // diff or a fork of it may name): its `object_index` row, the record
+    // staying in the linked pack; their chunk entries count.
     let mut uses: HashMap<[u8; 32], u64> = HashMap::new();
+    let mut live: BTreeMap<u32, u64> = BTreeMap::new();
     {
-        let mut objects = txn.open_table(OBJECTS).map_err(|e| fatal(e.to_string()))?;
-        for r in src_objects.iter().map_err(ee)? {
+        let mut objects = crate::store::objects::write(&txn, &store.packs).map_err(fatal)?;
+        let mut buf = Vec::new();
+        for r in src_objects.index.iter().map_err(ee)? {
             let (k, v) = r.map_err(ee)?;
-            let b = v.value();
+            let (pack, offset, len) = v.value();
+            let Ok(id) = <ObjectId>::try_from(k.value()) else { continue };
+            store
+                .packs
+                .read(crate::store::pack::Loc { pack, offset, len }, &mut buf)
+                .map_err(|e| (e.kind() == std::io::ErrorKind::NotFound, format!("object {}: reading {}: {e}", hex_id(&id), pack_name(pack))))?;
             // A file manifest or manifest node counts the chunk entries it
             // holds itself (as the commit that stored it did).
-            for h in crate::snap::manifest::own_chunks(b).map_err(fatal)? {
+            for h in crate::snap::manifest::own_chunks(&buf).map_err(fatal)? {
                 *uses.entry(h).or_default() += 1;
             }
-            objects.insert(k.value(), b).map_err(ee)?;
+            objects.insert_row(&id, (pack, offset, len)).map_err(fatal)?;
+            *live.entry(pack).or_default() += RECORD_HEADER + len as u64;
             rep.objects += 1;
         }
     }
     phase(&mut rep, "objects");
     let mut load = |id: &ObjectId| -> Result<Vec<u8>, String> {
-        src_objects.get(&id[..]).map_err(|e| e.to_string())?.map(|g| g.value().to_vec()).ok_or_else(|| format!("object {} is missing", hex_id(id)))
+        src_objects.need(id)
     };
     let w = write_tree(&txn, &mut load, &c, ROOT + 1).map_err(fatal)?;
     phase(&mut rep, "tree");
@@ -314,8 +324,7 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     for (h, n) in w.uses {
         *uses.entry(h).or_default() += n;
     }
-    // The chunk index entries used, and the packs holding them.
-    let mut live: BTreeMap<u32, u64> = BTreeMap::new();
+    // The chunk index entries used, and the packs holding them (and the objects).
     let (mut count, mut bytes) = (0u64, 0u64);
     {
         let mut chunks = txn.open_table(CHUNKS).map_err(|e| fatal(e.to_string()))?;
@@ -331,7 +340,7 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
         let mut packs = txn.open_table(PACKS).map_err(|e| fatal(e.to_string()))?;
         for (&id, &l) in &live {
             let Some((total, _, _)) = src_packs.get(id).map_err(ee)?.map(|g| g.value()) else {
-                return Err(fatal(format!("pack {} is in the origin's chunk index but not its pack table (run `ringfs fsck` on it)", pack_name(id))));
+                return Err(fatal(format!("pack {} is in the origin's chunk or object index but not its pack table (run `ringfs fsck` on it)", pack_name(id))));
             };
             let (from, to) = (store.packs.path(id), tmp.join("packs").join(pack_name(id)));
             match std::fs::hard_link(&from, &to) {
@@ -407,7 +416,7 @@ pub(crate) fn fork_point(store: &Store, at: Option<&str>) -> Result<(ObjectId, S
             Ok((id, b))
         }
         Some(name) => {
-            let objects = rtx.open_table(OBJECTS).map_err(se)?;
+            let objects = crate::store::objects::read(&rtx, &store.packs).map_err(SnapError::Store)?;
             let id = crate::snap::refs::resolve_commit(&refs, &objects, name)?;
             let branch = if name == HEAD_KEY {
                 crate::snap::refs::head_branch(&refs)?

@@ -41,6 +41,8 @@ use redb::{Durability, ReadTransaction, ReadableTable, WriteTransaction};
 
 use crate::schema::*;
 use crate::store::db::Store;
+use crate::store::objects::{self as objstore, Objects, Row};
+use crate::store::pack::Packs;
 use diff::{diff_in, diff_trees, Change, ChangeKind};
 use object::*;
 
@@ -181,16 +183,16 @@ pub(crate) fn commit_tree(store: &Store, opts: &CommitOptions, mut phases: Vec<(
     // Never over a head that moved since the live tree's base (refs::BASE_KEY).
     refs::check_head(&txn, &branch, head_id)?;
     let base = base_pos(&txn, head_id.is_some())?;
-    let built = build::build(&txn, base, dirs).map_err(SnapError::Store)?;
+    let built = build::build(&txn, &store.packs, base, dirs).map_err(SnapError::Store)?;
     phases.push(("build", t.elapsed()));
     let t = Instant::now();
     let parent = match &head_id {
-        Some(h) => Some(dec_commit(&object_in(&txn, h)?).map_err(se)?),
+        Some(h) => Some(dec_commit(&object_in(&txn, &store.packs, h)?).map_err(se)?),
         None => None,
     };
     let mut changes = Vec::new();
     {
-        let objects = txn.open_table(OBJECTS).map_err(se)?;
+        let objects = objstore::read_in(&txn, &store.packs).map_err(SnapError::Store)?;
         let mut src = Loaded { built: &built, objects: &objects };
         diff_in(&mut src, parent.as_ref().map(|p| &p.root), Some(&built.root), b"", &mut changes).map_err(SnapError::Store)?;
     }
@@ -238,12 +240,13 @@ pub(crate) fn commit_tree(store: &Store, opts: &CommitOptions, mut phases: Vec<(
     };
     let cb = enc_commit(&c);
     let cid = id_of(&cb);
-    write_built(&txn, &built, &branch, &cid, cb, &mut rep).map_err(se)?;
+    write_built(&txn, &store.packs, &built, &branch, &cid, cb, &mut rep).map_err(se)?;
     phases.push(("write", t.elapsed()));
     let t = Instant::now();
     // The manifests' chunks stored since the last durable commit are
     // durable before this commit is (started early by the caller, which
-    // this waits for; anything appended since is synced here).
+    // this waits for; anything appended since, this commit's objects
+    // included, is synced here).
     store.packs.sync().map_err(se)?;
     txn.commit().map_err(se)?;
     if let Some(d) = dirs {
@@ -271,9 +274,9 @@ pub(crate) fn base_pos(txn: &WriteTransaction, head: bool) -> Result<Option<u64>
 /// head and the journal position its `snap_inodes` rows describe. A new
 /// file manifest object or manifest node adds one reference to each chunk
 /// entry it holds itself ([`manifest::own_chunks`]).
-fn write_built(txn: &WriteTransaction, built: &build::Built, branch: &str, cid: &ObjectId, cb: Vec<u8>, rep: &mut CommitReport) -> Result<(), String> {
+fn write_built(txn: &WriteTransaction, packs: &Packs, built: &build::Built, branch: &str, cid: &ObjectId, cb: Vec<u8>, rep: &mut CommitReport) -> Result<(), String> {
     let e = |e: redb::Error| e.to_string();
-    (rep.objects_new, rep.bytes_new) = write_objects(txn, built, Some((cid, &cb)))?;
+    (rep.objects_new, rep.bytes_new) = write_objects(txn, packs, built, Some((cid, &cb)))?;
     {
         let mut refs = txn.open_table(REFS).map_err(|x| e(x.into()))?;
         refs.insert(branch, &cid[..]).map_err(|x| e(x.into()))?;
@@ -287,29 +290,34 @@ fn write_built(txn: &WriteTransaction, built: &build::Built, branch: &str, cid: 
 }
 
 /// Stores the objects [`build::build`] computed (and `extra`, a commit
-/// object), adding one chunk reference per chunk entry a new file manifest
-/// or node holds itself, and the `snap_inodes` rows; not the refs nor
-/// `snap_pos`. Returns the objects written and their encoded bytes.
-pub(crate) fn write_objects(txn: &WriteTransaction, built: &build::Built, extra: Option<(&ObjectId, &Vec<u8>)>) -> Result<(u64, u64), String> {
+/// object) as records of the open pack (not durable until the caller's
+/// `Packs::sync`), adding one chunk reference per chunk entry a new file
+/// manifest or node holds itself, and the `snap_inodes` rows; not the refs
+/// nor `snap_pos`. Returns the objects written and their encoded bytes.
+pub(crate) fn write_objects(txn: &WriteTransaction, packs: &Packs, built: &build::Built, extra: Option<(&ObjectId, &Vec<u8>)>) -> Result<(u64, u64), String> {
     let e = |e: redb::Error| e.to_string();
     let (mut n, mut bytes_new) = (0u64, 0u64);
-    let mut objects = txn.open_table(OBJECTS).map_err(|x| e(x.into()))?;
+    let mut objects = objstore::write(txn, packs)?;
     let mut chunks = txn.open_table(CHUNKS).map_err(|x| e(x.into()))?;
     // In key order: consecutive inserts into one leaf share its copy.
     let mut new: Vec<(&ObjectId, &Vec<u8>)> = built.new_objects.iter().chain(extra).collect();
     new.sort_unstable_by_key(|(id, _)| **id);
     for (id, bytes) in new {
         kind_of(bytes)?;
+        if !objects.put(id, bytes)? {
+            continue;
+        }
         for h in manifest::own_chunks(bytes)? {
             let Some((pack, off, len, refs)) = chunks.get(&h[..]).map_err(|x| e(x.into()))?.map(|g| g.value()) else {
                 return Err(format!("chunk {} of a file being committed is not in the chunk index", hex(&h)));
             };
             chunks.insert(&h[..], (pack, off, len, refs + 1)).map_err(|x| e(x.into()))?;
         }
-        objects.insert(&id[..], &bytes[..]).map_err(|x| e(x.into()))?;
         n += 1;
         bytes_new += bytes.len() as u64;
     }
+    drop(chunks);
+    objects.finish(txn)?;
     let mut snap = txn.open_table(SNAP_INODES).map_err(|x| e(x.into()))?;
     for ino in &built.uncache {
         snap.remove(*ino).map_err(|x| e(x.into()))?;
@@ -325,10 +333,8 @@ pub(crate) fn write_objects(txn: &WriteTransaction, built: &build::Built, extra:
 }
 
 /// An object's bytes from a write transaction. Errors: missing.
-fn object_in(txn: &WriteTransaction, id: &ObjectId) -> Result<Vec<u8>, SnapError> {
-    let t = txn.open_table(OBJECTS).map_err(se)?;
-    let v = t.get(&id[..]).map_err(se)?.map(|g| g.value().to_vec());
-    v.ok_or_else(|| SnapError::Store(format!("object {} is missing", hex_id(id))))
+fn object_in(txn: &WriteTransaction, packs: &Packs, id: &ObjectId) -> Result<Vec<u8>, SnapError> {
+    objstore::read_in(txn, packs).and_then(|o| o.need(id)).map_err(SnapError::Store)
 }
 
 /// A loader for [`diff_trees`]: objects computed in this transaction, then
@@ -345,12 +351,12 @@ fn loader<'a>(
 
 /// A diff [`diff::Source`] for a tree just built: the directory objects
 /// the build holds decoded, its new objects, then the stored ones.
-struct Loaded<'a, T: ReadableTable<&'static [u8], &'static [u8]>> {
+struct Loaded<'a, 'p, T: ReadableTable<&'static [u8], Row>> {
     built: &'a build::Built,
-    objects: &'a T,
+    objects: &'a Objects<'p, T>,
 }
 
-impl<T: ReadableTable<&'static [u8], &'static [u8]>> diff::Source for Loaded<'_, T> {
+impl<T: ReadableTable<&'static [u8], Row>> diff::Source for Loaded<'_, '_, T> {
     fn dir(&mut self, id: &ObjectId) -> Result<std::sync::Arc<DirObj>, String> {
         if let Some(d) = self.built.dirs.get(id) {
             return Ok(d.clone());
@@ -362,19 +368,19 @@ impl<T: ReadableTable<&'static [u8], &'static [u8]>> diff::Source for Loaded<'_,
         if let Some(b) = self.built.new_objects.get(id) {
             return Ok(b.clone());
         }
-        self.objects.get(&id[..]).map_err(|e| e.to_string())?.map(|g| g.value().to_vec()).ok_or_else(|| format!("object {} is missing", hex_id(id)))
+        self.objects.need(id)
     }
 }
 
 /// The history of `HEAD`'s branch, newest first (first parents), from a
 /// read transaction. Empty before the first commit.
-pub(crate) fn log_of(rtx: &ReadTransaction) -> Result<Vec<LogEntry>, SnapError> {
+pub(crate) fn log_of(rtx: &ReadTransaction, packs: &Packs) -> Result<Vec<LogEntry>, SnapError> {
     let refs = rtx.open_table(REFS).map_err(se)?;
-    let objects = rtx.open_table(OBJECTS).map_err(se)?;
+    let objects = objstore::read(rtx, packs).map_err(SnapError::Store)?;
     let (_, mut at) = head(&refs)?;
     let mut out = Vec::new();
     while let Some(id) = at {
-        let b = objects.get(&id[..]).map_err(se)?.map(|g| g.value().to_vec()).ok_or_else(|| SnapError::Store(format!("commit {} is missing", hex_id(&id))))?;
+        let b = objects.get(&id).map_err(SnapError::Store)?.ok_or_else(|| SnapError::Store(format!("commit {} is missing", hex_id(&id))))?;
         let c = dec_commit(&b).map_err(|e| SnapError::Store(format!("commit {}: {e}", hex_id(&id))))?;
         out.push(LogEntry {
             id: hex_id(&id),
@@ -401,7 +407,22 @@ pub fn log_store(dir: &Path) -> Result<Vec<LogEntry>, crate::types::StoreError> 
         Err(e) => return Err(crate::store::db::corrupt(&dir.join("store.redb"), e)),
         Ok(_) => {}
     }
-    log_of(&rtx).map_err(|e| crate::store::db::corrupt(&dir.join("store.redb"), e))
+    older_schema(&rtx, dir)?;
+    let packs = Packs::read_only(dir.join("packs"));
+    log_of(&rtx, &packs).map_err(|e| crate::store::db::corrupt(&dir.join("store.redb"), e))
+}
+
+/// Refuses a store whose snapshot objects are not where this build reads
+/// them (schema 4: in the database; the first mount migrates them).
+fn older_schema(rtx: &ReadTransaction, dir: &Path) -> Result<(), crate::types::StoreError> {
+    let v = rtx.open_table(META).ok().and_then(|m| m.get("schema").ok().flatten().map(|g| g.value()));
+    match v {
+        Some(v) if v < SCHEMA_VERSION => Err(crate::store::db::io_err(
+            &dir.join("store.redb"),
+            std::io::Error::other(format!("the store has schema {v} (this ringfs uses {SCHEMA_VERSION}): mount it once with this ringfs (which migrates it) and unmount, then try again")),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `ringfs diff --store DIR FROM TO` on an unmounted store, opened
@@ -418,14 +439,16 @@ pub fn diff_store(dir: &Path, from: &str, to: &str) -> Result<Result<DiffReport,
         Err(e) => return Err(crate::store::db::corrupt(&dir.join("store.redb"), e)),
         Ok(_) => {}
     }
+    older_schema(&rtx, dir)?;
+    let packs = Packs::read_only(dir.join("packs"));
     Ok((|| {
-        let side = |name: &str| match resolve(&rtx, name)? {
+        let side = |name: &str| match resolve(&rtx, &packs, name)? {
             Point::Live => Err(SnapError::Store("`live` needs the mounted workspace (ringfs diff MOUNTPOINT ...); --store diffs two commits".into())),
             Point::Commit(id) => Ok(id),
         };
         let (a, b) = (side(from)?, side(to)?);
-        let objects = rtx.open_table(OBJECTS).map_err(se)?;
-        let get = |id: &ObjectId| -> Result<Vec<u8>, String> { objects.get(&id[..]).map_err(|e| e.to_string())?.map(|g| g.value().to_vec()).ok_or_else(|| format!("object {} is missing", hex_id(id))) };
+        let objects = objstore::read(&rtx, &packs).map_err(SnapError::Store)?;
+        let get = |id: &ObjectId| -> Result<Vec<u8>, String> { objects.need(id) };
         let root = |id: &ObjectId| -> Result<ObjectId, SnapError> { Ok(dec_commit(&get(id).map_err(SnapError::Store)?).map_err(|e| SnapError::Store(format!("commit {}: {e}", hex_id(id))))?.root) };
         let (ra, rb) = (root(&a)?, root(&b)?);
         let mut rep = DiffReport { from: hex_id(&a), to: hex_id(&b), changes: Vec::new() };
@@ -438,7 +461,7 @@ pub fn diff_store(dir: &Path, from: &str, to: &str) -> Result<Result<DiffReport,
 /// What `name` names: `live`, a branch, the start (4+ hex digits) of any
 /// stored commit's id, or a shorter start on `HEAD`'s history. Errors: [`SnapError::Unknown`] listing the
 /// branches and the newest commits, [`SnapError::Ambiguous`].
-pub(crate) fn resolve(rtx: &ReadTransaction, name: &str) -> Result<Point, SnapError> {
+pub(crate) fn resolve(rtx: &ReadTransaction, packs: &Packs, name: &str) -> Result<Point, SnapError> {
     if name == "live" {
         return Ok(Point::Live);
     }
@@ -446,7 +469,7 @@ pub(crate) fn resolve(rtx: &ReadTransaction, name: &str) -> Result<Point, SnapEr
     // A branch, HEAD, or a unique start (4+ hex digits) of any stored
     // commit (a restore to a commit another branch holds, or that a moved
     // branch left); shorter starts on HEAD's history below.
-    match refs::resolve_commit(&refs, &rtx.open_table(OBJECTS).map_err(se)?, name) {
+    match refs::resolve_commit(&refs, &objstore::read(rtx, packs).map_err(SnapError::Store)?, name) {
         Ok(id) => return Ok(Point::Commit(id)),
         Err(e @ SnapError::Ambiguous { .. }) => return Err(e),
         Err(_) => {}
@@ -464,7 +487,7 @@ pub(crate) fn resolve(rtx: &ReadTransaction, name: &str) -> Result<Point, SnapEr
         }
         branches.push(k.value().to_string());
     }
-    let log = log_of(rtx)?;
+    let log = log_of(rtx, packs)?;
     let lname = name.to_ascii_lowercase();
     let matches: Vec<&LogEntry> = if !lname.is_empty() && lname.chars().all(|c| c.is_ascii_hexdigit()) { log.iter().filter(|e| e.id.starts_with(&lname)).collect() } else { Vec::new() };
     match matches.len() {
@@ -534,7 +557,7 @@ pub(crate) fn diff_of(store: &Store, from: Point, to: Point, dirs: Option<&build
             Some(_) => meta_get(&txn, "snap_pos").map_err(se)?,
             None => None,
         };
-        Some(build::build(&txn, base, dirs).map_err(SnapError::Store)?)
+        Some(build::build(&txn, &store.packs, base, dirs).map_err(SnapError::Store)?)
     } else {
         None
     };
@@ -542,7 +565,7 @@ pub(crate) fn diff_of(store: &Store, from: Point, to: Point, dirs: Option<&build
         match p {
             Point::Live => Ok(built.as_ref().map(|b| (b.root, b.root_meta.clone())).unwrap_or_default()),
             Point::Commit(id) => {
-                let c = dec_commit(&object_in(&txn, id)?).map_err(|e| SnapError::Store(format!("commit {}: {e}", hex_id(id))))?;
+                let c = dec_commit(&object_in(&txn, &store.packs, id)?).map_err(|e| SnapError::Store(format!("commit {}: {e}", hex_id(id))))?;
                 Ok((c.root, c.root_meta))
             }
         }
@@ -550,11 +573,11 @@ pub(crate) fn diff_of(store: &Store, from: Point, to: Point, dirs: Option<&build
     let ((a, am), (b, bm)) = (root_of(&from)?, root_of(&to)?);
     rep.changes.extend(diff::root_change(&am, &bm));
     {
-        let objects = txn.open_table(OBJECTS).map_err(se)?;
+        let objects = objstore::read_in(&txn, &store.packs).map_err(SnapError::Store)?;
         match &built {
             Some(built) => diff_in(&mut Loaded { built, objects: &objects }, Some(&a), Some(&b), b"", &mut rep.changes),
             None => {
-                let mut load = |id: &ObjectId| objects.get(&id[..]).map_err(|e| e.to_string())?.map(|g| g.value().to_vec()).ok_or_else(|| format!("object {} is missing", hex_id(id)));
+                let mut load = |id: &ObjectId| objects.need(id);
                 diff_trees(&mut load, Some(&a), Some(&b), b"", &mut rep.changes)
             }
         }
@@ -570,10 +593,10 @@ pub(crate) fn diff_of(store: &Store, from: Point, to: Point, dirs: Option<&build
 #[cfg(test)]
 pub(crate) fn full_root(store: &Store) -> Result<(ObjectId, ObjectId), SnapError> {
     let txn = store.begin_write().map_err(se)?;
-    let built = build::build(&txn, None, None).map_err(SnapError::Store)?;
+    let built = build::build(&txn, &store.packs, None, None).map_err(SnapError::Store)?;
     let (_, head_id) = head(&txn.open_table(REFS).map_err(se)?)?;
     let head_root = match head_id {
-        Some(h) => dec_commit(&object_in(&txn, &h)?).map_err(se)?.root,
+        Some(h) => dec_commit(&object_in(&txn, &store.packs, &h)?).map_err(se)?.root,
         None => [0; 32],
     };
     txn.abort().map_err(se)?;

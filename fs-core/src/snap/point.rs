@@ -62,7 +62,7 @@ pub(crate) fn take(
     let mut txn = store.begin_write().map_err(se)?;
     let has_head = head(&txn.open_table(REFS).map_err(se)?)?.1.is_some();
     let base = base_pos(&txn, has_head)?;
-    let built = build::build(&txn, base, None).map_err(SnapError::Store)?;
+    let built = build::build(&txn, &store.packs, base, None).map_err(SnapError::Store)?;
     let mut p = ExecPoint {
         root: built.root,
         pos: built.covered,
@@ -85,7 +85,7 @@ pub(crate) fn take(
             txn.set_durability(Durability::Immediate).map_err(se)?;
         }
         (p.objects_new, p.bytes_new) =
-            write_objects(&txn, &built, None).map_err(SnapError::Store)?;
+            write_objects(&txn, &store.packs, &built, None).map_err(SnapError::Store)?;
         txn.open_table(META)
             .map_err(se)?
             .insert("snap_pos", built.covered)
@@ -120,8 +120,8 @@ pub(crate) fn take(
 fn unchanged(store: &Store, pin: bool) -> Result<Option<(ExecPoint, Option<u64>)>, SnapError> {
     let exists = |root: &ObjectId| -> Result<bool, SnapError> {
         let rtx = store.begin_read().map_err(se)?;
-        let objects = rtx.open_table(OBJECTS).map_err(se)?;
-        Ok(objects.get(&root[..]).map_err(se)?.is_some())
+        let objects = crate::store::objects::read(&rtx, &store.packs).map_err(SnapError::Store)?;
+        objects.contains(root).map_err(SnapError::Store)
     };
     let (root, pos, root_meta) = {
         let rtx = store.begin_read().map_err(se)?;
@@ -213,13 +213,9 @@ pub(crate) fn changes(
         return Ok(out);
     }
     let rtx = store.begin_read().map_err(se)?;
-    let objects = rtx.open_table(OBJECTS).map_err(se)?;
+    let objects = crate::store::objects::read(&rtx, &store.packs).map_err(SnapError::Store)?;
     let mut load = |id: &ObjectId| -> Result<Vec<u8>, String> {
-        objects
-            .get(&id[..])
-            .map_err(|e| e.to_string())?
-            .map(|g| g.value().to_vec())
-            .ok_or_else(|| format!("object {} is missing", hex_id(id)))
+        objects.need(id)
     };
     diff_trees(&mut load, Some(from), Some(to), b"", &mut out).map_err(SnapError::Store)?;
     Ok(out)

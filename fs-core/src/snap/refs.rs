@@ -18,6 +18,8 @@ use crate::schema::*;
 use crate::snap::object::{dec_commit, hex_id, kind_of, ObjectId, KIND_COMMIT};
 use crate::snap::{se, SnapError, MAIN};
 use crate::store::db::{corrupt, io_err, open_db, take_lock, Store};
+use crate::store::objects::{self as objstore, Objects, Row};
+use crate::store::pack::Packs;
 use crate::types::StoreError;
 
 /// The `refs` key naming the checked-out branch (`ref: NAME`).
@@ -131,10 +133,10 @@ fn hex_range(p: &str) -> Option<([u8; 32], [u8; 32])> {
 /// What `name` names: a branch (`HEAD`: the checked-out one), else a unique start (≥ 4 hex digits) of
 /// the id of any stored commit (on any branch or none). Errors:
 /// [`SnapError::Unknown`] (listing the branches), [`SnapError::Ambiguous`].
-pub(crate) fn resolve_commit<R, O>(refs: &R, objects: &O, name: &str) -> Result<ObjectId, SnapError>
+pub(crate) fn resolve_commit<R, O>(refs: &R, objects: &Objects<'_, O>, name: &str) -> Result<ObjectId, SnapError>
 where
     R: ReadableTable<&'static str, &'static [u8]>,
-    O: ReadableTable<&'static [u8], &'static [u8]>,
+    O: ReadableTable<&'static [u8], Row>,
 {
     if name == HEAD_KEY {
         if let Some(id) = ref_id(refs, &head_branch(refs)?)? {
@@ -147,12 +149,12 @@ where
     }
     let mut matches = Vec::new();
     if let Some((lo, hi)) = hex_range(&name.to_ascii_lowercase()) {
-        for r in objects.range(&lo[..]..=&hi[..]).map_err(se)? {
-            let (k, v) = r.map_err(se)?;
-            if kind_of(v.value()) == Ok(KIND_COMMIT) {
-                if let Ok(id) = <[u8; 32]>::try_from(k.value()) {
-                    matches.push(id);
-                }
+        for r in objects.index.range(&lo[..]..=&hi[..]).map_err(se)? {
+            let (k, _) = r.map_err(se)?;
+            let Ok(id) = <[u8; 32]>::try_from(k.value()) else { continue };
+            let b = objects.get(&id).map_err(SnapError::Store)?.unwrap_or_default();
+            if kind_of(&b) == Ok(KIND_COMMIT) {
+                matches.push(id);
             }
             if matches.len() > 8 {
                 break;
@@ -180,7 +182,7 @@ where
 pub(crate) fn branch_op(store: &Store, op: &BranchOp) -> Result<BranchReport, SnapError> {
     let mut txn = store.begin_write().map_err(se)?;
     txn.set_durability(redb::Durability::Immediate).map_err(se)?;
-    let done = apply(&txn, op)?;
+    let done = apply(&txn, &store.packs, op)?;
     let branches = list(&txn.open_table(REFS).map_err(se)?)?;
     if done.is_empty() {
         txn.abort().map_err(se)?;
@@ -190,7 +192,7 @@ pub(crate) fn branch_op(store: &Store, op: &BranchOp) -> Result<BranchReport, Sn
     Ok(BranchReport { done, branches })
 }
 
-fn apply(txn: &WriteTransaction, op: &BranchOp) -> Result<String, SnapError> {
+fn apply(txn: &WriteTransaction, packs: &Packs, op: &BranchOp) -> Result<String, SnapError> {
     let mut refs: Table<&str, &[u8]> = txn.open_table(REFS).map_err(se)?;
     let cur = head_branch(&refs)?;
     match op {
@@ -199,7 +201,7 @@ fn apply(txn: &WriteTransaction, op: &BranchOp) -> Result<String, SnapError> {
             check_name(name)?;
             let id = match from {
                 Some(f) => {
-                    let objects = txn.open_table(OBJECTS).map_err(se)?;
+                    let objects = objstore::read_in(txn, packs).map_err(SnapError::Store)?;
                     resolve_commit(&refs, &objects, f)?
                 }
                 None => ref_id(&refs, &cur)?.ok_or(SnapError::NoCommits)?,
@@ -273,14 +275,14 @@ pub(crate) fn base_after_restore(store: &Store, id: &ObjectId) -> Result<bool, S
 }
 
 /// The commit a commit object id names, read (errors: missing, undecodable).
-pub(crate) fn commit_obj<O: ReadableTable<&'static [u8], &'static [u8]>>(objects: &O, id: &ObjectId) -> Result<crate::snap::object::CommitObj, SnapError> {
-    let b = objects.get(&id[..]).map_err(se)?.map(|g| g.value().to_vec()).ok_or_else(|| SnapError::Store(format!("commit {} is missing", hex_id(id))))?;
+pub(crate) fn commit_obj<O: ReadableTable<&'static [u8], Row>>(objects: &Objects<'_, O>, id: &ObjectId) -> Result<crate::snap::object::CommitObj, SnapError> {
+    let b = objects.get(id).map_err(SnapError::Store)?.ok_or_else(|| SnapError::Store(format!("commit {} is missing", hex_id(id))))?;
     dec_commit(&b).map_err(|e| SnapError::Store(format!("commit {}: {e}", hex_id(id))))
 }
 
 /// Opens an unmounted store for a ref change or a fork (`--store DIR`):
 /// the checks a mount makes first, its lock taken (a running daemon
-/// refuses: [`StoreError::Locked`]), schema 4 required. Release the lock
+/// refuses: [`StoreError::Locked`]), the current schema required. Release the lock
 /// with `Store::release_lock` when done.
 pub(crate) fn open_offline(dir: &Path) -> Result<Store, StoreError> {
     let dbpath = dir.join("store.redb");
@@ -302,7 +304,7 @@ pub(crate) fn open_offline(dir: &Path) -> Result<Store, StoreError> {
         v => {
             return Err(io_err(
                 &dbpath,
-                std::io::Error::other(format!("the store has schema {} (before snapshots): mount it once with this ringfs and unmount, then try again", v.unwrap_or(0))),
+                std::io::Error::other(format!("the store has schema {} (this ringfs uses {SCHEMA_VERSION}): mount it once with this ringfs (which migrates it) and unmount, then try again", v.unwrap_or(0))),
             ))
         }
     }

@@ -13,9 +13,8 @@
 use std::time::Duration;
 
 use crate::snap::object::*;
-use redb::ReadableTable;
 
-use crate::schema::{meta_get, OBJECTS, REFS};
+use crate::schema::{meta_get, REFS};
 use crate::snap::{build, head, loader, object_in, se, SnapError};
 use crate::store::db::Store;
 
@@ -222,12 +221,12 @@ pub(crate) fn plan_restore(store: &Store, commit: &ObjectId, paths: &[Vec<u8>]) 
         Some(_) => meta_get(&txn, "snap_pos").map_err(se)?,
         None => None,
     };
-    let built = build::build(&txn, base, None).map_err(SnapError::Store)?;
-    let c = dec_commit(&object_in(&txn, commit)?).map_err(|e| SnapError::Store(format!("commit {}: {e}", hex_id(commit))))?;
+    let built = build::build(&txn, &store.packs, base, None).map_err(SnapError::Store)?;
+    let c = dec_commit(&object_in(&txn, &store.packs, commit)?).map_err(|e| SnapError::Store(format!("commit {}: {e}", hex_id(commit))))?;
     let mut steps = Vec::new();
     {
-        let objects = txn.open_table(OBJECTS).map_err(se)?;
-        let mut load = loader(&built.new_objects, |id| objects.get(&id[..]).map(|o| o.map(|g| g.value().to_vec())).map_err(|e| e.to_string()));
+        let objects = crate::store::objects::read_in(&txn, &store.packs).map_err(SnapError::Store)?;
+        let mut load = loader(&built.new_objects, |id| objects.get(id));
         if paths.is_empty() {
             merge_dir(&mut load, Some(&built.root), Some(&c.root), b"", &mut steps).map_err(SnapError::Store)?;
             if built.root != c.root || built.root_meta != c.root_meta {

@@ -75,8 +75,8 @@ fn switch(store: &crate::store::db::Store, dir: &Path, name: &str, refresh: bool
         return Err(dirty("the store was not shut down cleanly (mount it once and unmount it)".into()));
     }
     // The live tree must be its base commit's tree, exactly.
-    let built = build::build(&txn, meta_get(&txn, "snap_pos").map_err(se)?.filter(|_| base.is_some()), None).map_err(SnapError::Store)?;
-    let objects = txn.open_table(OBJECTS).map_err(se)?;
+    let built = build::build(&txn, &store.packs, meta_get(&txn, "snap_pos").map_err(se)?.filter(|_| base.is_some()), None).map_err(SnapError::Store)?;
+    let objects = crate::store::objects::read_in(&txn, &store.packs).map_err(SnapError::Store)?;
     match base {
         Some(b) => {
             if commit_obj(&objects, &b)?.root != built.root {
@@ -133,7 +133,7 @@ fn switch(store: &crate::store::db::Store, dir: &Path, name: &str, refresh: bool
     }
     let c = commit_obj(&objects, &target)?;
     let mut load = |id: &ObjectId| -> Result<Vec<u8>, String> {
-        objects.get(&id[..]).map_err(|e| e.to_string())?.map(|g| g.value().to_vec()).ok_or_else(|| format!("object {} is missing", hex_id(id)))
+        objects.need(id)
     };
     let next = meta_get(&txn, "next_ino").map_err(se)?.unwrap_or(2).max(2);
     let w = write_tree(&txn, &mut load, &c, next).map_err(SnapError::Store)?;

@@ -136,9 +136,7 @@ impl Transfer<'_> {
     /// An object's bytes, if stored.
     pub fn object(&self, id: &ObjectId) -> Result<Option<Vec<u8>>, SnapError> {
         let rtx = self.store.begin_read().map_err(se)?;
-        let t = rtx.open_table(OBJECTS).map_err(se)?;
-        let v = t.get(&id[..]).map_err(se)?.map(|g| g.value().to_vec());
-        Ok(v)
+        crate::store::objects::read(&rtx, &self.store.packs).and_then(|o| o.get(id)).map_err(SnapError::Store)
     }
 
     /// Whether chunk `id` is in the chunk index.
@@ -153,7 +151,7 @@ impl Transfer<'_> {
     /// a commit not stored here is nobody's ancestor).
     pub fn is_ancestor(&self, anc: &ObjectId, of: &ObjectId) -> Result<bool, SnapError> {
         let rtx = self.store.begin_read().map_err(se)?;
-        let objects = rtx.open_table(OBJECTS).map_err(se)?;
+        let objects = crate::store::objects::read(&rtx, &self.store.packs).map_err(SnapError::Store)?;
         let mut seen = HashSet::new();
         let mut stack = vec![*of];
         while let Some(c) = stack.pop() {
@@ -163,7 +161,7 @@ impl Transfer<'_> {
             if !seen.insert(c) {
                 continue;
             }
-            if objects.get(&c[..]).map_err(se)?.is_none() {
+            if !objects.contains(&c).map_err(SnapError::Store)? {
                 continue;
             }
             stack.extend(commit_obj(&objects, &c)?.parents);
@@ -175,14 +173,14 @@ impl Transfer<'_> {
     /// root commit), over the commits stored here.
     pub fn height(&self, head: &ObjectId) -> Result<u64, SnapError> {
         let rtx = self.store.begin_read().map_err(se)?;
-        let objects = rtx.open_table(OBJECTS).map_err(se)?;
+        let objects = crate::store::objects::read(&rtx, &self.store.packs).map_err(SnapError::Store)?;
         let mut h: HashMap<ObjectId, u64> = HashMap::new();
         let mut stack = vec![(*head, false)];
         while let Some((c, done)) = stack.pop() {
             if h.contains_key(&c) {
                 continue;
             }
-            if objects.get(&c[..]).map_err(se)?.is_none() {
+            if !objects.contains(&c).map_err(SnapError::Store)? {
                 h.insert(c, 0);
                 continue;
             }
@@ -221,7 +219,7 @@ impl Transfer<'_> {
         let head = head.ok_or(SnapError::NoCommits)?;
         let height = self.height(&head)?;
         let rtx = self.store.begin_read().map_err(se)?;
-        let objects = rtx.open_table(OBJECTS).map_err(se)?;
+        let objects = crate::store::objects::read(&rtx, &self.store.packs).map_err(SnapError::Store)?;
         let chunks = rtx.open_table(CHUNKS).map_err(se)?;
         let mut out = Outgoing {
             branch,
@@ -253,11 +251,7 @@ impl Transfer<'_> {
             if held(b'o', &id) || !entered.insert(id) {
                 continue;
             }
-            let Some(b) = objects
-                .get(&id[..])
-                .map_err(se)?
-                .map(|g| g.value().to_vec())
-            else {
+            let Some(b) = objects.get(&id).map_err(SnapError::Store)? else {
                 return Err(SnapError::Store(format!(
                     "object {} is reachable but missing (run `ringfs fsck`)",
                     hex_id(&id)
@@ -432,9 +426,9 @@ pub fn import_into(
     }
     let mut fresh = Vec::new();
     {
-        let t = txn.open_table(OBJECTS).map_err(se)?;
+        let t = crate::store::objects::read_in(&txn, &store.packs).map_err(SnapError::Store)?;
         for (id, b) in objects {
-            if t.get(&id[..]).map_err(se)?.is_none() {
+            if !t.contains(&id).map_err(SnapError::Store)? {
                 fresh.push((id, b));
             }
         }
@@ -477,17 +471,20 @@ pub fn import_into(
             pt.insert(*id, (*total, *live, true)).map_err(se)?;
         }
         rep.packs = packs.len() as u64;
-        let mut objs = txn.open_table(OBJECTS).map_err(se)?;
-        for (id, b) in &fresh {
-            objs.insert(&id[..], &b[..]).map_err(se)?;
+        drop(pt);
+        {
+            let mut m = txn.open_table(META).map_err(se)?;
+            if !packs.is_empty() {
+                m.insert("next_pack", (next as u64) + packs.len() as u64)
+                    .map_err(se)?;
+            }
         }
-        rep.objects = fresh.len() as u64;
-        commit_obj(&objs, &new)?;
-        let mut m = txn.open_table(META).map_err(se)?;
-        if !packs.is_empty() {
-            m.insert("next_pack", (next as u64) + packs.len() as u64)
-                .map_err(se)?;
-        }
+        // The new objects: one more sealed pack, after the bundles'.
+        let at = next + packs.len() as u32;
+        rep.objects = crate::store::objects::put_as_pack(&txn, &off.dir.join("packs"), at, &fresh)
+            .map_err(SnapError::Store)?;
+        rep.packs += (rep.objects > 0) as u64;
+        commit_obj(&crate::store::objects::read_in(&txn, &store.packs).map_err(SnapError::Store)?, &new)?;
         txn.open_table(REFS)
             .map_err(se)?
             .insert(branch, &new[..])
@@ -584,12 +581,6 @@ fn clone_into(
     txn.set_durability(Durability::Immediate)
         .map_err(|e| e.to_string())?;
     create_tables(&txn).map_err(|e| e.to_string())?;
-    {
-        let mut t = txn.open_table(OBJECTS).map_err(|e| e.to_string())?;
-        for (id, b) in &map {
-            t.insert(&id[..], &b[..]).map_err(|e| e.to_string())?;
-        }
-    }
     rep.objects = map.len() as u64;
     let c = dec_commit(
         map.get(&head)
@@ -640,6 +631,11 @@ fn clone_into(
             .map(|m| *m as u64 + 1)
             .unwrap_or(0);
         write_new_meta(&mut m, tmp, w.next_ino, count, bytes, next_pack).map_err(|e| e.to_string())?;
+        drop(m);
+        // The objects: one sealed pack after the bundles' (it moves
+        // META next_pack past itself).
+        let all: Vec<(ObjectId, Vec<u8>)> = map.iter().map(|(k, v)| (*k, v.clone())).collect();
+        crate::store::objects::put_as_pack(&txn, &tmp.join("packs"), next_pack as u32, &all)?;
         let mut refs = txn.open_table(REFS).map_err(|e| e.to_string())?;
         refs.insert(branch, &head[..]).map_err(|e| e.to_string())?;
         refs.insert(HEAD_KEY, format!("ref: {branch}").as_bytes())

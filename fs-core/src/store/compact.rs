@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 
 use redb::{Durability, ReadableTable};
 
-use crate::schema::{CHUNKS, PACKS, PACK_RECORD_HEADER, SCHEMA_VERSION};
+use crate::schema::{CHUNKS, OBJECTS, PACKS, PACK_RECORD_HEADER, SCHEMA_VERSION};
 use crate::store::db::{corrupt, io_err, open_db, take_lock, Store};
 use crate::store::migrate::schema_of;
 use crate::store::pack::{known_packs, pack_name, scan_pack_until, Packs, HEADER_LEN};
@@ -179,9 +179,25 @@ impl Store {
         if live > 0 {
             let mut err: Option<redb::Error> = None;
             let mut index = txn.open_table(CHUNKS)?;
+            let mut objects = txn.open_table(OBJECTS)?;
             let path = self.packs.path(id);
             let scanned = scan_pack_until(&path, |off, hash, b| {
                 let mut step = || -> std::result::Result<(), redb::Error> {
+                    // A live snapshot object (schema 5): its row moves.
+                    let obj = objects.get(&hash[..])?.map(|g| g.value());
+                    if let Some((p, o, len)) = obj {
+                        if p == id && o == off && len as usize == b.len() {
+                            found += PACK_RECORD_HEADER + len as u64;
+                            let loc = self.packs.append(hash, b).map_err(redb::Error::Io)?;
+                            objects.insert(&hash[..], (loc.pack, loc.offset, loc.len))?;
+                            let t = touched.entry(loc.pack).or_default();
+                            t.0 += PACK_RECORD_HEADER + loc.len as u64;
+                            t.1 = loc.offset + loc.len as u64;
+                            moved += 1;
+                            bytes += len as u64;
+                            return Ok(());
+                        }
+                    }
                     let cur = index.get(&hash[..])?.map(|g| g.value());
                     let Some((p, o, len, refs)) = cur else { return Ok(()) };
                     if p != id || o != off || len as usize != b.len() {
@@ -205,7 +221,7 @@ impl Store {
                     }
                 }
             });
-            drop(index);
+            drop((index, objects));
             if let Some(e) = err {
                 txn.abort()?;
                 return Err(e);
@@ -270,7 +286,7 @@ pub(crate) fn gc_store_with(
             return Err(io_err(
                 &dbpath,
                 std::io::Error::other(format!(
-                    "the store has schema {} and keeps its chunks in the database; mount it once with this ringfs (which moves them into packs) and unmount, then gc",
+                    "the store has schema {} (this ringfs uses {SCHEMA_VERSION}); mount it once with this ringfs (which migrates it) and unmount, then gc",
                     v.unwrap_or(0)
                 )),
             ))

@@ -17,6 +17,11 @@
 //!   `manifest_sizes`; `schema::create_tables` makes them); nothing is
 //!   rewritten. Manifests stored before have no size row: a snapshot takes
 //!   the inode record's size for them.
+//! - 4 → 5: snapshot objects move from the `objects` table (id → bytes)
+//!   into pack records (appended to the open pack, synced before the
+//!   loading transaction commits), `object_index` taking their locations;
+//!   the old table is deleted and the database file compacted after the
+//!   commit ([`compact_db`]). Ids and encodings are unchanged.
 //!
 //! Must not touch: the inode table in memory, working copies.
 
@@ -91,6 +96,9 @@ pub(crate) fn migrate(txn: &WriteTransaction, from: u64, packs: &Packs) -> std::
     if from < 3 {
         n += chunks_to_packs(txn, packs).map_err(|e| format!("moving chunks into {}: {e}", packs.dir().display()))?;
     }
+    if from == 4 {
+        n += objects_to_packs(txn, packs).map_err(|e| format!("moving snapshot objects into {}: {e}", packs.dir().display()))?;
+    }
     txn.open_table(META).map_err(|e| e.to_string())?.insert("schema", SCHEMA_VERSION).map_err(|e| e.to_string())?;
     Ok(n)
 }
@@ -132,8 +140,31 @@ fn chunks_to_packs(txn: &WriteTransaction, packs: &Packs) -> std::result::Result
     Ok(n as usize)
 }
 
-/// After a migration to schema 3 committed: compacts the database file so
-/// the pages the chunk bytes held are given back to the filesystem. A
+/// 4 → 5: every row of the old `objects` table appended to the open pack
+/// (in id order) and indexed in `object_index`; the old table deleted.
+/// Returns the objects moved.
+fn objects_to_packs(txn: &WriteTransaction, packs: &Packs) -> std::result::Result<usize, String> {
+    let mut n = 0;
+    {
+        let old = txn.open_table(OBJECTS_V4).map_err(|e| e.to_string())?;
+        let mut new = crate::store::objects::write(txn, packs)?;
+        for r in old.iter().map_err(|e| e.to_string())? {
+            let (k, v) = r.map_err(|e| e.to_string())?;
+            // A key that is not an id: fsck of the kept schema-4 copy names it.
+            let Ok(id) = <[u8; 32]>::try_from(k.value()) else { continue };
+            if new.put(&id, v.value())? {
+                n += 1;
+            }
+        }
+        drop(old);
+        new.finish(txn)?;
+    }
+    txn.delete_table(OBJECTS_V4).map_err(|e| e.to_string())?;
+    Ok(n)
+}
+
+/// After a migration to schema 3 or 5 committed: compacts the database
+/// file so the pages the chunk bytes (3) or object bytes (5) held are given back to the filesystem. A
 /// failure is logged (the store works, only bigger).
 pub(crate) fn compact_db(db: &mut redb::Database, path: &Path) {
     let before = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);

@@ -14,6 +14,8 @@
 //! - [`recovery`]: loading the inode table at open and repairing what a crash
 //!   left (orphans, dangling entries, lost+found);
 //! - [`migrate`]: bringing a store of an earlier schema to this one;
+//! - [`objects`]: snapshot objects' bytes by id (records in the pack
+//!   files, their locations in `object_index`);
 //! - [`pack`]: chunk bytes in pack files, their index entries' locations,
 //!   compaction.
 //! - [`readonly`]: opening the database without writing to it, and
@@ -29,6 +31,7 @@ pub mod compact;
 pub(crate) mod content;
 pub(crate) mod db;
 pub(crate) mod migrate;
+pub(crate) mod objects;
 pub mod pack;
 pub(crate) mod readonly;
 pub(crate) mod recovery;
@@ -37,7 +40,7 @@ pub(crate) mod scan;
 /// The tables and records (public: fsck and integration tests read the
 /// tables); they live in [`crate::schema`], below the inode table.
 pub use crate::schema::{
-    dec, dec_inode, enc, ChunkRef, InodeRec, JournalRecord, SnapEntry, MANIFEST_SIZES, OBJECTS, REFS, SNAP_INODES, CHUNKS, CHUNKS_V2, CHUNK_REFS_V2, DIRENTS, FS_APPEND_FL, FS_IMMUTABLE_FL, FS_NOATIME_FL,
+    dec, dec_inode, enc, ChunkRef, InodeRec, JournalRecord, SnapEntry, MANIFEST_SIZES, OBJECTS, OBJECTS_V4, REFS, SNAP_INODES, CHUNKS, CHUNKS_V2, CHUNK_REFS_V2, DIRENTS, FS_APPEND_FL, FS_IMMUTABLE_FL, FS_NOATIME_FL,
     FS_NODUMP_FL, INODES, JOURNAL, KEPT_FLAGS, LOCAL_DIRENTS, LOCAL_INODES, LOCAL_SYMLINKS, LOCAL_XATTRS, MANIFESTS, META, PACKS, SCHEMA_VERSION,
     SYMLINKS, XATTRS,
 };

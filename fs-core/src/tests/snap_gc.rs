@@ -97,7 +97,7 @@ fn chunk(store: &crate::store::db::Store, hash: &[u8; 32]) -> Vec<u8> {
 
 fn object(store: &crate::store::db::Store, id: &ObjectId) -> Vec<u8> {
     let rtx = store.begin_read().unwrap();
-    let v = rtx.open_table(crate::schema::OBJECTS).unwrap().get(&id[..]).unwrap().map(|g| g.value().to_vec());
+    let v = crate::store::objects::read(&rtx, &store.packs).unwrap().get(id).unwrap();
     v.unwrap_or_else(|| panic!("object {} missing", hex_id(id)))
 }
 

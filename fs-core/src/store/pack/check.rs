@@ -1,8 +1,8 @@
 //! fsck's checks of the chunk index (`schema::CHUNKS`) and pack table
 //! (`schema::PACKS`) against the pack files: each location inside its
 //! pack, reference counts equal to the manifests' uses, live bytes per
-//! pack, with `full` each chunk's bytes against its hash, and pack files
-//! the index does not know.
+//! pack (chunks and, since schema 5, snapshot objects), with `full` each
+//! chunk's bytes against its hash, and pack files the index does not know.
 //!
 //! Owns: what a consistent pack store is. Must not touch: anything on disk
 //! (read only).
@@ -13,7 +13,7 @@ use std::path::Path;
 use redb::{ReadTransaction, ReadableTable};
 
 use super::{pack_files, pack_name, Loc, HEADER_LEN, RECORD_HEADER};
-use crate::schema::{hex, CHUNKS, CHUNKS_V2, CHUNK_REFS_V2, PACKS};
+use crate::schema::{hex, CHUNKS, CHUNKS_V2, CHUNK_REFS_V2, OBJECTS, PACKS};
 
 /// What [`check_chunks`] counted.
 #[derive(Clone, Copy, Debug, Default)]
@@ -102,6 +102,22 @@ pub(crate) fn check_chunks(
                 Err(e) => bad(place, format!("reading {}: {e}", pack_name(pack))),
             }
         }
+    }
+    // Snapshot objects (schema 5) are records of the packs too: their
+    // bytes are live (`snap::check` reads and checks each one).
+    match rtx.open_table(OBJECTS) {
+        Ok(t) => {
+            for r in t.iter()? {
+                let (k, v) = r?;
+                let (pack, _, len) = v.value();
+                *live.entry(pack).or_default() += RECORD_HEADER + len as u64;
+                if !rows.contains_key(&pack) {
+                    bad(format!("object_index/{}", hex(k.value())), format!("in pack {} which the pack table does not list", pack_name(pack)));
+                }
+            }
+        }
+        Err(redb::TableError::TableDoesNotExist(_)) => {}
+        Err(e) => return Err(e.into()),
     }
     if seen < want_refs.len() as u64 {
         let index = rtx.open_table(CHUNKS)?;

@@ -38,6 +38,7 @@ use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
 use crate::schema::{StoreResult, META, PACKS, PACK_RECORD_HEADER};
 
 pub use scan::scan_pack;
+pub(crate) use scan::header as scan_header;
 pub(crate) use scan::scan_pack_until;
 
 /// Magic at the start of every pack file.
@@ -158,6 +159,9 @@ struct Writer {
     rolled: BTreeSet<u32>,
     /// [`SEAL_AT`] (smaller in tests).
     seal_at: u64,
+    /// Made by [`Packs::read_only`]: appends are refused (it knows no
+    /// pack ids, so a new pack could take one in use).
+    read_only: bool,
 }
 
 /// The pack files of one store: the open pack's writer and the readers.
@@ -235,7 +239,7 @@ impl Packs {
         let next_id = next_pack.max(max_seen).max(known.keys().next_back().map(|m| m + 1).unwrap_or(0));
         Ok(Packs {
             dir,
-            writer: Mutex::new(Writer { next_id, open, unsynced: Vec::new(), dirty: false, rolled, seal_at: SEAL_AT }),
+            writer: Mutex::new(Writer { next_id, open, unsynced: Vec::new(), dirty: false, rolled, seal_at: SEAL_AT, read_only: false }),
             readers: Mutex::new(Vec::new()),
             _tmp: tmp,
         })
@@ -246,7 +250,7 @@ impl Packs {
     pub(crate) fn read_only(dir: PathBuf) -> Packs {
         Packs {
             dir,
-            writer: Mutex::new(Writer { next_id: 0, open: None, unsynced: Vec::new(), dirty: false, rolled: BTreeSet::new(), seal_at: SEAL_AT }),
+            writer: Mutex::new(Writer { next_id: 0, open: None, unsynced: Vec::new(), dirty: false, rolled: BTreeSet::new(), seal_at: SEAL_AT, read_only: true }),
             readers: Mutex::new(Vec::new()),
             _tmp: None,
         }
@@ -280,6 +284,9 @@ impl Packs {
     /// torn record that the next append overwrites.
     pub(crate) fn append(&self, hash: &[u8; 32], bytes: &[u8]) -> std::io::Result<Loc> {
         let mut w = lock(&self.writer);
+        if w.read_only {
+            return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, "the store's packs were opened read-only (a bug: nothing may be appended here)"));
+        }
         let need = RECORD_HEADER + bytes.len() as u64;
         if w.open.as_ref().is_none_or(|o| o.len > HEADER_LEN && o.len + need > w.seal_at) {
             self.roll(&mut w)?;
