@@ -31,8 +31,14 @@ pub(crate) struct Pools {
 }
 
 impl Pools {
-    pub(crate) fn new() -> Pools {
-        Pools { size: [AtomicUsize::new(POOL_MIN), AtomicUsize::new(0)], cv: Condvar::new(), trouble: Default::default() }
+    /// Pools sized for `saved` ready files per side (what the last clean
+    /// shutdown left, `[POOL_WC]`, `[POOL_LOCAL]`): a mount keeps as many
+    /// ready as the last one needed (the working-copy pool at least
+    /// [`POOL_MIN`]; the local-only pool 0 until a local-only create).
+    pub(crate) fn new(saved: [usize; 2]) -> Pools {
+        let wc = saved[POOL_WC].clamp(POOL_MIN, POOL_MAX);
+        let local = if saved[POOL_LOCAL] == 0 { 0 } else { saved[POOL_LOCAL].clamp(POOL_MIN, POOL_MAX) };
+        Pools { size: [AtomicUsize::new(wc), AtomicUsize::new(local)], cv: Condvar::new(), trouble: Default::default() }
     }
 
     /// A ready file's inode number from pool `side` for a new regular file,
