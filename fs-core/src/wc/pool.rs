@@ -4,6 +4,10 @@
 //! on the request path. A pool doubles (from [`POOL_MIN`] up to
 //! [`POOL_MAX`]) whenever a create finds it empty; the local-only pool
 //! starts at 0, so a workspace without local-only files keeps none.
+//! The files ready at a clean shutdown stay for the next mount (the final
+//! commit records them in the store's `pool` table; [`Pools::new`] sizes
+//! the pools for them), so a fresh mount's creates do not make files on the
+//! request path (D52).
 //!
 //! Owns: the pool thread and how many files to keep. The reserved numbers
 //! themselves live in the inode table (`State::pool`), under its lock. Must
