@@ -33,7 +33,7 @@ use std::thread::JoinHandle;
 use redb::{Database, Durability};
 
 use crate::host::HostTrees;
-use crate::inode::{self, meta_key, Freed, State, ROOT};
+use crate::inode::{self, meta_key, Freed, State, POOL_LOCAL, ROOT};
 use crate::local::{BackDir, IgnorePolicy};
 use crate::posix::*;
 use crate::store::commit::run_group_commits;
@@ -275,7 +275,7 @@ impl Fs {
         };
         let mut saved_pool = saved_pool;
         // The local-only directory may be another one than last time (--local-dir).
-        saved_pool[inode::POOL_LOCAL].retain(|i| local.exists(&i.to_string()));
+        saved_pool[POOL_LOCAL].retain(|i| local.exists(&i.to_string()));
         let pool_sizes = saved_pool.each_ref().map(Vec::len);
         loaded.state.pool = saved_pool;
         let local_tables = policy.is_some() || loaded.state.nodes.values().any(|n| n.local);
