@@ -67,6 +67,13 @@ pub const SNAP_INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("snap_
 /// cut at (the inode record's size can be newer while a file is written).
 pub const MANIFEST_SIZES: TableDefinition<u64, u64> = TableDefinition::new("manifest_sizes");
 
+/// pool: ino → side (0: the working-copy directory, 1: the local-only
+/// directory). The empty backing files a clean shutdown left ready for the
+/// next mount's creates (docs/FORMATS.md "Ready backing files"); read only
+/// when meta "clean" is 1, rewritten by every clean shutdown. Optional: a
+/// store without it has no ready files.
+pub const POOL: TableDefinition<u64, u8> = TableDefinition::new("pool");
+
 /// Local-only inodes (paths matching an ignore pattern) keep their metadata
 /// in these tables, which are never journaled, hashed or synced; their
 /// bytes live in the local backing directory. Same layouts as above.

@@ -2,7 +2,9 @@
 //! write fsynced in a big file survives kill -9 of the daemon (the working
 //! copy is the truth until hashed, recovery re-hashes it); a few thousand
 //! files never fsynced are all stored by a clean `ringfs umount`, whose
-//! progress lines say what it waits for. No timing is asserted.
+//! progress lines say what it waits for; the ready working copies a clean
+//! unmount leaves are taken by the next mount, not trusted after a crash.
+//! No timing is asserted.
 
 mod common;
 
@@ -158,4 +160,82 @@ PY"#
     assert!(so.starts_with("file 2999 "), "{so}");
     assert_eq!(so.lines().last().map(str::trim), Some("3000"), "{so}");
     m.unmount_checked();
+}
+
+/// The empty working copies under `store/wc` that no file of the mount uses
+/// (`live`: the inode numbers of the mount's files): the ready pool.
+fn ready_files(m: &TestMount, live: &[u64]) -> Vec<u64> {
+    let mut out: Vec<u64> = std::fs::read_dir(m.store_dir().join("wc"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.metadata().map(|md| md.len() == 0).unwrap_or(false))
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|i| !live.contains(i))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Inode numbers `stat` gives for every entry of `dir` in the mount.
+fn inos(m: &TestMount, dir: &str) -> Vec<u64> {
+    let o = m.sh(&format!("stat -c %i {dir}/*"));
+    let (so, se) = out_str(&o);
+    assert!(o.status.success(), "{se}");
+    so.lines().map(|l| l.trim().parse().unwrap()).collect()
+}
+
+/// D52: the pool's ready working copies outlive a clean unmount (the final
+/// commit records them), so the next mount's first create takes one instead
+/// of making a file on the request path; after a crash the record is not
+/// trusted (recovery removes the empty files) and creates still work.
+#[test]
+fn ready_working_copies_outlive_a_clean_unmount_and_not_a_crash() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    // Enough creates to empty the first pool (8) and grow it.
+    let o = m.sh("mkdir d && for i in $(seq 40); do echo $i > d/f$i; done");
+    assert!(o.status.success(), "{}", out_str(&o).1);
+    m.remount();
+    let live = inos(&m, "d");
+    assert_eq!(live.len(), 40);
+    let ready = ready_files(&m, &live);
+    assert!(!ready.is_empty(), "no ready working copies kept across the unmount");
+    // The first create of the new mount takes one of them.
+    let o = m.sh(
+        r#"python3 - <<'PY'
+import os
+fd = os.open("d/new", os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"new\n"); os.fsync(fd); os.close(fd)
+dfd = os.open("d", os.O_RDONLY); os.fsync(dfd)
+print(os.stat("d/new").st_ino)
+PY"#,
+    );
+    let (so, se) = out_str(&o);
+    assert!(o.status.success(), "{se}");
+    let new: u64 = so.trim().parse().unwrap();
+    assert!(ready.contains(&new), "the first create (inode {new}) did not take a ready file of {ready:?}");
+    // A crash: the next mount does not trust the record; the unused ready
+    // files of the last clean unmount are gone, the fsynced file is intact.
+    m.kill_daemon();
+    m.mount_again();
+    let o = m.sh("cat d/new; for i in $(seq 40); do cat d/f$i; done | wc -l");
+    let (so, se) = out_str(&o);
+    assert!(o.status.success(), "{se}");
+    assert_eq!(so, "new\n40\n");
+    let wc = m.store_dir().join("wc");
+    for i in ready.iter().filter(|&&i| i != new) {
+        assert!(!wc.join(i.to_string()).exists(), "ready file {i} kept after a crash");
+    }
+    let o = m.sh("echo after > d/after && stat -c %i d/after && cat d/after");
+    let (so, se) = out_str(&o);
+    assert!(o.status.success(), "{se}");
+    let mut l = so.lines();
+    let after: u64 = l.next().unwrap().parse().unwrap();
+    assert!(!ready.contains(&after), "inode {after} of the crashed mount's ready files reused");
+    assert_eq!(l.next(), Some("after"));
+    m.unmount_checked();
+    let report = fsck(&m);
+    assert!(report.contains("clean"), "{report}");
 }

@@ -133,7 +133,11 @@ impl Inner {
         let mut drew = false;
         let drain = || {
             let mut st = self.lock();
-            let b = st.drain(self.local_tables);
+            let mut b = st.drain(self.local_tables);
+            if clean == Some(true) {
+                // The clean shutdown's commit: the ready files outlive the mount.
+                b.pool = Some(st.pool.clone());
+            }
             if self.local_tables {
                 snap::note_local(self, &st, &b);
             }
@@ -261,6 +265,19 @@ impl Fs {
             }
             st.dirty_inodes = dirty;
         }
+        // A clean shutdown left its ready backing files (D52): the creates
+        // of this mount take them, none is made on the request path.
+        let saved_pool = if loaded.clean {
+            let st = &loaded.state;
+            crate::store::batch::saved_pool(&db, st.next_ino, |i| st.nodes.contains_key(&i))
+        } else {
+            Default::default() // recovery removed the empty files
+        };
+        let mut saved_pool = saved_pool;
+        // The local-only directory may be another one than last time (--local-dir).
+        saved_pool[POOL_LOCAL].retain(|i| local.exists(&i.to_string()));
+        let pool_sizes = saved_pool.each_ref().map(Vec::len);
+        loaded.state.pool = saved_pool;
         let local_tables = policy.is_some() || loaded.state.nodes.values().any(|n| n.local);
         let store = Store::new(db, dir, desc, lock, loaded.sync_pos, (loaded.chunk_count, loaded.chunk_bytes), packs);
         let inner = Arc::new(Inner {
@@ -274,7 +291,7 @@ impl Fs {
             state: Mutex::new(loaded.state),
             next_fh: AtomicU64::new(1),
             hasher: Hasher::default(),
-            pools: Pools::new(),
+            pools: Pools::new(pool_sizes),
             stopping: AtomicBool::new(false),
             stop: Mutex::new(false),
             stop_cv: Condvar::new(),
@@ -514,13 +531,9 @@ impl Fs {
                 }
             }
         }
+        // The pool's ready files stay: the final commit records them
+        // (`pool` table) for the next mount's creates (D52).
         self.stop_threads(false);
-        let pools = std::mem::take(&mut self.inner.lock().pool);
-        for (side, pool) in pools.into_iter().enumerate() {
-            for ino in pool {
-                let _ = self.inner.data_dir(side == POOL_LOCAL).unlink(&ino.to_string());
-            }
-        }
         let dirty = dirty_files(&self.inner.lock());
         let (mut unstored, _) = self.inner.wc().hash_many(&dirty, true);
         for (ino, e) in &unstored {

@@ -29,6 +29,10 @@ pub(crate) struct Batch {
     pub(crate) loc: HashSet<u64>,
     /// The inode counter to persist.
     pub(crate) next_ino: u64,
+    /// The ready backing files to leave for the next mount (`[POOL_WC]`,
+    /// `[POOL_LOCAL]` of `State::pool`): set only for the final, clean
+    /// commit, which replaces the `pool` table with them.
+    pub(crate) pool: Option<[Vec<u64>; 2]>,
 }
 
 impl Batch {

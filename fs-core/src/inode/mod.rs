@@ -458,6 +458,7 @@ impl State {
             freed_local: std::mem::take(&mut st.freed_local),
             loc,
             next_ino: st.next_ino,
+            pool: None,
         }
     }
 

@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 
-use redb::ReadableTable;
+use redb::{ReadableDatabase, ReadableTable};
 
 use crate::inode::batch::Batch;
 use crate::store::db::Store;
@@ -31,7 +31,7 @@ impl Store {
         local_tables: bool,
         clean: Option<bool>,
     ) -> std::result::Result<(u64, i64, i64), redb::Error> {
-        let Batch { inodes, dirents, xattrs, freed, freed_local, loc, next_ino } = b;
+        let Batch { inodes, dirents, xattrs, freed, freed_local, loc, next_ino, pool } = b;
         let next_ino = *next_ino;
         let mut seq = self.journal_last(txn)?;
         let mut journal: Vec<JournalRecord> = Vec::new();
@@ -162,6 +162,36 @@ impl Store {
         if let Some(c) = clean {
             m.insert("clean", c as u64)?;
         }
+        if let Some(pool) = pool {
+            // Replaced whole: only the clean shutdown's ready files count.
+            let mut t = txn.open_table(POOL)?;
+            t.retain(|_, _| false)?;
+            for (side, inos) in pool.iter().enumerate() {
+                for ino in inos {
+                    t.insert(*ino, side as u8)?;
+                }
+            }
+        }
         Ok((seq, dc, db))
     }
+}
+
+/// The ready backing files a clean shutdown left (`pool` table), per side
+/// (`[POOL_WC]`, `[POOL_LOCAL]`), for the open of a store whose meta said
+/// clean. Inodes the table holds are dropped (never a pool file), and so is
+/// everything at or past `next_ino`. A missing or unreadable table is
+/// no ready files (the files then stay unused: empty, under numbers below
+/// `next_ino`, never taken again).
+pub(crate) fn saved_pool(db: &redb::Database, next_ino: u64, used: impl Fn(u64) -> bool) -> [Vec<u64>; 2] {
+    let mut out: [Vec<u64>; 2] = Default::default();
+    let Ok(rtx) = db.begin_read() else { return out };
+    let Ok(t) = rtx.open_table(POOL) else { return out };
+    let Ok(it) = t.iter() else { return out };
+    for (k, v) in it.flatten() {
+        let (ino, side) = (k.value(), v.value() as usize);
+        if side < 2 && ino < next_ino && !used(ino) {
+            out[side].push(ino);
+        }
+    }
+    out
 }

@@ -4,6 +4,10 @@
 //! on the request path. A pool doubles (from [`POOL_MIN`] up to
 //! [`POOL_MAX`]) whenever a create finds it empty; the local-only pool
 //! starts at 0, so a workspace without local-only files keeps none.
+//! The files ready at a clean shutdown stay for the next mount (the final
+//! commit records them in the store's `pool` table; [`Pools::new`] sizes
+//! the pools for them), so a fresh mount's creates do not make files on the
+//! request path (D52).
 //!
 //! Owns: the pool thread and how many files to keep. The reserved numbers
 //! themselves live in the inode table (`State::pool`), under its lock. Must
@@ -31,8 +35,14 @@ pub(crate) struct Pools {
 }
 
 impl Pools {
-    pub(crate) fn new() -> Pools {
-        Pools { size: [AtomicUsize::new(POOL_MIN), AtomicUsize::new(0)], cv: Condvar::new(), trouble: Default::default() }
+    /// Pools sized for `saved` ready files per side (what the last clean
+    /// shutdown left, `[POOL_WC]`, `[POOL_LOCAL]`): a mount keeps as many
+    /// ready as the last one needed (the working-copy pool at least
+    /// [`POOL_MIN`]; the local-only pool 0 until a local-only create).
+    pub(crate) fn new(saved: [usize; 2]) -> Pools {
+        let wc = saved[POOL_WC].clamp(POOL_MIN, POOL_MAX);
+        let local = if saved[POOL_LOCAL] == 0 { 0 } else { saved[POOL_LOCAL].clamp(POOL_MIN, POOL_MAX) };
+        Pools { size: [AtomicUsize::new(wc), AtomicUsize::new(local)], cv: Condvar::new(), trouble: Default::default() }
     }
 
     /// A ready file's inode number from pool `side` for a new regular file,
