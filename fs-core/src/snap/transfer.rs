@@ -307,6 +307,36 @@ impl Transfer<'_> {
     }
 }
 
+/// Remote-only chunks of a lazy clone ([`crate::store::remote`]).
+impl Transfer<'_> {
+    /// Installs where this store's remote-only chunks come from (once per
+    /// process; false if one was installed already).
+    pub fn set_chunk_source(&self, src: std::sync::Arc<dyn crate::store::remote::ChunkSource>) -> bool {
+        self.store.remote.source.set(src).is_ok()
+    }
+
+    /// Every remote-only chunk of this store: (hash, length).
+    pub fn remote_only(&self) -> Result<Vec<([u8; 32], u32)>, SnapError> {
+        self.store.remote_only().map_err(se)
+    }
+
+    /// Fetches the still remote-only chunks of `want` (hash, length) into
+    /// the local packs, durably (see [`crate::store::remote::ChunkSource`]). Returns how many were
+    /// stored. Errors: one line (no source, the source's error, a hash
+    /// mismatch, the store's).
+    pub fn fetch_remote(&self, want: &[([u8; 32], u32)]) -> Result<u64, String> {
+        self.store.fetch_remote(want)
+    }
+
+    /// Chunks and bytes fetched from the remote since the store was opened.
+    pub fn remote_fetched(&self) -> (u64, u64) {
+        (
+            self.store.remote.fetched.load(std::sync::atomic::Ordering::Relaxed),
+            self.store.remote.fetched_bytes.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+}
+
 /// What [`import_into`] or [`build_clone`] did.
 #[derive(Clone, Debug, Default)]
 pub struct ImportReport {

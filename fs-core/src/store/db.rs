@@ -68,7 +68,7 @@ pub(crate) struct Store {
     pub(crate) content_new: AtomicU64,
     pub(crate) content_reused: AtomicU64,
     /// Remote-only chunks: where they come from, what was fetched.
-    pub(crate) remote: crate::store::remote::Remote,
+    pub(crate) remote: crate::store::source::Remote,
 }
 
 impl Store {

@@ -18,6 +18,8 @@
 //!   compaction.
 //! - [`remote`]: remote-only chunks of a lazy clone and the
 //!   [`ChunkSource`](remote::ChunkSource) that fetches them;
+//! - [`source`]: the sentinel pack id, the `ChunkSource` trait and the
+//!   store's installed source (a leaf the store handle holds);
 //! - [`readonly`]: opening the database without writing to it, and
 //!   guarding redb calls that may panic on a damaged file;
 //! - [`scan`]: reading every table of a database that may be damaged
@@ -35,6 +37,7 @@ pub mod pack;
 pub(crate) mod readonly;
 pub(crate) mod recovery;
 pub mod remote;
+pub(crate) mod source;
 pub(crate) mod scan;
 
 /// The tables and records (public: fsck and integration tests read the

@@ -10,37 +10,14 @@
 //! the remote layout (the `ringfs` binary implements [`ChunkSource`]).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use redb::{Durability, ReadableTable};
 
 use crate::schema::{hex, CHUNKS, PACK_RECORD_HEADER};
 use crate::store::db::Store;
 
-/// The pack id of a remote-only chunk's index row (no pack file has it:
-/// pack ids are allocated upwards from 0).
-pub const REMOTE_PACK: u32 = u32::MAX;
-
-/// Where remote-only chunks come from (implemented by the `ringfs` binary
-/// over its remote). Called from FUSE request threads (a first open) and
-/// the prefetch thread, so it must not hang: bounded retries, then an error.
-pub trait ChunkSource: Send + Sync {
-    /// The bytes of each chunk in `want` (hash, length), in the same order.
-    /// They need not be checked (the store checks each against its hash).
-    /// Errors: one line naming the remote and the chunk that failed.
-    fn fetch(&self, want: &[([u8; 32], u32)]) -> Result<Vec<Vec<u8>>, String>;
-    /// The remote's name and URL, for log lines.
-    fn describe(&self) -> String;
-}
-
-/// The chunk source of a store and what it fetched.
-#[derive(Default)]
-pub(crate) struct Remote {
-    pub(crate) source: std::sync::OnceLock<std::sync::Arc<dyn ChunkSource>>,
-    /// Chunks and bytes fetched since the store was opened.
-    pub(crate) fetched: AtomicU64,
-    pub(crate) fetched_bytes: AtomicU64,
-}
+pub use super::source::{ChunkSource, REMOTE_PACK};
 
 impl Store {
     /// Every remote-only chunk: (hash, length).
@@ -138,34 +115,5 @@ impl Store {
         self.remote.fetched.fetch_add(n, Ordering::Relaxed);
         self.remote.fetched_bytes.fetch_add(nb, Ordering::Relaxed);
         Ok(n)
-    }
-}
-
-impl crate::snap::transfer::Transfer<'_> {
-    /// Installs where this store's remote-only chunks come from (once per
-    /// process; false if one was installed already).
-    pub fn set_chunk_source(&self, src: std::sync::Arc<dyn ChunkSource>) -> bool {
-        self.store.remote.source.set(src).is_ok()
-    }
-
-    /// Every remote-only chunk of this store: (hash, length).
-    pub fn remote_only(&self) -> Result<Vec<([u8; 32], u32)>, crate::snap::SnapError> {
-        self.store.remote_only().map_err(crate::snap::se)
-    }
-
-    /// Fetches the still remote-only chunks of `want` (hash, length) into
-    /// the local packs, durably (see [`ChunkSource`]). Returns how many were
-    /// stored. Errors: one line (no source, the source's error, a hash
-    /// mismatch, the store's).
-    pub fn fetch_remote(&self, want: &[([u8; 32], u32)]) -> Result<u64, String> {
-        self.store.fetch_remote(want)
-    }
-
-    /// Chunks and bytes fetched from the remote since the store was opened.
-    pub fn remote_fetched(&self) -> (u64, u64) {
-        (
-            self.store.remote.fetched.load(Ordering::Relaxed),
-            self.store.remote.fetched_bytes.load(Ordering::Relaxed),
-        )
     }
 }
