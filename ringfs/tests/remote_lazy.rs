@@ -212,6 +212,12 @@ fn prefetch_killed_midway_resumes_at_the_next_mount() {
     assert!(same);
     c.unmount_checked();
     assert!(fsck_text(c.store_dir()).contains("clean"));
+    // A mount finding nothing remote-only drops the record.
+    let record = c.store_dir().join("remotes/origin/remote-chunks.json");
+    assert!(record.exists());
+    c.mount_again();
+    c.unmount_checked();
+    assert!(!record.exists());
 }
 
 #[test]

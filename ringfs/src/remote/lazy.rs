@@ -210,19 +210,28 @@ impl Prefetch {
     /// fetch on open). None when there is nothing to fetch. Errors: the
     /// record is damaged or its remote is gone from the store.
     pub fn start(fs: Arc<Fs>, dir: &Path) -> Result<Option<Prefetch>> {
+        // Only a lazy clone has a record: other stores skip the scan of
+        // the chunk index.
+        let records: Vec<_> = state::names(dir)
+            .into_iter()
+            .map(|n| state::remotes_dir(dir).join(n).join(FILE))
+            .filter(|p| p.exists())
+            .collect();
+        if records.is_empty() {
+            return Ok(None);
+        }
         let left = fs
             .transfer()
             .remote_only()
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         if left.is_empty() {
+            // Everything arrived: the record is not needed any more.
+            for p in records {
+                let _ = std::fs::remove_file(&p);
+            }
             return Ok(None);
         }
         let Some((name, places)) = read(dir)? else {
-            tracing::error!(
-                "{} chunks are only on a remote but no remote of {} records where (remotes/NAME/{FILE}): files using them fail to open with EIO",
-                left.len(),
-                dir.display()
-            );
             return Ok(None);
         };
         let src = Arc::new(Source::new(dir, &name, places)?);
