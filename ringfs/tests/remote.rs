@@ -95,6 +95,7 @@ impl Drop for Extra {
     }
 }
 
+
 fn fsck_clean(store: &Path) {
     let o = ringfs(&["fsck", "--store", s(store)]);
     assert!(
@@ -104,6 +105,7 @@ fn fsck_clean(store: &Path) {
         out_str(&o)
     );
 }
+
 
 fn files_in(d: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(d)
@@ -247,14 +249,7 @@ fn killed_push_resumes_and_resends_nothing_acknowledged() {
     json(&["commit", mp(&m)]);
     m.unmount_checked();
     let store = m.store_dir().to_path_buf();
-    json(&[
-        "remote",
-        "add",
-        "--store",
-        s(&store),
-        "r",
-        &file_url(&remote),
-    ]);
+    json(&["remote", "add", "--store", s(&store), "r", &file_url(&remote)]);
     let small = [("RINGFS_TEST_BUNDLE_MAX", "262144")];
     let before = rj(&small, &["remote", "status", "--store", s(&store)]);
     let total = before["remotes"][0]["branches"][0]["pending_chunks"]
@@ -309,10 +304,7 @@ fn killed_push_resumes_and_resends_nothing_acknowledged() {
     // A clone killed after fetching two chunk bundles leaves no store under
     // its name; run again, it fetches only the rest.
     let cs = base.join("clone");
-    let o = rf(
-        &[("RINGFS_FAILPOINT", "bundle-fetched")],
-        &["clone", &file_url(&remote), "--store", s(&cs), "--eager"],
-    );
+    let o = rf(&[("RINGFS_FAILPOINT", "bundle-fetched")], &["clone", &file_url(&remote), "--store", s(&cs), "--eager"]);
     assert!(!o.status.success(), "{:?}", out_str(&o));
     assert!(!cs.join("store.redb").exists());
     let mut full = 0u64;
@@ -371,13 +363,7 @@ fn corrupted_remote_objects_are_reported_with_their_key() {
     std::fs::write(&p, &b).unwrap();
     // A chunk bundle too, on clone: nothing left under the new store's name.
     let mut ch = files_in(&remote.join("chunks"));
-    ch.sort_by_key(|n| {
-        std::cmp::Reverse(
-            std::fs::metadata(remote.join("chunks").join(n))
-                .unwrap()
-                .len(),
-        )
-    });
+    ch.sort_by_key(|n| std::cmp::Reverse(std::fs::metadata(remote.join("chunks").join(n)).unwrap().len()));
     let p = remote.join("chunks").join(&ch[0]);
     let mut b = std::fs::read(&p).unwrap();
     b[100] ^= 0x55;
@@ -417,34 +403,16 @@ fn second_writer(env: &[(&str, &str)], want_guard: &str) {
     let (sa, sb) = (a.store_dir().to_path_buf(), b.store_dir().to_path_buf());
     let g = rj(
         env,
-        &[
-            "remote",
-            "add",
-            "--store",
-            s(&sa),
-            "origin",
-            &file_url(&remote),
-        ],
+        &["remote", "add", "--store", s(&sa), "origin", &file_url(&remote)],
     );
     assert_eq!(g["heads"], want_guard, "{g}");
     rj(env, &["push", "--store", s(&sa)]);
     // Pushed again: nothing sent, no head written (either guard).
     let again = rj(env, &["push", "--store", s(&sa)]);
-    assert_eq!(
-        (again["bytes_sent"].as_u64(), again["head_moved"].as_bool()),
-        (Some(0), Some(false)),
-        "{again}"
-    );
+    assert_eq!((again["bytes_sent"].as_u64(), again["head_moved"].as_bool()), (Some(0), Some(false)), "{again}");
     rj(
         env,
-        &[
-            "remote",
-            "add",
-            "--store",
-            s(&sb),
-            "origin",
-            &file_url(&remote),
-        ],
+        &["remote", "add", "--store", s(&sb), "origin", &file_url(&remote)],
     );
     let err = refused(
         env,
@@ -581,43 +549,13 @@ fn s3_remote_unreachable_is_refused_quickly_without_secrets_and_writes_nothing()
     // A store made by a mount and unmount (no mount needed for the rest).
     let o = ringfs(&["mount", s(&mnt), "--store", s(&store), "--daemon"]);
     assert!(o.status.success(), "{:?}", out_str(&o));
-    let o = run_timeout(
-        Command::new(RINGFS).arg("umount").arg(&mnt),
-        Duration::from_secs(30),
-    );
+    let o = run_timeout(Command::new(RINGFS).arg("umount").arg(&mnt), Duration::from_secs(30));
     assert!(o.status.success(), "{:?}", out_str(&o));
     let secret = "sEcReT-do-not-print-1234";
-    let env = [
-        ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
-        ("AWS_ACCESS_KEY_ID", "GKtestkey"),
-        ("AWS_SECRET_ACCESS_KEY", secret),
-        ("AWS_REGION", "garage"),
-    ];
-    refused(
-        &env,
-        &[
-            "remote",
-            "add",
-            "--store",
-            s(&store),
-            "origin",
-            "s3://user:pw@bucket/x",
-        ],
-        "no credentials",
-    );
+    let env = [("AWS_ENDPOINT_URL", "http://127.0.0.1:1"), ("AWS_ACCESS_KEY_ID", "GKtestkey"), ("AWS_SECRET_ACCESS_KEY", secret), ("AWS_REGION", "garage")];
+    refused(&env, &["remote", "add", "--store", s(&store), "origin", "s3://user:pw@bucket/x"], "no credentials");
     let t0 = std::time::Instant::now();
-    let err = refused(
-        &env,
-        &[
-            "remote",
-            "add",
-            "--store",
-            s(&store),
-            "origin",
-            "s3://ringfs-test/ws",
-        ],
-        "remote s3://ringfs-test/ws",
-    );
+    let err = refused(&env, &["remote", "add", "--store", s(&store), "origin", "s3://ringfs-test/ws"], "remote s3://ringfs-test/ws");
     assert!(!err.contains(secret), "{err}");
     assert!(t0.elapsed() < Duration::from_secs(50), "{:?}", t0.elapsed());
     assert!(!store.join("remotes").exists());
@@ -646,15 +584,9 @@ fn a_remote_emptied_under_the_same_url_gets_everything_again() {
     let o = rf(&[], &["push", mp(&m), "--json"]);
     let (out, err) = out_str(&o);
     assert!(o.status.success(), "push: {out} {err}");
-    assert!(
-        err.contains("not the remote this store pushed to before"),
-        "{err}"
-    );
+    assert!(err.contains("not the remote this store pushed to before"), "{err}");
     let p: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert!(
-        p["bytes_sent"].as_u64().unwrap() > 300000 && p["remote_reset"] == true,
-        "{p}"
-    );
+    assert!(p["bytes_sent"].as_u64().unwrap() > 300000 && p["remote_reset"] == true, "{p}");
     let clone = base.join("clone");
     rj(&[], &["clone", &file_url(&remote), "--store", s(&clone)]);
     fsck_clean(&clone);

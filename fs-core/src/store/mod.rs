@@ -43,8 +43,7 @@ pub(crate) mod scan;
 /// The tables and records (public: fsck and integration tests read the
 /// tables); they live in [`crate::schema`], below the inode table.
 pub use crate::schema::{
-    dec, dec_inode, enc, ChunkRef, InodeRec, JournalRecord, SnapEntry, CHUNKS, CHUNKS_V2,
-    CHUNK_REFS_V2, DIRENTS, FS_APPEND_FL, FS_IMMUTABLE_FL, FS_NOATIME_FL, FS_NODUMP_FL, INODES,
-    JOURNAL, KEPT_FLAGS, LOCAL_DIRENTS, LOCAL_INODES, LOCAL_SYMLINKS, LOCAL_XATTRS, MANIFESTS,
-    MANIFEST_SIZES, META, OBJECTS, PACKS, REFS, SCHEMA_VERSION, SNAP_INODES, SYMLINKS, XATTRS,
+    dec, dec_inode, enc, ChunkRef, InodeRec, JournalRecord, SnapEntry, MANIFEST_SIZES, OBJECTS, REFS, SNAP_INODES, CHUNKS, CHUNKS_V2, CHUNK_REFS_V2, DIRENTS, FS_APPEND_FL, FS_IMMUTABLE_FL, FS_NOATIME_FL,
+    FS_NODUMP_FL, INODES, JOURNAL, KEPT_FLAGS, LOCAL_DIRENTS, LOCAL_INODES, LOCAL_SYMLINKS, LOCAL_XATTRS, MANIFESTS, META, PACKS, SCHEMA_VERSION,
+    SYMLINKS, XATTRS,
 };

@@ -216,11 +216,7 @@ pub fn status_doc(src: &Transfer, dir: &Path, only: Option<&str>) -> Result<Valu
                 Err(_) => st.heads.get(&b.name).cloned(),
             };
             let (commits, oldest) = match push::parse_hex(&b.head) {
-                Some(h) => sync::lag(
-                    src,
-                    &h,
-                    remote.as_deref().and_then(push::parse_hex).as_ref(),
-                )?,
+                Some(h) => sync::lag(src, &h, remote.as_deref().and_then(push::parse_hex).as_ref())?,
                 None => (0, None),
             };
             let bs = st.branches.get(&b.name).cloned().unwrap_or_default();
@@ -232,9 +228,7 @@ pub fn status_doc(src: &Transfer, dir: &Path, only: Option<&str>) -> Result<Valu
                 "last_error": bs.last_error,
             }));
         }
-        let live = sync::active()
-            .filter(|s| s.remote() == c.name)
-            .map(|s| s.doc());
+        let live = sync::active().filter(|s| s.remote() == c.name).map(|s| s.doc());
         out.push(json!({
             "name": c.name, "url": c.url, "writer": c.writer, "heads": reach.as_ref().ok().map(|x| x.1.as_str()),
             "reachable": reachable, "error": error,
@@ -279,10 +273,7 @@ fn status_text(v: &Value) -> String {
             (Some(t), Some(a)) => format!("{t} ({} ago)", sync::human_age(a)),
             _ => "never".into(),
         };
-        s += &format!(
-            "  last push: {}\n",
-            when(&r["last_push"], &r["last_push_age_s"])
-        );
+        s += &format!("  last push: {}\n", when(&r["last_push"], &r["last_push_age_s"]));
         let y = &r["sync"];
         if y.is_object() {
             s += &format!(
@@ -291,8 +282,7 @@ fn status_text(v: &Value) -> String {
                 y["interval_s"],
                 y["phase"].as_str().unwrap_or(""),
                 match (y["failures"].as_u64(), y["retry_in_s"].as_f64()) {
-                    (Some(f), Some(t)) if f > 0 =>
-                        format!(" ({f} failed pushes in a row, next try in {t} s)"),
+                    (Some(f), Some(t)) if f > 0 => format!(" ({f} failed pushes in a row, next try in {t} s)"),
                     _ => String::new(),
                 }
             );
