@@ -150,6 +150,9 @@ fn locate_damage(dir: &Path, rep: &mut FsckReport) {
     });
     let packs = dir.join("packs");
     walk(&rtx, CHUNKS, |k, (pack, offset, len, _)| {
+        if pack == crate::store::remote::REMOTE_PACK {
+            return; // only on the remote (a lazy clone)
+        }
         let loc = crate::store::pack::Loc { pack, offset, len };
         let ok = crate::store::pack::read_chunk(&packs, loc).map(|b| blake3::hash(&b).as_bytes()[..] == *k).unwrap_or(false);
         if !ok {

@@ -43,6 +43,10 @@ pub struct FsckReport {
     /// Pack files the index does not list (a crash left them; the next
     /// mount removes them; a problem only after a clean shutdown).
     pub unreferenced_packs: u64,
+    /// Chunks whose bytes are only on a remote (a lazy clone fetches them
+    /// on first open and in the background), and their bytes: not missing.
+    pub remote_only_chunks: u64,
+    pub remote_only_bytes: u64,
     /// The store was shut down cleanly (a daemon that crashed leaves it
     /// false; the next open recovers).
     pub clean_shutdown: bool,
@@ -82,6 +86,9 @@ impl fmt::Display for FsckReport {
         }
         if self.unreferenced_packs > 0 && !self.clean_shutdown {
             writeln!(f, "{} pack file(s) no index entry uses, left by the crash: the next mount removes them", self.unreferenced_packs)?;
+        }
+        if self.remote_only_chunks > 0 {
+            writeln!(f, "{} chunk(s) ({} bytes) are only on the remote (a lazy clone): fetched when a file needs them, not missing", self.remote_only_chunks, self.remote_only_bytes)?;
         }
         for n in &self.notes {
             writeln!(f, "note: {n}")?;
@@ -297,6 +304,7 @@ pub fn fsck_opts(store_dir: &Path, full: bool) -> Result<FsckReport, StoreError>
     rep.chunk_bytes = counts.bytes;
     rep.packs = counts.packs;
     rep.unreferenced_packs = counts.unreferenced_packs;
+    (rep.remote_only_chunks, rep.remote_only_bytes) = counts.remote_only;
     if mget("chunk_count") != Some(rep.chunks) || mget("chunk_bytes") != Some(rep.chunk_bytes) {
         rep.bad("meta", format!("chunk counters {:?}/{:?} but store holds {}/{}", mget("chunk_count"), mget("chunk_bytes"), rep.chunks, rep.chunk_bytes));
     }

@@ -136,8 +136,10 @@ pub enum Command {
     /// live tree follows when the branch is checked out and has no
     /// uncommitted change.
     Pull(PullArgs),
-    /// A new store from a remote's branch (every chunk fetched), mountable
-    /// with `ringfs mount MNT --store DIR`; the remote is recorded as `origin`.
+    /// A new store from a remote's branch, mountable with `ringfs mount MNT
+    /// --store DIR` before any file byte arrives (chunks are fetched on a
+    /// file's first open and in the background; --eager: all at once); the
+    /// remote is recorded as `origin`.
     Clone(CloneArgs),
     /// Make the live tree a commit's (whole, or only the paths given):
     /// files absent from the commit are removed, changed files rewritten,
@@ -671,7 +673,7 @@ pub struct PullArgs {
 
 /// `ringfs clone`.
 #[derive(Debug, Args)]
-#[command(override_usage = "ringfs clone URL --store DIR [--branch B] [--json]")]
+#[command(override_usage = "ringfs clone URL --store DIR [--branch B] [--eager] [--json]")]
 pub struct CloneArgs {
     /// The remote: file:///ABSOLUTE/DIR or s3://BUCKET[/PREFIX].
     pub url: String,
@@ -681,6 +683,12 @@ pub struct CloneArgs {
     /// The branch to clone (default: the remote's only branch, or main).
     #[arg(long, value_name = "B")]
     pub branch: Option<String>,
+    /// Fetch every chunk before returning. Default (lazy): only the
+    /// snapshot objects are fetched; the store is mountable at once, a
+    /// file's chunks are fetched on its first open and the rest in the
+    /// background while it is mounted.
+    #[arg(long)]
+    pub eager: bool,
     /// Print JSON instead of text (no progress bar).
     #[arg(long)]
     pub json: bool,

@@ -375,6 +375,15 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         Some(p) => Some(crate::remote::sync::Syncer::start(fs.clone(), p, fsyncs)?),
         None => None,
     };
+    // A lazy clone: remote-only chunks fetched on first open and in the
+    // background (D51), stopped before the store closes.
+    let prefetch = match std::path::Path::new(&store_desc) {
+        d if d.is_dir() => crate::remote::lazy::Prefetch::start(fs.clone(), d).unwrap_or_else(|e| {
+            tracing::error!("remote-only chunks: {e:#}; files using them fail to open with EIO");
+            None
+        }),
+        _ => None,
+    };
     let _control = control::Server::start(&mp, answer, stop)?;
     let _ = std::fs::remove_file(control::result_path(&mp));
     tracing::info!("mounted {} on store {}", mp.display(), store_desc);
@@ -394,6 +403,9 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     }
     let run = session.run(adapter.clone(), args.workers.max(1));
     roots.stop();
+    if let Some(p) = prefetch {
+        p.finish();
+    }
     if let Some(s) = &syncer {
         // Its last commit and push, before the store closes (D44).
         let out = s.finish();

@@ -3,8 +3,8 @@
 //! gives a byte-equal tree (the clone mounted), a second push sends
 //! nothing, a pull fast-forwards an unmounted clone; a push killed (-9, by
 //! failpoint) after some bundles resumes and resends nothing the remote
-//! acknowledged, and a clone killed mid-way leaves no store and resumes;
-//! a corrupted bundle is reported with its key on clone and
+//! acknowledged, and a clone (`--eager`) killed mid-way leaves no store
+//! and resumes; a corrupted bundle is reported with its key on clone and
 //! pull; a second store pushing the same branch is refused with its head
 //! intact (with compare-and-swap, and with a backend that ignores it, as
 //! Garage 2.5 does); an unreachable remote gives a clear error while the
@@ -321,7 +321,7 @@ fn killed_push_resumes_and_resends_nothing_acknowledged() {
     // A clone killed after fetching two chunk bundles leaves no store under
     // its name; run again, it fetches only the rest.
     let cs = base.join("clone");
-    let o = rf(&[("RINGFS_FAILPOINT", "bundle-fetched")], &["clone", &file_url(&remote), "--store", s(&cs)]);
+    let o = rf(&[("RINGFS_FAILPOINT", "bundle-fetched")], &["clone", &file_url(&remote), "--store", s(&cs), "--eager"]);
     assert!(!o.status.success(), "{:?}", out_str(&o));
     assert!(!cs.join("store.redb").exists());
     let mut full = 0u64;
@@ -330,7 +330,7 @@ fn killed_push_resumes_and_resends_nothing_acknowledged() {
             full += std::fs::metadata(remote.join(d).join(n)).unwrap().len();
         }
     }
-    let c = json(&["clone", &file_url(&remote), "--store", s(&cs)]);
+    let c = json(&["clone", &file_url(&remote), "--store", s(&cs), "--eager"]);
     assert!(c["bytes_fetched"].as_u64().unwrap() < full, "{c} vs {full}");
     assert!(!base.join(".clone.clone-staging").exists());
     fsck_clean(&cs);
@@ -472,14 +472,14 @@ fn corrupted_remote_objects_are_reported_with_their_key() {
     let cs2 = base.join("clone2");
     let err = refused(
         &[],
-        &["clone", &file_url(&remote), "--store", s(&cs2)],
+        &["clone", &file_url(&remote), "--store", s(&cs2), "--eager"],
         &format!("chunks/{}", ch[0]),
     );
     assert!(err.contains("corrupt"), "{err}");
     assert!(!cs2.join("store.redb").exists());
     // Repaired, the clone and the pull go through.
     std::fs::write(&p, &b).unwrap();
-    json(&["clone", &file_url(&remote), "--store", s(&cs2)]);
+    json(&["clone", &file_url(&remote), "--store", s(&cs2), "--eager"]);
     fsck_clean(&cs2);
     assert_eq!(json(&["pull", "--store", s(&cs)])["up_to_date"], false);
     fsck_clean(&cs);

@@ -254,3 +254,52 @@ fn cluster_of_three_serves_clone_and_push_with_one_node_down() {
     let c = clone_and_mount(&g, &url, "clone2");
     assert_same_tree(&a.p("proj"), &c.p("proj"));
 }
+
+/// A lazy clone (D51) through Garage: mounted with nothing fetched (no
+/// background prefetch, so the count of remote-only chunks shows what the
+/// open path fetched), `ls -R` fetches nothing, reading every file fetches
+/// every chunk by range GETs, byte-equal; a lazy clone with the prefetch
+/// reads the same; an `--eager` clone has none left.
+#[test]
+fn lazy_clone_fetches_by_range_gets_on_open() {
+    let g = Garage::single();
+    let url = g.url("ws/lazy");
+    let a = mount_with(&g, "origin");
+    populate(&a, "origin");
+    rg_ok(&g, &["remote", "add", mp(&a), "origin", &url]);
+    rg_ok(&g, &["commit", mp(&a), "-m", "first"]);
+    rg_ok(&g, &["push", mp(&a)]);
+    let left = |m: &TestMount| -> u64 {
+        let v: serde_json::Value =
+            serde_json::from_str(&rg_ok(&g, &["remote", "status", mp(m), "--json"])).unwrap();
+        v["remote_only_chunks"].as_u64().unwrap()
+    };
+    let mut b = TestMount::builder(Backend::Store).name("lazy");
+    for (k, v) in g.env() {
+        b = b.env(k, v);
+    }
+    let mut b = b.env("RINGFS_TEST_NO_PREFETCH", "1").mount();
+    b.unmount_checked();
+    fs::remove_dir_all(b.store_dir()).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&rg_ok(
+        &g,
+        &["clone", &url, "--store", b.store_dir().to_str().unwrap(), "--json"],
+    ))
+    .unwrap();
+    let n = v["remote_only_chunks"].as_u64().unwrap();
+    assert!(n > 10, "{v}");
+    b.mount_again();
+    b.sh_ok("ls -lR . >/dev/null");
+    assert_eq!(left(&b), n);
+    assert_same_tree(&a.p("proj"), &b.p("proj"));
+    assert_eq!(left(&b), 0);
+    let e = clone_and_mount(&g, &url, "lazy-prefetch");
+    assert_same_tree(&a.p("proj"), &e.p("proj"));
+    let mut c = mount_with(&g, "eager");
+    c.unmount_checked();
+    fs::remove_dir_all(c.store_dir()).unwrap();
+    rg_ok(&g, &["clone", &url, "--store", c.store_dir().to_str().unwrap(), "--eager"]);
+    c.mount_again();
+    assert_eq!(left(&c), 0);
+    assert_same_tree(&a.p("proj"), &c.p("proj"));
+}

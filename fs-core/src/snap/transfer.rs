@@ -301,6 +301,36 @@ impl Transfer<'_> {
     }
 }
 
+/// Remote-only chunks of a lazy clone ([`crate::store::remote`]).
+impl Transfer<'_> {
+    /// Installs where this store's remote-only chunks come from (once per
+    /// process; false if one was installed already).
+    pub fn set_chunk_source(&self, src: std::sync::Arc<dyn crate::store::remote::ChunkSource>) -> bool {
+        self.store.remote.source.set(src).is_ok()
+    }
+
+    /// Every remote-only chunk of this store: (hash, length).
+    pub fn remote_only(&self) -> Result<Vec<([u8; 32], u32)>, SnapError> {
+        self.store.remote_only().map_err(se)
+    }
+
+    /// Fetches the still remote-only chunks of `want` (hash, length) into
+    /// the local packs, durably (see [`crate::store::remote::ChunkSource`]). Returns how many were
+    /// stored. Errors: one line (no source, the source's error, a hash
+    /// mismatch, the store's).
+    pub fn fetch_remote(&self, want: &[([u8; 32], u32)]) -> Result<u64, String> {
+        self.store.fetch_remote(want)
+    }
+
+    /// Chunks and bytes fetched from the remote since the store was opened.
+    pub fn remote_fetched(&self) -> (u64, u64) {
+        (
+            self.store.remote.fetched.load(std::sync::atomic::Ordering::Relaxed),
+            self.store.remote.fetched_bytes.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+}
+
 /// What [`import_into`] or [`build_clone`] did.
 #[derive(Clone, Debug, Default)]
 pub struct ImportReport {
@@ -513,14 +543,20 @@ pub fn import_into(
 /// Makes a new store at `dest` on `branch` at commit `head` from fetched
 /// `objects` (everything `head` reaches; each checked against its id) and
 /// chunk `bundles` (moved in as sealed packs), built beside `dest` and
-/// renamed into place, as a fork is (docs/FORMATS.md "fork"). Errors: the
-/// destination (as a fork's), a missing object or chunk, I/O.
+/// renamed into place, as a fork is (docs/FORMATS.md "fork"). A chunk in
+/// no bundle but in `remote_only` (hash → length) is indexed as
+/// remote-only (a lazy clone, [`crate::store::remote`]). `prepare` is
+/// called with the new store's directory before it is renamed into place
+/// (the caller's records, e.g. `remotes/NAME/`). Errors: the destination
+/// (as a fork's), a missing object or chunk, `prepare`'s, I/O.
 pub fn build_clone(
     dest: &Path,
     objects: Vec<(ObjectId, Vec<u8>)>,
     bundles: &[PathBuf],
     branch: &str,
     head: ObjectId,
+    remote_only: &HashMap<ObjectId, u32>,
+    prepare: &dyn Fn(&Path) -> Result<(), String>,
 ) -> Result<ImportReport, SnapError> {
     check_dest(dest).map_err(SnapError::Store)?;
     let name = dest
@@ -529,7 +565,8 @@ pub fn build_clone(
         .unwrap_or_else(|| "store".into());
     let tmp = dest.with_file_name(format!(".{name}.cloning-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    let r = clone_into(&tmp, objects, bundles, branch, head);
+    let r = clone_into(&tmp, objects, bundles, branch, head, remote_only)
+        .and_then(|r| prepare(&tmp).map(|()| r));
     let rep = match r {
         Ok(r) => r,
         Err(e) => {
@@ -562,6 +599,7 @@ fn clone_into(
     bundles: &[PathBuf],
     branch: &str,
     head: ObjectId,
+    remote_only: &HashMap<ObjectId, u32>,
 ) -> Result<ImportReport, String> {
     let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
     for (id, b) in &objects {
@@ -602,7 +640,13 @@ fn clone_into(
     {
         let mut chunks = txn.open_table(CHUNKS).map_err(|e| e.to_string())?;
         for (h, n) in &uses {
-            let Some(l) = locs.get(h) else {
+            let Some(l) = locs.get(h).copied().or_else(|| {
+                remote_only.get(h).map(|&len| Loc {
+                    pack: crate::store::remote::REMOTE_PACK,
+                    offset: 0,
+                    len,
+                })
+            }) else {
                 return Err(format!(
                     "chunk {} named by the commit's objects is in no bundle on the remote",
                     hex(h)

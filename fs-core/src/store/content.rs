@@ -174,7 +174,26 @@ impl Store {
             None => Vec::new(),
         };
         drop(mt);
+        // Remote-only chunks (a lazy clone) are fetched into the packs first.
+        let remote: Vec<([u8; 32], u32)> = {
+            let t = rtx.open_table(CHUNKS).map_err(db_errno)?;
+            let mut v = Vec::new();
+            for c in &manifest {
+                if let Some((crate::store::remote::REMOTE_PACK, _, len, _)) = t.get(&c.hash[..]).map_err(db_errno)?.map(|g| g.value()) {
+                    v.push((c.hash, len));
+                }
+            }
+            v
+        };
         let mut rtx = rtx;
+        if !remote.is_empty() {
+            drop(rtx);
+            if let Err(e) = self.fetch_remote(&remote) {
+                tracing::error!("restore of inode {ino}: fetching {} remote-only chunks: {e}", remote.len());
+                return Err(Errno::EIO);
+            }
+            rtx = self.begin_read().map_err(db_errno)?;
+        }
         let mut buf = Vec::new();
         for c in &manifest {
             let mut looked = 0;

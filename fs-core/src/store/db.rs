@@ -67,6 +67,8 @@ pub(crate) struct Store {
     /// written to packs (new) and chunks the store already had (reused).
     pub(crate) content_new: AtomicU64,
     pub(crate) content_reused: AtomicU64,
+    /// Remote-only chunks: where they come from, what was fetched.
+    pub(crate) remote: crate::store::source::Remote,
 }
 
 impl Store {
@@ -93,6 +95,7 @@ impl Store {
             pins: Mutex::new((0, std::collections::HashMap::new())),
             content_new: AtomicU64::new(0),
             content_reused: AtomicU64::new(0),
+            remote: Default::default(),
         }
     }
 

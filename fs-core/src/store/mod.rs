@@ -18,6 +18,10 @@
 //!   files, their locations in `object_index`);
 //! - [`pack`]: chunk bytes in pack files, their index entries' locations,
 //!   compaction.
+//! - [`remote`]: remote-only chunks of a lazy clone and the
+//!   [`ChunkSource`](remote::ChunkSource) that fetches them;
+//! - [`source`]: the sentinel pack id, the `ChunkSource` trait and the
+//!   store's installed source (a leaf the store handle holds);
 //! - [`readonly`]: opening the database without writing to it, and
 //!   guarding redb calls that may panic on a damaged file;
 //! - [`scan`]: reading every table of a database that may be damaged
@@ -35,6 +39,8 @@ pub(crate) mod objects;
 pub mod pack;
 pub(crate) mod readonly;
 pub(crate) mod recovery;
+pub mod remote;
+pub(crate) mod source;
 pub(crate) mod scan;
 
 /// The tables and records (public: fsck and integration tests read the

@@ -2,8 +2,10 @@
 //! the bundle indexes, then the objects the head reaches that the local
 //! store lacks (each checked against its id) and the chunk bundles
 //! holding the chunks they name (each checked against its key, then every
-//! record against its hash when it becomes a pack). Eager: every chunk is
-//! fetched before the command returns.
+//! record against its hash when it becomes a pack). Eager (pull, `clone
+//! --eager`): every chunk is fetched before the command returns; lazy
+//! (`clone`): the chunks' places on the remote are returned instead
+//! (`remote/lazy.rs` fetches them later).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -75,6 +77,9 @@ pub struct Fetched {
     pub objects: Vec<(ObjectId, Vec<u8>)>,
     pub bundles: Vec<PathBuf>,
     pub bytes: u64,
+    /// Lazy: each wanted chunk's place on the remote (bundle key, offset,
+    /// length); no chunk bundle fetched.
+    pub remote: HashMap<ObjectId, (String, u64, u32)>,
 }
 
 /// Fetches what `head` reaches and `have_object` / `have_chunk` say the
@@ -87,6 +92,7 @@ pub fn fetch(
     have_chunk: &dyn Fn(&ObjectId) -> bool,
     staging: &Path,
     quiet: bool,
+    lazy: bool,
 ) -> Result<Fetched> {
     let cat = catalog(r)?;
     let root = parse_hex(&head.commit).ok_or_else(|| {
@@ -152,6 +158,19 @@ pub fn fetch(
         }
     }
     need.sort();
+    if lazy {
+        let remote = want_chunks
+            .iter()
+            .map(|h| (*h, cat.chunks[h].clone()))
+            .collect();
+        return Ok(Fetched {
+            head,
+            objects,
+            bundles: Vec::new(),
+            bytes,
+            remote,
+        });
+    }
     std::fs::create_dir_all(staging).with_context(|| format!("creating {}", staging.display()))?;
     let total: u64 = need
         .iter()
@@ -184,6 +203,7 @@ pub fn fetch(
         objects,
         bundles: files,
         bytes,
+        remote: HashMap::new(),
     })
 }
 

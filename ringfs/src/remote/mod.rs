@@ -7,15 +7,17 @@
 //!
 //! Modules: `store` (URL, backend, runtime, verified fetches), `state`
 //! (the local record `STORE/remotes/NAME/`), `heads` (the head guard per
-//! server kind), `push`, `fetch` (clone and pull), `nocas` (tests),
+//! server kind), `push`, `fetch` (clone and pull), `lazy` (a lazy
+//! clone's remote-only chunks: record, fetch, prefetch), `nocas` (tests),
 //! `sync` (continuous sync of `mount --remote`).
 //!
 //! JSON shapes (`--json`): push `{"remote", "branch", "commit",
 //! "objects_sent", "chunks_sent", "bytes_sent", "bundles_sent",
 //! "head_moved", "remote_reset", "heads", "push_ms"}`; clone and pull `{"store", "branch",
 //! "commit", "objects", "chunks", "packs", "bytes_fetched", "files",
-//! "live_updated", "ms"}` (pull also `"up_to_date"`); remote status
-//! `{"remotes": [{"name", "url", "writer", "heads", "reachable", "error",
+//! "live_updated", "ms"}` (pull also `"up_to_date"`, clone also
+//! `"remote_only_chunks", "remote_only_bytes"`); remote status
+//! `{"remote_only_chunks", "remote_only_bytes", "remotes": [{"name", "url", "writer", "heads", "reachable", "error",
 //! "last_push", "last_push_age_s", "last_error", "sync", "branches":
 //! [{"branch", "local", "remote", "current", "pending_commits",
 //! "pending_objects", "pending_chunks", "pending_bytes", "oldest_pending",
@@ -26,6 +28,7 @@
 
 mod fetch;
 mod heads;
+pub mod lazy;
 mod nocas;
 mod push;
 mod state;
@@ -233,7 +236,8 @@ pub fn status_doc(src: &Transfer, dir: &Path, only: Option<&str>) -> Result<Valu
             "last_error": st.last_error, "sync": live, "branches": branches,
         }));
     }
-    Ok(json!({ "remotes": out }))
+    let (rc, rb) = lazy::remote_only(src);
+    Ok(json!({ "remote_only_chunks": rc, "remote_only_bytes": rb, "remotes": out }))
 }
 
 fn status_text(v: &Value) -> String {
@@ -241,6 +245,12 @@ fn status_text(v: &Value) -> String {
     let rs = v["remotes"].as_array().cloned().unwrap_or_default();
     if rs.is_empty() {
         return "no remotes (add one with `ringfs remote add … NAME URL`)".into();
+    }
+    if v["remote_only_chunks"].as_u64().unwrap_or(0) > 0 {
+        s += &format!(
+            "{} chunks ({} bytes) are still only on the remote (a lazy clone: fetched on first open and in the background while mounted)\n",
+            v["remote_only_chunks"], v["remote_only_bytes"]
+        );
     }
     for r in rs {
         s += &format!(
@@ -419,7 +429,7 @@ pub fn cmd_pull(args: PullArgs) -> Result<()> {
     let staging = state::remotes_dir(&dir).join(&c.name).join("incoming");
     let have_o = |id: &[u8; 32]| src.object(id).ok().flatten().is_some();
     let have_c = |id: &[u8; 32]| src.has_chunk(id).unwrap_or(false);
-    let f = fetch::fetch(&r, head, &have_o, &have_c, &staging, args.json)?;
+    let f = fetch::fetch(&r, head, &have_o, &have_c, &staging, args.json, false)?;
     // Fast-forward only: the local head must be in the fetched history.
     if let Some(l) = local {
         let reaches = {
@@ -503,14 +513,17 @@ pub fn cmd_clone(args: CloneArgs) -> Result<()> {
     // Bundles fetched so far stay here if the clone is cut short: running
     // the same clone again fetches only the rest.
     let staging = dest.with_file_name(format!(".{name}.clone-staging"));
-    let f = fetch::fetch(&r, head, &|_| false, &|_| false, &staging, args.json)?;
+    let f = fetch::fetch(
+        &r,
+        head,
+        &|_| false,
+        &|_| false,
+        &staging,
+        args.json,
+        !args.eager,
+    )?;
     let theirs = push::parse_hex(&f.head.commit).unwrap();
-    let rep = build_clone(&dest, f.objects.clone(), &f.bundles, &f.head.branch, theirs)
-        .map_err(|e| anyhow!("{e}"))?;
-    let _ = std::fs::remove_dir_all(&staging);
-    // The remote becomes `origin`, and everything fetched is known held.
-    let c =
-        state::add(&dest, "origin", &args.url).context("recording the remote in the new store")?;
+    let identity = heads::identity(&r)?;
     // Every chunk the fetched objects name is on the remote too.
     let mut ids: Vec<(u8, [u8; 32])> = f.objects.iter().map(|o| (b'o', o.0)).collect();
     for (_, b) in &f.objects {
@@ -518,17 +531,55 @@ pub fn cmd_clone(args: CloneArgs) -> Result<()> {
             ids.extend(ch.into_iter().map(|h| (b'c', h)));
         }
     }
-    state::check_identity(&dest, &c.name, &heads::identity(&r)?)?;
-    state::add_held(&dest, &c.name, &ids)?;
-    let mut st = state::Status::default();
-    st.heads
-        .insert(f.head.branch.clone(), f.head.commit.clone());
-    let _ = state::save_status(&dest, &c.name, &st);
-    let v = fetch_doc(&dest, &f, &rep, t);
+    let lens: std::collections::HashMap<[u8; 32], u32> =
+        f.remote.iter().map(|(h, p)| (*h, p.2)).collect();
+    // The remote becomes `origin`, recorded in the new store before it is
+    // renamed into place: everything fetched is known held, and a lazy
+    // clone's remote-only chunks are recorded with their places.
+    let prepare = |tmp: &Path| -> std::result::Result<(), String> {
+        (|| -> Result<()> {
+            let c = state::add(tmp, "origin", &args.url)
+                .context("recording the remote in the new store")?;
+            state::check_identity(tmp, &c.name, &identity)?;
+            state::add_held(tmp, &c.name, &ids)?;
+            if !f.remote.is_empty() {
+                lazy::write(tmp, &c.name, &f.remote)?;
+            }
+            let mut st = state::Status::default();
+            st.heads
+                .insert(f.head.branch.clone(), f.head.commit.clone());
+            state::save_status(tmp, &c.name, &st)
+        })()
+        .map_err(|e| format!("{e:#}"))
+    };
+    let rep = build_clone(
+        &dest,
+        f.objects.clone(),
+        &f.bundles,
+        &f.head.branch,
+        theirs,
+        &lens,
+        &prepare,
+    )
+    .map_err(|e| anyhow!("{e}"))?;
+    let _ = std::fs::remove_dir_all(&staging);
+    let mut v = fetch_doc(&dest, &f, &rep, t);
+    let remote_bytes: u64 = lens.values().map(|l| *l as u64).sum();
+    v["remote_only_chunks"] = json!(lens.len());
+    v["remote_only_bytes"] = json!(remote_bytes);
+    let lazy_note = if lens.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} chunks ({} bytes) stay on the remote until a file needs them (fetched in the background while mounted)",
+            lens.len(),
+            remote_bytes
+        )
+    };
     print(
         &v,
         args.json,
-        format!("cloned {} {} into {}: {} files, {} objects, {} chunks, {} bytes fetched; mount it with `ringfs mount MNT --store {}`", f.head.branch, &f.head.commit[..12], dest.display(), rep.files, rep.objects, rep.chunks, f.bytes, dest.display()),
+        format!("cloned {} {} into {}: {} files, {} objects, {} chunks, {} bytes fetched{lazy_note}; mount it with `ringfs mount MNT --store {}`", f.head.branch, &f.head.commit[..12], dest.display(), rep.files, rep.objects, rep.chunks, f.bytes, dest.display()),
     );
     Ok(())
 }

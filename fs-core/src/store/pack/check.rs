@@ -22,6 +22,8 @@ pub(crate) struct ChunkCounts {
     pub(crate) bytes: u64,
     pub(crate) packs: u64,
     pub(crate) unreferenced_packs: u64,
+    /// Remote-only chunks (a lazy clone) and their bytes: not missing.
+    pub(crate) remote_only: (u64, u64),
 }
 
 /// Checks the index in `rtx` against the pack files in `packs_dir`, given
@@ -83,6 +85,11 @@ pub(crate) fn check_chunks(
             bad(place.clone(), "indexed but no manifest uses it".into());
         } else if refs != want {
             bad(place.clone(), format!("count {refs} but manifests use it {want} times"));
+        }
+        if pack == crate::store::remote::REMOTE_PACK {
+            n.remote_only.0 += 1;
+            n.remote_only.1 += len as u64;
+            continue;
         }
         *live.entry(pack).or_default() += RECORD_HEADER + len as u64;
         let Some(size) = sizes.get(&pack).copied() else {

@@ -1,0 +1,119 @@
+//! Remote-only chunks (a lazy clone, docs/FORMATS.md "Remote-only chunks"):
+//! chunk index rows whose bytes are not in a local pack but on a remote, in
+//! pack [`REMOTE_PACK`] (offset 0, the chunk's length, its references as
+//! usual), and the [`ChunkSource`] that fetches them. A fetched chunk is
+//! checked against its BLAKE3 hash, appended to the open pack and its row
+//! moved there in one durable transaction (the pack synced first), so a
+//! crash leaves it remote-only or local, never pointing at missing bytes.
+//!
+//! Owns: the sentinel, fetching into packs. Must not know: transports, keys,
+//! the remote layout (the `ringfs` binary implements [`ChunkSource`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+
+use redb::{Durability, ReadableTable};
+
+use crate::schema::{hex, CHUNKS, PACK_RECORD_HEADER};
+use crate::store::db::Store;
+
+pub use super::source::{ChunkSource, REMOTE_PACK};
+
+impl Store {
+    /// Every remote-only chunk: (hash, length).
+    pub(crate) fn remote_only(&self) -> Result<Vec<([u8; 32], u32)>, redb::Error> {
+        let rtx = self.begin_read()?;
+        let mut v = Vec::new();
+        for r in rtx.open_table(CHUNKS)?.iter()? {
+            let (k, val) = r?;
+            let (pack, _, len, _) = val.value();
+            if pack == REMOTE_PACK {
+                if let Ok(h) = <[u8; 32]>::try_from(k.value()) {
+                    v.push((h, len));
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    /// Fetches the chunks of `want` (hash, length) that are still
+    /// remote-only through the store's [`ChunkSource`], checks each against
+    /// its hash and stores them (durably) in the local packs. Returns how
+    /// many were stored. Errors: no source installed, the source's error,
+    /// a chunk not matching its hash (nothing of it stored), the store's.
+    pub(crate) fn fetch_remote(&self, want: &[([u8; 32], u32)]) -> Result<u64, String> {
+        if want.is_empty() {
+            return Ok(0);
+        }
+        let Some(src) = self.remote.source.get() else {
+            return Err(format!(
+                "chunk {} is only on the remote and this daemon has no remote to fetch it from (mount with the store's remote record in STORE/remotes/)",
+                hex(&want[0].0)
+            ));
+        };
+        let bytes = src.fetch(want)?;
+        if bytes.len() != want.len() {
+            return Err(format!(
+                "{}: asked for {} chunks, got {}",
+                src.describe(),
+                want.len(),
+                bytes.len()
+            ));
+        }
+        for ((h, _), b) in want.iter().zip(&bytes) {
+            if blake3::hash(b).as_bytes() != h {
+                return Err(format!(
+                    "{}: chunk {} does not match its hash (nothing of it was used)",
+                    src.describe(),
+                    hex(h)
+                ));
+            }
+        }
+        let e = |x: redb::Error| format!("storing fetched chunks: {x}");
+        let mut txn = self.begin_write().map_err(e)?;
+        let mut touched: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+        let (mut n, mut nb) = (0u64, 0u64);
+        {
+            let mut index = txn.open_table(CHUNKS).map_err(|x| e(x.into()))?;
+            let mut done: HashMap<[u8; 32], ()> = HashMap::new();
+            for ((h, _), b) in want.iter().zip(&bytes) {
+                let cur = index
+                    .get(&h[..])
+                    .map_err(|x| e(x.into()))?
+                    .map(|g| g.value());
+                // Fetched meanwhile by another thread, or gone (gc).
+                let Some((REMOTE_PACK, _, _, refs)) = cur else {
+                    continue;
+                };
+                if done.insert(*h, ()).is_some() {
+                    continue;
+                }
+                let loc = self
+                    .packs
+                    .append(h, b)
+                    .map_err(|x| format!("storing fetched chunk {}: {x}", hex(h)))?;
+                index
+                    .insert(&h[..], (loc.pack, loc.offset, loc.len, refs))
+                    .map_err(|x| e(x.into()))?;
+                let t = touched.entry(loc.pack).or_default();
+                t.0 += PACK_RECORD_HEADER + loc.len as u64;
+                t.1 = loc.offset + loc.len as u64;
+                n += 1;
+                nb += loc.len as u64;
+            }
+        }
+        self.packs
+            .note(&txn, &touched)
+            .map_err(|x| format!("storing fetched chunks: {x}"))?;
+        // The bytes are durable before the index points at them.
+        self.packs
+            .sync()
+            .map_err(|x| format!("storing fetched chunks: {x}"))?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(|x| e(x.into()))?;
+        txn.commit().map_err(|x| e(x.into()))?;
+        self.remote.fetched.fetch_add(n, Ordering::Relaxed);
+        self.remote.fetched_bytes.fetch_add(nb, Ordering::Relaxed);
+        Ok(n)
+    }
+}

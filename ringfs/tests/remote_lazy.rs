@@ -1,0 +1,287 @@
+//! Lazy clones (issue 14, DECISIONS D51) against `file://` remotes, through
+//! real mounts: a clone fetches only the snapshot objects, `ls -R` of its
+//! mount answers before any chunk is fetched, every file then reads back
+//! byte-equal to the origin (fetched on first open); a remote gone after
+//! the clone makes the open of a file not yet fetched fail with EIO and a
+//! log line naming the remote and the chunk, while fetched files still
+//! read; a daemon killed (-9) during the background prefetch leaves a
+//! store whose next mount fetches the rest; fsck reports remote-only chunks
+//! as such; a push from the clone sends only what it made; `--eager`
+//! fetches everything before returning.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn rf(args: &[&str]) -> Output {
+    run_timeout(Command::new(RINGFS).args(args), Duration::from_secs(60))
+}
+
+/// `ringfs ARGS --json`; must succeed.
+fn rj(args: &[&str]) -> serde_json::Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    let o = rf(&a);
+    let (out, err) = out_str(&o);
+    assert!(o.status.success(), "ringfs {args:?}: {out} {err}");
+    serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("ringfs {args:?} printed no JSON ({e}): {out}"))
+}
+
+/// An origin workspace with a tree of small files and two larger ones,
+/// committed and pushed to a `file://` remote beside it. Returns the mount
+/// and the remote's URL.
+fn origin() -> (TestMount, String) {
+    let m = TestMount::new(Backend::Store);
+    let remote = m.store_dir().parent().unwrap().join("remote");
+    m.sh_ok(
+        "mkdir -p a/b c && for i in $(seq 1 40); do echo file $i > a/f$i; done && \
+         head -c 3000000 /dev/urandom > a/b/big && head -c 1500000 /dev/urandom > c/big2 && \
+         ln -s f1 a/l && echo x > c/small",
+    );
+    rj(&["commit", mp(&m), "-m", "one"]);
+    rj(&["remote", "add", mp(&m), "origin", &file_url(&remote)]);
+    rj(&["push", mp(&m)]);
+    (m, file_url(&remote))
+}
+
+/// A mount of a clone of `url` (`extra`: clone flags; `envs`: the daemon's).
+fn clone_mount(url: &str, extra: &[&str], envs: &[(&str, &str)]) -> (TestMount, serde_json::Value) {
+    let mut b = TestMount::builder(Backend::Store).name("clone");
+    for (k, v) in envs {
+        b = b.env(*k, *v);
+    }
+    let mut c = b.mount();
+    c.unmount_checked();
+    std::fs::remove_dir_all(c.store_dir()).unwrap();
+    let mut a = vec!["clone", url, "--store", s(c.store_dir())];
+    a.extend_from_slice(extra);
+    let v = rj(&a);
+    c.mount_again();
+    (c, v)
+}
+
+fn remote_only(m: &TestMount) -> u64 {
+    rj(&["remote", "status", mp(m)])["remote_only_chunks"]
+        .as_u64()
+        .unwrap()
+}
+
+fn fsck_text(store: &Path) -> String {
+    let o = rf(&["fsck", "--store", s(store)]);
+    let (out, err) = out_str(&o);
+    assert!(o.status.success(), "fsck {}: {out} {err}", store.display());
+    out
+}
+
+#[test]
+fn lazy_clone_lists_before_any_fetch_then_reads_byte_equal() {
+    if raw_mode() {
+        return;
+    }
+    let (m, url) = origin();
+    let (mut c, v) = clone_mount(&url, &[], &[("RINGFS_TEST_NO_PREFETCH", "1")]);
+    let n = v["remote_only_chunks"].as_u64().unwrap();
+    assert!(
+        n > 10 && v["remote_only_bytes"].as_u64().unwrap() > 4_000_000,
+        "{v}"
+    );
+    assert!(v["bytes_fetched"].as_u64().unwrap() < 200_000, "{v}");
+    // The whole tree lists (names, sizes, links) with nothing fetched.
+    let ls = c.sh_ok("ls -lR . | grep -c f");
+    assert!(ls.trim().parse::<u32>().unwrap() >= 40, "{ls}");
+    assert_eq!(std::fs::metadata(c.p("a/b/big")).unwrap().len(), 3_000_000);
+    assert_eq!(remote_only(&c), n);
+    // Every byte, as the origin has it.
+    assert_eq!(tree(c.path()), tree(m.path()));
+    assert_eq!(remote_only(&c), 0);
+    // A push from the clone sends what it made, not the chunks it fetched.
+    std::fs::write(c.p("new"), "from the clone").unwrap();
+    rj(&["commit", mp(&c), "-m", "two"]);
+    let p = rj(&["push", mp(&c)]);
+    assert!(p["bytes_sent"].as_u64().unwrap() < 20_000, "{p}");
+    c.unmount_checked();
+    assert!(fsck_text(c.store_dir()).contains("clean"));
+}
+
+#[test]
+fn fsck_push_and_status_of_an_unfetched_lazy_clone() {
+    if raw_mode() {
+        return;
+    }
+    let (_m, url) = origin();
+    let (mut c, v) = clone_mount(&url, &[], &[("RINGFS_TEST_NO_PREFETCH", "1")]);
+    let n = v["remote_only_chunks"].as_u64().unwrap();
+    std::fs::write(c.p("mine"), "only here").unwrap();
+    rj(&["commit", mp(&c), "-m", "mine"]);
+    // Nothing remote-only is claimed or read by the push.
+    let p = rj(&["push", mp(&c)]);
+    assert!(p["bytes_sent"].as_u64().unwrap() < 20_000, "{p}");
+    assert_eq!(remote_only(&c), n);
+    let st = rf(&["remote", "status", mp(&c)]);
+    assert!(
+        out_str(&st).0.contains("still only on the remote"),
+        "{:?}",
+        out_str(&st)
+    );
+    c.unmount_checked();
+    let f = fsck_text(c.store_dir());
+    assert!(
+        f.contains("only on the remote") && f.contains("clean"),
+        "{f}"
+    );
+    // gc leaves them.
+    rj(&["gc", "--store", s(c.store_dir())]);
+    assert!(fsck_text(c.store_dir()).contains(&format!("{n} chunk(s)")));
+}
+
+#[test]
+fn remote_gone_after_a_lazy_clone_gives_eio_and_fetched_files_still_read() {
+    if raw_mode() {
+        return;
+    }
+    let (m, url) = origin();
+    let (c, _) = clone_mount(&url, &[], &[("RINGFS_TEST_NO_PREFETCH", "1")]);
+    let want = std::fs::read(m.p("a/b/big")).unwrap();
+    assert_eq!(std::fs::read(c.p("a/b/big")).unwrap(), want);
+    let dir = url.strip_prefix("file://").unwrap().to_string();
+    let away = format!("{dir}.away");
+    std::fs::rename(&dir, &away).unwrap();
+    struct Back(String, String);
+    impl Drop for Back {
+        fn drop(&mut self) {
+            let _ = std::fs::rename(&self.1, &self.0);
+        }
+    }
+    let back = Back(dir.clone(), away.clone());
+    let t = Instant::now();
+    let e = std::fs::read(c.p("c/big2")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(30));
+    let log = c.daemon_log();
+    assert!(
+        log.contains("remote origin") && log.contains("chunk"),
+        "{log}"
+    );
+    // What was fetched still reads.
+    assert_eq!(std::fs::read(c.p("a/b/big")).unwrap(), want);
+    drop(back);
+    // Back: the file arrives, whole.
+    assert_eq!(
+        std::fs::read(c.p("c/big2")).unwrap(),
+        std::fs::read(m.p("c/big2")).unwrap()
+    );
+}
+
+#[test]
+fn prefetch_killed_midway_resumes_at_the_next_mount() {
+    if raw_mode() {
+        return;
+    }
+    let (m, url) = origin();
+    let (mut c, v) = clone_mount(&url, &[], &[("RINGFS_TEST_PREFETCH_BATCH_BYTES", "32768")]);
+    let n = v["remote_only_chunks"].as_u64().unwrap();
+    // Killed once the prefetch has begun (usually mid-way: many small batches).
+    let t = Instant::now();
+    while remote_only(&c) == n && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.kill_daemon();
+    c.mount_again();
+    let t = Instant::now();
+    while remote_only(&c) > 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "prefetch did not finish ({n} chunks)"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Everything is local now: reads need no remote.
+    let dir = url.strip_prefix("file://").unwrap().to_string();
+    std::fs::rename(&dir, format!("{dir}.away")).unwrap();
+    let same = tree(c.path()) == tree(m.path());
+    std::fs::rename(format!("{dir}.away"), &dir).unwrap();
+    assert!(same);
+    c.unmount_checked();
+    assert!(fsck_text(c.store_dir()).contains("clean"));
+    // A mount finding nothing remote-only drops the record.
+    let record = c.store_dir().join("remotes/origin/remote-chunks.json");
+    assert!(record.exists());
+    c.mount_again();
+    c.unmount_checked();
+    assert!(!record.exists());
+}
+
+#[test]
+fn eager_clone_fetches_everything_before_returning() {
+    if raw_mode() {
+        return;
+    }
+    let (m, url) = origin();
+    let (mut c, v) = clone_mount(&url, &["--eager"], &[]);
+    assert_eq!(v["remote_only_chunks"].as_u64(), Some(0), "{v}");
+    assert!(v["bytes_fetched"].as_u64().unwrap() > 4_000_000, "{v}");
+    assert_eq!(remote_only(&c), 0);
+    let dir = url.strip_prefix("file://").unwrap().to_string();
+    std::fs::rename(&dir, format!("{dir}.away")).unwrap();
+    let same = tree(c.path()) == tree(m.path());
+    std::fs::rename(format!("{dir}.away"), &dir).unwrap();
+    assert!(same);
+    c.unmount_checked();
+    assert!(fsck_text(c.store_dir()).contains("clean"));
+}
+
+#[test]
+fn a_corrupted_chunk_on_the_remote_is_never_served() {
+    if raw_mode() {
+        return;
+    }
+    let (m, url) = origin();
+    let (c, _) = clone_mount(&url, &[], &[("RINGFS_TEST_NO_PREFETCH", "1")]);
+    let dir = Path::new(url.strip_prefix("file://").unwrap()).join("chunks");
+    let mut ch: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    ch.sort_by_key(|p| std::cmp::Reverse(std::fs::metadata(p).unwrap().len()));
+    let good = std::fs::read(&ch[0]).unwrap();
+    let mut bad = good.clone();
+    // Bytes in the middle of the bundle: some chunk of a big file (three,
+    // a few apart, so that one is not in a record header).
+    let k = bad.len() / 2;
+    for d in [0, 300, 600] {
+        bad[k + d] ^= 0x55;
+    }
+    std::fs::write(&ch[0], &bad).unwrap();
+    let failed: Vec<&str> = ["a/b/big", "c/big2"]
+        .into_iter()
+        .filter(|f| match std::fs::read(c.p(f)) {
+            Ok(b) => {
+                assert_eq!(b, std::fs::read(m.p(f)).unwrap(), "{f} served other bytes");
+                false
+            }
+            Err(e) => {
+                assert_eq!(e.raw_os_error(), Some(libc::EIO), "{f}: {e}");
+                true
+            }
+        })
+        .collect();
+    std::fs::write(&ch[0], &good).unwrap();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(
+        c.daemon_log().contains("does not match its hash"),
+        "{}",
+        c.daemon_log()
+    );
+    // Repaired on the remote: the file arrives.
+    assert_eq!(tree(c.path()), tree(m.path()));
+}
