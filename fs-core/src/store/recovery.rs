@@ -102,7 +102,7 @@ pub(crate) fn read_state(src: &impl Tables, next_ino: u64) -> Result<Read, Strin
     // Sized once: growing a map of 10 000 boxes rehashes it a dozen times.
     st.nodes.reserve((src.count(INODES) + src.count(LOCAL_INODES)) as usize);
     src.each(INODES, |k, v| {
-        let rec: InodeRec = dec(v).map_err(|e| format!("inode {k}: {e}"))?;
+        let rec: InodeRec = dec(v).map_err(|e| format!("table inodes key {k}: undecodable inode record: {e}"))?;
         st.next_ino = st.next_ino.max(k + 1);
         st.nodes.insert(k, Box::new(Node::new(rec)));
         Ok(())
@@ -121,7 +121,7 @@ pub(crate) fn read_state(src: &impl Tables, next_ino: u64) -> Result<Read, Strin
     })?;
     // Local-only inodes: same layouts in the LOCAL_* tables.
     src.each(LOCAL_INODES, |k, v| {
-        let rec: InodeRec = dec(v).map_err(|e| format!("local inode {k}: {e}"))?;
+        let rec: InodeRec = dec(v).map_err(|e| format!("table local_inodes key {k}: undecodable inode record: {e}"))?;
         st.next_ino = st.next_ino.max(k + 1);
         if k == ROOT || st.nodes.contains_key(&k) {
             return Ok(()); // the synced record wins
