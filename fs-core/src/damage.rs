@@ -93,7 +93,7 @@ pub fn fsck_store(dir: &Path, opts: FsckOptions) -> Result<FsckReport, StoreErro
             return Ok(rep);
         }
     };
-    if let Some(what) = damage_outside(dir, &rtx) {
+    if let Some(what) = damage_outside(dir, &rtx, crate::store::scan::lock_file_empty(dir)) {
         problem(&mut rep, "store.redb", what);
         rep.unreadable = true;
         return Ok(rep);

@@ -149,6 +149,19 @@ pub enum StoreLocation {
     Memory,
 }
 
+/// How much of an existing store [`crate::Fs::open_store_checked`] reads
+/// before it serves it (docs/SEMANTICS.md, "Damaged stores").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OpenCheck {
+    /// Every table read (redb's panics on damaged pages caught) after an
+    /// unclean shutdown and before a migration; after a clean one the inode
+    /// tables (loaded anyway), the pack list and the chunk index.
+    #[default]
+    WhenUnclean,
+    /// Every table read, whatever the last shutdown (`ringfs mount --check`).
+    Full,
+}
+
 /// Configuration of [`crate::Fs::open_store`].
 #[derive(Clone, Debug)]
 pub struct Config {

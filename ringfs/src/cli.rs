@@ -195,6 +195,13 @@ pub struct MountArgs {
     #[arg(long)]
     pub nonempty: bool,
 
+    /// Read every table of the store's database before serving it, as after
+    /// an unclean shutdown (a store shut down cleanly has only its inode
+    /// tables, pack list and chunk index read; `ringfs fsck` checks
+    /// everything without mounting).
+    #[arg(long)]
+    pub check: bool,
+
     /// Detach once the mount is ready (the command returns 0 when it is visible).
     #[arg(long)]
     pub daemon: bool,

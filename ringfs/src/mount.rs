@@ -202,6 +202,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     if let Some((at_args, _at)) = crate::branch::at_store(args)? {
         return serve(&at_args, ready);
     }
+    let t0 = std::time::Instant::now();
     let plan = plan::check(args)?;
     let sync_plan = crate::remote::sync::check(args)?;
     let mp = plan.mp.clone();
@@ -235,7 +236,10 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         },
         atime: plan.vfs.fs_atime(),
     };
-    let fs = Arc::new(fs_core::Fs::open_store(cfg).map_err(|e| plan::explain_store_error(e, "--store"))?);
+    let t_plan = t0.elapsed();
+    let check = if args.check { fs_core::OpenCheck::Full } else { fs_core::OpenCheck::WhenUnclean };
+    let fs = Arc::new(fs_core::Fs::open_store_checked(cfg, check).map_err(|e| plan::explain_store_error(e, "--store"))?);
+    let t_open = t0.elapsed();
     // Bind mounts of native roots left by a killed daemon of this store.
     let roots_dir = fs.local_info().1.join("roots");
     match native_roots::detach_stale(&roots_dir) {
@@ -260,6 +264,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
             return Err(anyhow::Error::from(e).context(format!("mounting on {}", mp.display())));
         }
     };
+    let t_fuse = t0.elapsed();
     let mut adapter = Adapter::new(fs.clone(), CachePolicy::default());
     let passthrough_reason = match passthrough_check(args.passthrough, &session) {
         Ok(()) => {
@@ -395,6 +400,18 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         let roots = roots.clone();
         std::thread::Builder::new().name("ringfs-ready".into()).spawn(move || {
             roots.wait_initial(Duration::from_secs(30));
+            // Where a mount's time goes (D48): checks and branch switch, the
+            // store opened, the FUSE mount (INIT), the rest until ready.
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            let ready = t0.elapsed();
+            tracing::info!(
+                "mount ready in {:.1} ms: plan {:.1} ms, store {:.1} ms, FUSE mount {:.1} ms, control and roots {:.1} ms",
+                ms(ready),
+                ms(t_plan),
+                ms(t_open - t_plan),
+                ms(t_fuse - t_open),
+                ms(ready - t_fuse)
+            );
             if let Some(pipe) = pipe.as_mut() {
                 let _ = writeln!(pipe, "ok");
             }

@@ -15,11 +15,11 @@
 
 mod attr;
 mod data;
+mod fork;
 mod namespace;
 mod restore;
 mod roots;
 mod sides;
-mod fork;
 mod snap;
 pub use snap::ExecEnd;
 mod xattr;
@@ -36,17 +36,18 @@ use crate::host::HostTrees;
 use crate::inode::{self, meta_key, Freed, State, POOL_LOCAL, ROOT};
 use crate::local::{BackDir, IgnorePolicy};
 use crate::posix::*;
+use crate::schema::SCHEMA_VERSION;
 use crate::store::commit::run_group_commits;
-use crate::store::db::{corrupt, io_err, open_db, take_lock, Store};
+use crate::store::db::{corrupt, io_err, open_db, restore_lock, take_lock_noting, Store};
 use crate::store::migrate;
 use crate::store::pack::{known_packs, Packs};
-use crate::store::scan::check_before_open;
-use crate::schema::SCHEMA_VERSION;
+use crate::store::readonly::guarded;
 use crate::store::recovery::load;
+use crate::store::scan::{check_files, check_for_mount, lock_file_empty};
 use crate::types::*;
 use crate::wc::hash::{background_priority, foreground_priority, give_back_memory, TRIM_AFTER};
-use crate::wc::queue::{Hasher, BATCH_FILES};
 use crate::wc::pool::Pools;
+use crate::wc::queue::{Hasher, BATCH_FILES};
 use crate::wc::{Dirs, Wc};
 
 /// Called with the inode of each new native root.
@@ -92,6 +93,38 @@ pub(crate) struct Inner {
     /// Directory objects of the last snapshot commit, decoded: what the
     /// next commit's build starts from (`snap::build::DirCache`).
     snap_dirs: crate::snap::build::DirCache,
+}
+
+/// A redb panic while opening `path` (a damaged page the check did not
+/// read), as [`StoreError::Damaged`] of its store directory.
+fn damaged(path: &Path, doing: &str, m: String) -> StoreError {
+    let dir = if path.is_dir() { path.to_path_buf() } else { path.parent().unwrap_or(Path::new(".")).to_path_buf() };
+    StoreError::Damaged { dir, what: format!("{doing}: {m}") }
+}
+
+/// Where `Fs::open_store`'s time went, each a time since it began: the
+/// check before open, the database and packs opened, the inode table
+/// loaded, everything (threads started, sides planned). Logged at info.
+#[derive(Default)]
+struct OpenPhases {
+    check: std::time::Duration,
+    open: std::time::Duration,
+    load: std::time::Duration,
+    total: std::time::Duration,
+}
+
+impl OpenPhases {
+    fn log(&self, desc: &str, inodes: usize) {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        tracing::info!(
+            "store {desc} opened in {:.1} ms ({inodes} inodes): check {:.1} ms, database {:.1} ms, load {:.1} ms, threads and sides {:.1} ms",
+            ms(self.total),
+            ms(self.check),
+            ms(self.open - self.check),
+            ms(self.load - self.open),
+            ms(self.total - self.load)
+        );
+    }
 }
 
 /// The filesystem. `Send + Sync`; every method takes `&self`. Inode numbers
@@ -175,46 +208,73 @@ impl Fs {
     /// shutdown, frees unlinked inodes, deletes working copies that have no
     /// inode and re-hashes the others in the background.
     ///
-    /// Before any of that, an existing store directory is checked without
-    /// writing to it: every table of the database is read (redb's panics on
-    /// damaged pages caught), and a database missing or empty beside working
-    /// copies or packs is refused rather than started afresh.
+    /// Before any of that (the lock aside), an existing store directory is
+    /// checked without writing to it: after an unclean shutdown every table
+    /// of the database is read (redb's panics on damaged pages caught),
+    /// after a clean one the inode tables (which the mount loads) and the
+    /// others opened ([`OpenCheck::WhenUnclean`]); a database missing or
+    /// empty beside working copies or packs is refused rather than started
+    /// afresh.
     ///
     /// Errors: [`StoreError::Locked`] (another process holds it),
     /// [`StoreError::NewerSchema`], [`StoreError::Damaged`] (the check
     /// found damage; nothing was written), [`StoreError::Corrupt`] (redb
     /// cannot open it), [`StoreError::Io`].
     pub fn open_store(cfg: Config) -> std::result::Result<Fs, StoreError> {
+        Self::open_store_checked(cfg, OpenCheck::WhenUnclean)
+    }
+
+    /// [`Fs::open_store`] with the check before it chosen: `check` says how
+    /// much of an existing store is read before anything is written (a
+    /// store shut down cleanly is not read whole unless [`OpenCheck::Full`];
+    /// docs/SEMANTICS.md "Damaged stores"). A store refused by the check is
+    /// left as it was found (its lock file included). Errors: those of
+    /// [`Fs::open_store`].
+    pub fn open_store_checked(cfg: Config, check: OpenCheck) -> std::result::Result<Fs, StoreError> {
+        let t0 = std::time::Instant::now();
+        let mut phases = OpenPhases::default();
         let policy = IgnorePolicy::new(&cfg.local.ignore).map_err(|(pattern, reason)| StoreError::Ignore { pattern, reason })?;
         let policy = if policy.is_empty() { None } else { Some(policy) };
+        let mut pre = None;
         let (mut db, wc_dir, desc, dir, lock, tmp, dbpath, packs) = match &cfg.store {
             StoreLocation::Dir(d) => {
                 // A damaged database is refused before anything is written
-                // (read-only, every table read); so is a missing or empty
-                // one beside working copies or packs.
-                if d.is_dir() {
-                    check_before_open(d)?;
-                }
+                // (read-only; every table read after an unclean shutdown,
+                // the inode tables after a clean one); so is a missing or
+                // empty one beside working copies or packs.
+                let has_db = d.is_dir() && check_files(d)?;
                 std::fs::create_dir_all(d).map_err(|e| io_err(d, e))?;
-                let lock = take_lock(d)?;
+                let lock_empty = lock_file_empty(d);
+                let (lock, before) = take_lock_noting(d)?;
+                if has_db {
+                    match check_for_mount(d, lock_empty, check == OpenCheck::Full) {
+                        Ok(r) => pre = r,
+                        Err(e) => {
+                            restore_lock(d, lock, before);
+                            return Err(e);
+                        }
+                    }
+                }
+                phases.check = t0.elapsed();
                 let wc = d.join("wc");
                 std::fs::create_dir_all(&wc).map_err(|e| io_err(&wc, e))?;
-                let db = open_db(d)?;
+                // redb panics on some damaged pages (`unreachable!`): past
+                // the check, such damage (a page it did not read) is refused
+                // the same way, not a crash.
+                let db = guarded(|| open_db(d)).map_err(|m| damaged(d, "opening store.redb", m))??;
                 // A store of an earlier schema is migrated by `load`; its
                 // database is copied first (kept until a clean shutdown).
                 if let Some(v) = migrate::schema_of(&db).filter(|v| *v < SCHEMA_VERSION) {
                     migrate::backup(d, v).map_err(|e| io_err(&migrate::backup_path(d, v), e))?;
                 }
-                let (known, next) = known_packs(&db).map_err(|e| corrupt(&d.join("store.redb"), e))?;
+                let (known, next) = guarded(|| known_packs(&db)).map_err(|m| damaged(d, "table packs", m))?.map_err(|e| corrupt(&d.join("store.redb"), e))?;
                 let pd = d.join("packs");
                 let packs = Packs::open(pd.clone(), None, &known, next).map_err(|e| io_err(&pd, e))?;
                 (db, wc, d.display().to_string(), Some(d.clone()), Some(lock), None, d.join("store.redb"), packs)
             }
             StoreLocation::Memory => {
                 let tmp = tempfile::Builder::new().prefix("ringfs-wc-").tempdir().map_err(|e| io_err(&std::env::temp_dir(), e))?;
-                let db = Database::builder()
-                    .create_with_backend(redb::backends::InMemoryBackend::new())
-                    .map_err(|e| corrupt(Path::new("memory"), e))?;
+                let db = Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).map_err(|e| corrupt(Path::new("memory"), e))?;
                 let ptmp = tempfile::Builder::new().prefix("ringfs-packs-").tempdir().map_err(|e| io_err(&std::env::temp_dir(), e))?;
                 let pd = ptmp.path().to_path_buf();
                 let packs = Packs::open(pd.clone(), Some(ptmp), &Default::default(), 0).map_err(|e| io_err(&pd, e))?;
@@ -240,7 +300,9 @@ impl Fs {
         }
         let roots_dir = local_dir.join("roots");
         let host = HostTrees::open_dir(&roots_dir).map_err(|e| io_err(&roots_dir, e))?;
-        let loaded = load(&db, &dbpath, &wc, &local, &packs)?;
+        phases.open = t0.elapsed();
+        let loaded = guarded(|| load(&db, &dbpath, &wc, &local, &packs, pre)).map_err(|m| damaged(&dbpath, "loading the inode table", m))??;
+        phases.load = t0.elapsed();
         if loaded.migrated.is_some_and(|v| v < 5) {
             migrate::compact_db(&mut db, &dbpath);
         }
@@ -390,6 +452,8 @@ impl Fs {
         if inner.native_roots {
             inner.migrate_flat_roots();
         }
+        phases.total = t0.elapsed();
+        phases.log(&inner.store.desc, inner.lock().nodes.len());
         Ok(Fs { inner, threads: Mutex::new(threads) })
     }
 
@@ -582,6 +646,9 @@ impl Fs {
         if let Some(d) = self.inner.store.dir() {
             migrate::discard_backup(d);
         }
+        // Committed: close redb's handle while the lock is held, so that it
+        // records a clean close (the next mount need not repair the file).
+        self.inner.store.close();
         self.inner.store.release_lock();
         if let Some((ino, e)) = unstored.first() {
             let dir = dbpath.parent().unwrap_or(Path::new(".")).to_path_buf();
@@ -634,9 +701,6 @@ pub(crate) fn dirty_files(st: &State) -> Vec<u64> {
 
 /// Starts a named background thread of the store; a failure to start is a
 /// [`StoreError::Io`].
-fn spawn_named(
-    name: String,
-    f: impl FnOnce() + Send + 'static,
-) -> std::result::Result<std::thread::JoinHandle<()>, StoreError> {
+fn spawn_named(name: String, f: impl FnOnce() + Send + 'static) -> std::result::Result<std::thread::JoinHandle<()>, StoreError> {
     std::thread::Builder::new().name(name).spawn(f).map_err(|e| io_err(Path::new("thread"), e))
 }

@@ -195,6 +195,18 @@ impl Store {
         })
     }
 
+    /// Closes the database handle after the final commit (a clean shutdown):
+    /// redb then records its allocator state and marks the file as needing
+    /// no repair, so the next open — the mount's read-only check, then its
+    /// own — reads only the pages it uses instead of verifying and walking
+    /// the whole file (D48). A handle still open at process exit leaves the
+    /// file to be repaired at every open. Later transactions fail
+    /// ([`redb::Error::PreviousIo`]).
+    pub(crate) fn close(&self) {
+        let mut g = self.db.write().unwrap_or_else(|p| p.into_inner());
+        drop(g.take());
+    }
+
     pub(crate) fn begin_read(&self) -> std::result::Result<redb::ReadTransaction, redb::Error> {
         self.reopen_if_broken()?;
         let g = self.db.read().unwrap_or_else(|p| p.into_inner());
@@ -274,15 +286,41 @@ pub(crate) fn died_holding_lock(dir: &Path) -> bool {
 
 /// Takes the exclusive flock on `dir/ringfs.lock` and writes our pid into it.
 pub(crate) fn take_lock(dir: &Path) -> std::result::Result<File, StoreError> {
+    take_lock_noting(dir).map(|(f, _)| f)
+}
+
+/// [`take_lock`], also returning what the lock file held before (`None`:
+/// it did not exist), for [`restore_lock`] when the open is refused.
+pub(crate) fn take_lock_noting(dir: &Path) -> std::result::Result<(File, Option<Vec<u8>>), StoreError> {
     let p = dir.join("ringfs.lock");
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o644)
-        .open(&p)
-        .map_err(|e| io_err(&p, e))?;
+    let before = match std::fs::read(&p) {
+        Ok(b) => Some(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_err(&p, e)),
+    };
+    let f = take_lock_file(dir)?;
+    Ok((f, before))
+}
+
+/// Puts back what the lock file `f` of `dir` held before [`take_lock_noting`]
+/// (removing it when it did not exist), so a refused open leaves the store
+/// as it found it; the flock goes with `f`.
+pub(crate) fn restore_lock(dir: &Path, f: File, before: Option<Vec<u8>>) {
+    match before {
+        Some(b) => {
+            let _ = f.set_len(0);
+            let _ = f.write_all_at(&b, 0);
+        }
+        None => {
+            let _ = std::fs::remove_file(dir.join("ringfs.lock"));
+        }
+    }
+}
+
+/// The flock of [`take_lock`] and our pid written.
+fn take_lock_file(dir: &Path) -> std::result::Result<File, StoreError> {
+    let p = dir.join("ringfs.lock");
+    let f = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o644).open(&p).map_err(|e| io_err(&p, e))?;
     match flock_past_own_children(&f, libc::LOCK_EX) {
         Ok(Ok(())) => {}
         Ok(Err(pid)) => return Err(StoreError::Locked { pid, path: dir.to_path_buf() }),
@@ -338,9 +376,7 @@ pub const DB_CACHE_BYTES: usize = 8 << 20;
 pub(crate) fn open_db(dir: &Path) -> std::result::Result<Database, StoreError> {
     let p = dir.join("store.redb");
     redb::Builder::new().set_cache_size(DB_CACHE_BYTES).create(&p).map_err(|e| match e {
-        redb::DatabaseError::DatabaseAlreadyOpen => {
-            StoreError::Locked { pid: None, path: dir.to_path_buf() }
-        }
+        redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked { pid: None, path: dir.to_path_buf() },
         redb::DatabaseError::Storage(redb::StorageError::Io(io))
             if !matches!(io.kind(), std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof) =>
         {

@@ -12,16 +12,163 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::SystemTime;
 
-use redb::{Database, Durability, ReadableTable};
+use redb::{Database, Durability, Key, ReadableTable, TableDefinition, TableHandle, Value};
 
 use crate::inode::{root_rec, Node, State, ROOT};
 use crate::local::BackDir;
 use crate::posix::is_reg;
+use crate::schema::*;
 use crate::store::db::corrupt;
 use crate::store::migrate;
 use crate::store::pack::Packs;
-use crate::schema::*;
 use crate::types::StoreError;
+
+/// What [`read_state`] read of a store's tables: the inode table with its
+/// directory entries, symlinks and xattrs, the inodes that have a manifest,
+/// the journal's last position, and directory entries that name no inode
+/// or a parent that is no directory (`(synced, parent, name)`: removed by
+/// [`load`]).
+pub(crate) struct Read {
+    pub(crate) st: State,
+    pub(crate) has_manifest: HashSet<u64>,
+    pub(crate) sync_pos: u64,
+    pub(crate) bad: Vec<(bool, u64, Vec<u8>)>,
+}
+
+/// A transaction the tables can be read from: a read transaction (of the
+/// read-only open made before a mount writes anything) or the write
+/// transaction of [`load`]. Errors are messages naming the table.
+pub(crate) trait Tables {
+    /// Hands every record of `def` to `f` in key order; a table that does
+    /// not exist has none. Stops at the first error (redb's or `f`'s).
+    fn each<K, V, F>(&self, def: TableDefinition<K, V>, f: F) -> Result<(), String>
+    where
+        K: Key + 'static,
+        V: Value + 'static,
+        F: FnMut(K::SelfType<'_>, V::SelfType<'_>) -> Result<(), String>;
+    /// The journal's last key (0 when empty or missing).
+    fn journal_last(&self) -> Result<u64, String>;
+    /// How many records `def` holds (0 when missing or unknown).
+    fn count<K: Key + 'static, V: Value + 'static>(&self, def: TableDefinition<K, V>) -> u64;
+}
+
+macro_rules! impl_tables {
+    ($t:ty) => {
+        impl Tables for $t {
+            fn each<K, V, F>(&self, def: TableDefinition<K, V>, mut f: F) -> Result<(), String>
+            where
+                K: Key + 'static,
+                V: Value + 'static,
+                F: FnMut(K::SelfType<'_>, V::SelfType<'_>) -> Result<(), String>,
+            {
+                let name = def.name().to_string();
+                let t = match self.open_table(def) {
+                    Ok(t) => t,
+                    Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+                    Err(e) => return Err(format!("table {name}: {e}")),
+                };
+                for r in t.iter().map_err(|e| format!("table {name}: {e}"))? {
+                    let (k, v) = r.map_err(|e| format!("table {name}: {e}"))?;
+                    f(k.value(), v.value())?;
+                }
+                Ok(())
+            }
+            fn count<K: Key + 'static, V: Value + 'static>(&self, def: TableDefinition<K, V>) -> u64 {
+                use redb::ReadableTableMetadata;
+                self.open_table(def).ok().and_then(|t| t.len().ok()).unwrap_or(0)
+            }
+            fn journal_last(&self) -> Result<u64, String> {
+                let t = match self.open_table(JOURNAL) {
+                    Ok(t) => t,
+                    Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+                    Err(e) => return Err(format!("table journal: {e}")),
+                };
+                let last = t.last().map_err(|e| format!("table journal: {e}"))?;
+                Ok(last.map(|(k, _)| k.value()).unwrap_or(0))
+            }
+        }
+    };
+}
+impl_tables!(redb::ReadTransaction);
+impl_tables!(redb::WriteTransaction);
+
+/// Reads the inode table (inodes, symlinks, xattrs, their local-only
+/// counterparts, directory entries) from `src`, a store of the current
+/// schema, and which inodes have manifests. `next_ino`: meta's counter.
+/// Errors: a message naming the table (and inode) that could not be read
+/// or decoded.
+pub(crate) fn read_state(src: &impl Tables, next_ino: u64) -> Result<Read, String> {
+    let mut st = State { next_ino: next_ino.max(2), ..Default::default() };
+    // Sized once: growing a map of 10 000 boxes rehashes it a dozen times.
+    st.nodes.reserve((src.count(INODES) + src.count(LOCAL_INODES)) as usize);
+    src.each(INODES, |k, v| {
+        let rec: InodeRec = dec(v).map_err(|e| format!("table inodes key {k}: undecodable inode record: {e}"))?;
+        st.next_ino = st.next_ino.max(k + 1);
+        st.nodes.insert(k, Box::new(Node::new(rec)));
+        Ok(())
+    })?;
+    src.each(SYMLINKS, |k, v| {
+        if let Some(n) = st.nodes.get_mut(&k) {
+            n.set_symlink(Some(v.to_vec()));
+        }
+        Ok(())
+    })?;
+    src.each(XATTRS, |(ino, name), v| {
+        if let Some(n) = st.nodes.get_mut(&ino) {
+            n.xattrs_mut().insert(name.to_vec(), v.to_vec());
+        }
+        Ok(())
+    })?;
+    // Local-only inodes: same layouts in the LOCAL_* tables.
+    src.each(LOCAL_INODES, |k, v| {
+        let rec: InodeRec = dec(v).map_err(|e| format!("table local_inodes key {k}: undecodable inode record: {e}"))?;
+        st.next_ino = st.next_ino.max(k + 1);
+        if k == ROOT || st.nodes.contains_key(&k) {
+            return Ok(()); // the synced record wins
+        }
+        let mut n = Node::new(rec);
+        n.local = true;
+        n.data_local = true;
+        st.nodes.insert(k, Box::new(n));
+        Ok(())
+    })?;
+    src.each(LOCAL_SYMLINKS, |k, v| {
+        if let Some(n) = st.nodes.get_mut(&k).filter(|n| n.local) {
+            n.set_symlink(Some(v.to_vec()));
+        }
+        Ok(())
+    })?;
+    src.each(LOCAL_XATTRS, |(ino, name), v| {
+        if let Some(n) = st.nodes.get_mut(&ino).filter(|n| n.local) {
+            n.xattrs_mut().insert(name.to_vec(), v.to_vec());
+        }
+        Ok(())
+    })?;
+    let mut has_manifest = HashSet::new();
+    src.each(MANIFESTS, |k, _| {
+        has_manifest.insert(k);
+        Ok(())
+    })?;
+    let sync_pos = src.journal_last()?;
+    let mut bad = Vec::new();
+    for (table, synced) in [(DIRENTS, true), (LOCAL_DIRENTS, false)] {
+        src.each(table, |(parent, name), (child, cookie)| {
+            let ok = st.nodes.contains_key(&child) && st.nodes.get(&parent).and_then(|p| p.dir.as_ref()).is_some_and(|d| !d.by_name.contains_key(name));
+            if !ok {
+                bad.push((synced, parent, name.to_vec()));
+                return Ok(());
+            }
+            let p = st.nodes.get_mut(&parent).unwrap();
+            p.rec.next_cookie = p.rec.next_cookie.max(cookie + 1);
+            p.dir.as_mut().unwrap().insert(name, child, cookie);
+            if let Some(d) = st.nodes.get_mut(&child).and_then(|ch| ch.dir.as_mut()) {
+                d.dname = name.into();
+            }
+            Ok(())
+        })?;
+    }
+    Ok(Read { st, has_manifest, sync_pos, bad })
+}
 
 /// The inode table and counters of a store just opened.
 pub(crate) struct Loaded {
@@ -37,8 +184,10 @@ pub(crate) struct Loaded {
 
 /// Creates or loads the tables, checks the schema, and after an unclean
 /// shutdown repairs what a crash can leave behind. Marks the store in use
-/// (clean = 0) durably.
-pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, packs: &Packs) -> std::result::Result<Loaded, StoreError> {
+/// (clean = 0) durably. `pre`: the tables as [`read_state`] already read
+/// them (a clean store of the current schema, read before the database was
+/// opened for writing); `None` reads them in the write transaction.
+pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, packs: &Packs, pre: Option<Read>) -> std::result::Result<Loaded, StoreError> {
     let c = |e: redb::Error| corrupt(dbpath, e);
     let mut txn = db.begin_write().map_err(|e| c(e.into()))?;
     txn.set_durability(Durability::Immediate).map_err(|e| c(e.into()))?;
@@ -48,11 +197,7 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
     match schema {
         None => {
             let mut m = txn.open_table(META).map_err(|e| c(e.into()))?;
-            let id = u64::from_le_bytes(
-                blake3::hash(format!("{:?}{}", SystemTime::now(), std::process::id()).as_bytes()).as_bytes()[..8]
-                    .try_into()
-                    .unwrap(),
-            );
+            let id = u64::from_le_bytes(blake3::hash(format!("{:?}{}", SystemTime::now(), std::process::id()).as_bytes()).as_bytes()[..8].try_into().unwrap());
             for (k, v) in [("schema", SCHEMA_VERSION), ("store_id", id), ("next_ino", 2), ("clean", 1), ("chunk_count", 0), ("chunk_bytes", 0)] {
                 m.insert(k, v).map_err(|e| c(e.into()))?;
             }
@@ -71,107 +216,27 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
         Some(_) => {}
     }
     let clean = meta_get(&txn, "clean").map_err(c)? == Some(1);
-    let mut st = State { next_ino: meta_get(&txn, "next_ino").map_err(c)?.unwrap_or(2).max(2), ..Default::default() };
+    let next_ino = meta_get(&txn, "next_ino").map_err(c)?.unwrap_or(2);
+    let read = match pre {
+        Some(r) => r,
+        None => read_state(&txn, next_ino).map_err(|e| corrupt(dbpath, e))?,
+    };
+    let Read { mut st, mut has_manifest, mut sync_pos, bad } = read;
+    st.next_ino = st.next_ino.max(next_ino).max(2);
     let chunk_count = meta_get(&txn, "chunk_count").map_err(c)?.unwrap_or(0);
     let chunk_bytes = meta_get(&txn, "chunk_bytes").map_err(c)?.unwrap_or(0);
-    let mut has_manifest = HashSet::new();
-    let mut sync_pos;
-    {
-        let t = txn.open_table(INODES).map_err(|e| c(e.into()))?;
-        for r in t.iter().map_err(|e| c(e.into()))? {
-            let (k, v) = r.map_err(|e| c(e.into()))?;
-            let rec: InodeRec = dec(v.value()).map_err(|e| corrupt(dbpath, format!("inode {}: {e}", k.value())))?;
-            st.next_ino = st.next_ino.max(k.value() + 1);
-            st.nodes.insert(k.value(), Box::new(Node::new(rec)));
-        }
-        let t = txn.open_table(SYMLINKS).map_err(|e| c(e.into()))?;
-        for r in t.iter().map_err(|e| c(e.into()))? {
-            let (k, v) = r.map_err(|e| c(e.into()))?;
-            if let Some(n) = st.nodes.get_mut(&k.value()) {
-                n.set_symlink(Some(v.value().to_vec()));
-            }
-        }
-        let t = txn.open_table(XATTRS).map_err(|e| c(e.into()))?;
-        for r in t.iter().map_err(|e| c(e.into()))? {
-            let (k, v) = r.map_err(|e| c(e.into()))?;
-            let (ino, name) = k.value();
-            if let Some(n) = st.nodes.get_mut(&ino) {
-                n.xattrs_mut().insert(name.to_vec(), v.value().to_vec());
-            }
-        }
-        // Local-only inodes: same layouts in the LOCAL_* tables.
-        let t = txn.open_table(LOCAL_INODES).map_err(|e| c(e.into()))?;
-        for r in t.iter().map_err(|e| c(e.into()))? {
-            let (k, v) = r.map_err(|e| c(e.into()))?;
-            let rec: InodeRec = dec(v.value()).map_err(|e| corrupt(dbpath, format!("local inode {}: {e}", k.value())))?;
-            st.next_ino = st.next_ino.max(k.value() + 1);
-            if k.value() == ROOT || st.nodes.contains_key(&k.value()) {
-                continue; // the synced record wins
-            }
-            let mut n = Node::new(rec);
-            n.local = true;
-            n.data_local = true;
-            st.nodes.insert(k.value(), Box::new(n));
-        }
-        let t = txn.open_table(LOCAL_SYMLINKS).map_err(|e| c(e.into()))?;
-        for r in t.iter().map_err(|e| c(e.into()))? {
-            let (k, v) = r.map_err(|e| c(e.into()))?;
-            if let Some(n) = st.nodes.get_mut(&k.value()).filter(|n| n.local) {
-                n.set_symlink(Some(v.value().to_vec()));
-            }
-        }
-        let t = txn.open_table(LOCAL_XATTRS).map_err(|e| c(e.into()))?;
-        for r in t.iter().map_err(|e| c(e.into()))? {
-            let (k, v) = r.map_err(|e| c(e.into()))?;
-            let (ino, name) = k.value();
-            if let Some(n) = st.nodes.get_mut(&ino).filter(|n| n.local) {
-                n.xattrs_mut().insert(name.to_vec(), v.value().to_vec());
-            }
-        }
-        let t = txn.open_table(MANIFESTS).map_err(|e| c(e.into()))?;
-        for r in t.iter().map_err(|e| c(e.into()))? {
-            let (k, _) = r.map_err(|e| c(e.into()))?;
-            has_manifest.insert(k.value());
-        }
-        let t = txn.open_table(JOURNAL).map_err(|e| c(e.into()))?;
-        sync_pos = t.last().map_err(|e| c(e.into()))?.map(|(k, _)| k.value()).unwrap_or(0);
-        drop(t);
-        for (table, synced) in [(DIRENTS, true), (LOCAL_DIRENTS, false)] {
-            let t = txn.open_table(table).map_err(|e| c(e.into()))?;
-            let mut bad = Vec::new();
-            for r in t.iter().map_err(|e| c(e.into()))? {
-                let (k, v) = r.map_err(|e| c(e.into()))?;
-                let (parent, name) = k.value();
-                let (child, cookie) = v.value();
-                let ok = st.nodes.contains_key(&child)
-                    && st.nodes.get(&parent).map(|p| p.dir.is_some() && !p.dir.as_ref().unwrap().by_name.contains_key(name)).unwrap_or(false);
-                if !ok {
-                    bad.push((parent, name.to_vec()));
-                    continue;
-                }
-                let p = st.nodes.get_mut(&parent).unwrap();
-                p.rec.next_cookie = p.rec.next_cookie.max(cookie + 1);
-                let d = p.dir.as_mut().unwrap();
-                d.insert(name, child, cookie);
-                if let Some(ch) = st.nodes.get_mut(&child) {
-                    if let Some(d) = ch.dir.as_mut() {
-                        d.dname = name.into();
-                    }
-                }
-            }
-            drop(t);
-            if !bad.is_empty() {
-                tracing::warn!("store recovery: removing {} dangling directory entries", bad.len());
-                let mut t = txn.open_table(table).map_err(|e| c(e.into()))?;
-                let mut j = txn.open_table(JOURNAL).map_err(|e| c(e.into()))?;
-                for (p, n) in bad {
-                    t.remove((p, &n[..])).map_err(|e| c(e.into()))?;
-                    // A snapshot finds the directories that changed in the journal.
-                    if synced {
-                        sync_pos += 1;
-                        j.insert(sync_pos, &enc(&JournalRecord::Unlinked { parent: p, name: n })[..]).map_err(|e| c(e.into()))?;
-                    }
-                }
+    if !bad.is_empty() {
+        tracing::warn!("store recovery: removing {} dangling directory entries", bad.len());
+        for (synced, p, n) in bad {
+            let table = if synced { DIRENTS } else { LOCAL_DIRENTS };
+            txn.open_table(table).map_err(|e| c(e.into()))?.remove((p, &n[..])).map_err(|e| c(e.into()))?;
+            // A snapshot finds the directories that changed in the journal.
+            if synced {
+                sync_pos += 1;
+                txn.open_table(JOURNAL)
+                    .map_err(|e| c(e.into()))?
+                    .insert(sync_pos, &enc(&JournalRecord::Unlinked { parent: p, name: n })[..])
+                    .map_err(|e| c(e.into()))?;
             }
         }
     }
@@ -185,7 +250,9 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
         let subdirs: Vec<(u64, u32)> = st
             .nodes
             .iter()
-            .filter_map(|(&i, n)| n.dir.as_ref().map(|d| (i, d.by_name.values().filter(|(c, _)| st.nodes.get(c).map(|c| c.dir.is_some()).unwrap_or(false)).count() as u32)))
+            .filter_map(|(&i, n)| {
+                n.dir.as_ref().map(|d| (i, d.by_name.values().filter(|(c, _)| st.nodes.get(c).map(|c| c.dir.is_some()).unwrap_or(false)).count() as u32))
+            })
             .collect();
         for (i, k) in subdirs {
             let n = st.nodes.get_mut(&i).unwrap();

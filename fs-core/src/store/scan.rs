@@ -1,6 +1,8 @@
 //! Reading every record of every table of a database that may be damaged:
 //! for fsck's report, for the check before a mount serves a store
-//! ([`check_before_open`]), and for salvage, which keeps what can be read.
+//! ([`check_for_mount`]: whole after an unclean shutdown or on request, the
+//! inode tables only after a clean one; [`check_before_open`] for the
+//! offline commands), and for salvage, which keeps what can be read.
 //!
 //! Owns: walking one table forward and, past a damaged stretch, backward
 //! from its end ([`walk`]), so the records on both sides of it are read;
@@ -13,7 +15,8 @@ use std::path::Path;
 use redb::{Key, ReadTransaction, ReadableTable, TableDefinition, TableHandle, Value};
 
 use crate::schema::*;
-use crate::store::readonly::{guarded, open_read_only};
+use crate::store::readonly::{guarded, open_read_only, RoDb};
+use crate::store::recovery::{read_state, Read};
 use crate::types::StoreError;
 
 /// Damage found in one table: where and what.
@@ -84,7 +87,9 @@ where
     };
     let last_fwd = read_any.then_some(last_key);
     let place = match &last_fwd {
-        Some(l) if name == "chunks" || name == "chunk_refs" => format!("{name} after key {}", hex(l)),
+        Some(l) if name == "chunks" || name == "chunk_refs" => {
+            format!("{name} after key {}", hex(l))
+        }
         Some(l) => format!("{name} after key {:?}", K::from_bytes(l)),
         None => format!("{name} (from its first key)"),
     };
@@ -158,12 +163,15 @@ pub(crate) fn schema_of(rtx: &ReadTransaction) -> Option<u64> {
 /// shutdown empties it, a daemon that died leaves its pid (docs/FORMATS.md)
 /// — yet the commit redb reads says the store was in use (`meta clean` 0),
 /// so redb fell back past the newest commit. Both name the fix (salvage).
-pub(crate) fn damage_outside(dir: &Path, rtx: &ReadTransaction) -> Option<String> {
-    let (wc, packs) = (has_entries(dir, "wc"), has_entries(dir, "packs"));
-    if schema_of(rtx).is_none() && wc + packs > 0 {
-        return Some(format!("its database store.redb holds no store (no meta table: made afresh over a lost one?) but the directory holds {wc} working copies (wc/) and {packs} pack files (packs/)"));
+/// `lock_empty`: whether the lock file was empty before this process took
+/// it ([`lock_file_empty`]).
+pub(crate) fn damage_outside(dir: &Path, rtx: &ReadTransaction, lock_empty: bool) -> Option<String> {
+    if schema_of(rtx).is_none() {
+        let (wc, packs) = (has_entries(dir, "wc"), has_entries(dir, "packs"));
+        if wc + packs > 0 {
+            return Some(format!("its database store.redb holds no store (no meta table: made afresh over a lost one?) but the directory holds {wc} working copies (wc/) and {packs} pack files (packs/)"));
+        }
     }
-    let lock_empty = std::fs::metadata(dir.join("ringfs.lock")).is_ok_and(|m| m.len() == 0);
     let clean = guarded(|| rtx.open_table(META).ok().and_then(|t| t.get("clean").ok().flatten().map(|g| g.value()))).ok().flatten();
     if lock_empty && clean == Some(0) {
         return Some("its newest commit is lost: the store was shut down cleanly (ringfs.lock is empty) but store.redb reads as an earlier commit made while it was mounted (the newest one is damaged); files changed since survive in the working copies".into());
@@ -176,17 +184,13 @@ fn has_entries(dir: &Path, sub: &str) -> usize {
     std::fs::read_dir(dir.join(sub)).map(|r| r.filter_map(|e| e.ok()).count()).unwrap_or(0)
 }
 
-/// What `Fs::open_store` checks before it takes the lock or writes anything
-/// in an existing store directory `dir`: its pack directory and pack files
-/// usable ([`StoreError::Unusable`] naming the path and the fix); a database missing or empty (0
-/// bytes) while working copies (`wc/`) or packs (`packs/`) exist is
-/// [`StoreError::Damaged`] (never a new empty workspace); an existing
-/// database is opened read-only and every table read
-/// ([`scan_tables`]): damage is [`StoreError::Damaged`] naming the first
-/// damaged table and key, a database redb refuses [`StoreError::Damaged`]
-/// too. `Ok` for a new store, and when a daemon holds the database (the lock
-/// then says so).
-pub(crate) fn check_before_open(dir: &Path) -> Result<(), StoreError> {
+/// The checks of a store directory `dir` that need no database open: its
+/// pack directory and pack files usable ([`StoreError::Unusable`] naming
+/// the path and the fix); a database missing or empty (0 bytes) while
+/// working copies (`wc/`) or packs (`packs/`) exist is
+/// [`StoreError::Damaged`] (never a new empty workspace). `Ok(true)` when a
+/// database is there to open, `Ok(false)` for a new store.
+pub(crate) fn check_files(dir: &Path) -> Result<bool, StoreError> {
     if let Some(what) = crate::store::pack::usable::packs_trouble(dir) {
         return Err(StoreError::Unusable { dir: dir.to_path_buf(), what });
     }
@@ -205,11 +209,22 @@ pub(crate) fn check_before_open(dir: &Path) -> Result<(), StoreError> {
             );
             return Err(StoreError::Damaged { dir: dir.to_path_buf(), what });
         }
-        return Ok(());
+        return Ok(false);
     }
+    Ok(true)
+}
+
+/// Whether `dir/ringfs.lock` exists and is empty (what a clean shutdown
+/// leaves), read before the lock is taken.
+pub(crate) fn lock_file_empty(dir: &Path) -> bool {
+    std::fs::metadata(dir.join("ringfs.lock")).is_ok_and(|m| m.len() == 0)
+}
+
+/// The read transaction of a read-only open of `dir/store.redb`, with
+/// redb's refusals as [`StoreError::Damaged`].
+fn begin_read_only(dir: &Path) -> Result<(RoDb, ReadTransaction), StoreError> {
     let ro = match open_read_only(dir) {
         Ok(d) => d,
-        Err(StoreError::Locked { .. }) => return Ok(()),
         Err(StoreError::Corrupt { reason, .. }) => {
             return Err(StoreError::Damaged { dir: dir.to_path_buf(), what: format!("redb cannot open store.redb: {reason}") })
         }
@@ -220,14 +235,78 @@ pub(crate) fn check_before_open(dir: &Path) -> Result<(), StoreError> {
         Ok(Err(e)) => return Err(StoreError::Damaged { dir: dir.to_path_buf(), what: format!("store.redb cannot be read: {e}") }),
         Err(m) => return Err(StoreError::Damaged { dir: dir.to_path_buf(), what: format!("store.redb cannot be read: {m}") }),
     };
-    if let Some(what) = damage_outside(dir, &rtx) {
-        return Err(StoreError::Damaged { dir: dir.to_path_buf(), what });
-    }
-    let schema = schema_of(&rtx).unwrap_or(SCHEMA_VERSION);
-    let damage = scan_tables(&rtx, schema);
+    Ok((ro, rtx))
+}
+
+/// Every table of `rtx` read ([`scan_tables`]): the first damage as
+/// [`StoreError::Damaged`] naming the table and key.
+fn full_scan(dir: &Path, rtx: &ReadTransaction) -> Result<(), StoreError> {
+    let schema = schema_of(rtx).unwrap_or(SCHEMA_VERSION);
+    let damage = scan_tables(rtx, schema);
     if let Some(d) = damage.first() {
         let more = if damage.len() > 1 { format!(" (and {} more)", damage.len() - 1) } else { String::new() };
         return Err(StoreError::Damaged { dir: dir.to_path_buf(), what: format!("table {}: {}{more}", d.place, d.what) });
     }
     Ok(())
+}
+
+/// What `ringfs gc --store` and the `--store` forms of branch and fork
+/// check before they take the lock or write anything in an existing store
+/// directory `dir`: [`check_files`], then the database opened read-only and
+/// every table read ([`scan_tables`]): damage is [`StoreError::Damaged`]
+/// naming the first damaged table and key, a database redb refuses
+/// [`StoreError::Damaged`] too. `Ok` for a new store, and when a daemon
+/// holds the database (the lock then says so).
+pub(crate) fn check_before_open(dir: &Path) -> Result<(), StoreError> {
+    if !check_files(dir)? {
+        return Ok(());
+    }
+    let lock_empty = lock_file_empty(dir);
+    let (_ro, rtx) = match begin_read_only(dir) {
+        Ok(r) => r,
+        Err(StoreError::Locked { .. }) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if let Some(what) = damage_outside(dir, &rtx, lock_empty) {
+        return Err(StoreError::Damaged { dir: dir.to_path_buf(), what });
+    }
+    full_scan(dir, &rtx)
+}
+
+/// The check `Fs::open_store` makes of an existing database in `dir` (after
+/// [`check_files`], holding the store lock; `lock_empty`: the lock file was
+/// empty before it was taken), without writing to it. Always: redb opens
+/// it read-only, and no damage is visible from outside ([`damage_outside`]).
+/// A store shut down cleanly (meta `clean` = 1) of the current schema,
+/// unless `full`: the pack list, meta and the chunk index are read
+/// (undecoded), and the inode tables into memory ([`read_state`], returned
+/// for `load`; what a mount loads anyway) — manifest and journal records
+/// are decoded, and snapshot tables read, when used. Otherwise (an unclean shutdown, a migration ahead,
+/// or `full`): every table read ([`scan_tables`]), `Ok(None)`. Errors:
+/// [`StoreError::Damaged`] naming the table (and key) that cannot be read.
+pub(crate) fn check_for_mount(dir: &Path, lock_empty: bool, full: bool) -> Result<Option<Read>, StoreError> {
+    let (_ro, rtx) = begin_read_only(dir)?;
+    if let Some(what) = damage_outside(dir, &rtx, lock_empty) {
+        return Err(StoreError::Damaged { dir: dir.to_path_buf(), what });
+    }
+    let meta = |k: &str| guarded(|| rtx.open_table(META).ok().and_then(|t| t.get(k).ok().flatten().map(|g| g.value()))).ok().flatten();
+    let clean = meta("clean") == Some(1);
+    if full || !clean || schema_of(&rtx) != Some(SCHEMA_VERSION) {
+        full_scan(dir, &rtx)?;
+        return Ok(None);
+    }
+    let damaged = |what: String| StoreError::Damaged { dir: dir.to_path_buf(), what };
+    // Read whole besides the inode tables: the ones every mount or its
+    // first writes walk (the pack list, meta, the chunk index the hash
+    // workers insert into), undecoded. Manifest and journal values are
+    // decoded only when used.
+    for w in [walk(&rtx, PACKS, |_, _| {}), walk(&rtx, META, |_, _| {}), walk(&rtx, CHUNKS, |_, _| {})] {
+        if let Some(d) = w.damage {
+            return Err(damaged(format!("table {}: {}", d.place, d.what)));
+        }
+    }
+    match guarded(|| read_state(&rtx, meta("next_ino").unwrap_or(2))) {
+        Ok(Ok(r)) => Ok(Some(r)),
+        Ok(Err(m)) | Err(m) => Err(damaged(m)),
+    }
 }
