@@ -105,13 +105,14 @@ impl Store {
         self.packs
             .note(&txn, &touched)
             .map_err(|x| format!("storing fetched chunks: {x}"))?;
-        // The bytes are durable before the index points at them.
-        self.packs
-            .sync()
-            .map_err(|x| format!("storing fetched chunks: {x}"))?;
-        txn.set_durability(Durability::Immediate)
+        // Not durable by itself (no fsync per first open): the next durable
+        // group commit covers it and syncs the packs before it commits, as
+        // for a hash worker's content transaction. A crash before that
+        // leaves these rows remote-only, and the chunks are fetched again.
+        txn.set_durability(Durability::None)
             .map_err(|x| e(x.into()))?;
         txn.commit().map_err(|x| e(x.into()))?;
+        self.content_pending.store(true, Ordering::SeqCst);
         self.remote.fetched.fetch_add(n, Ordering::Relaxed);
         self.remote.fetched_bytes.fetch_add(nb, Ordering::Relaxed);
         Ok(n)
