@@ -187,6 +187,19 @@ fn crash_kill9_during_unsynced_writes_fsck_clean() {
     if !raw_mode() {
         // The store is consistent even before the next mount re-hashes dirty working copies.
         fsck(&m);
+        // Commands on the unmounted store make no clean shutdown: the dead
+        // daemon's pid stays in the lock, so the mount below still recovers
+        // (it was emptied, and the mount refused the store as damaged).
+        let lock = || fs::read_to_string(m.store_dir().join("ringfs.lock")).unwrap_or_default();
+        let dead = lock();
+        assert!(dead.trim().parse::<u32>().is_ok(), "lock after kill -9: {dead:?}");
+        for args in [&["branch", "--list", "--store"][..], &["gc", "--store"][..], &["log", "--store"][..]] {
+            let mut c = Command::new(RINGFS);
+            c.args(args).arg(m.store_dir());
+            let o = run_timeout(&mut c, Duration::from_secs(60));
+            assert!(o.status.success() || args[0] == "log", "ringfs {args:?}: {:?}", out_str(&o));
+            assert_eq!(lock(), dead, "ringfs {args:?} changed the lock of a store whose daemon died");
+        }
     }
     m.mount_again();
     for i in 0..20u64 {

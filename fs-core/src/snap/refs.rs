@@ -17,7 +17,7 @@ use redb::{ReadableDatabase, ReadableTable, Table, WriteTransaction};
 use crate::schema::*;
 use crate::snap::object::{dec_commit, hex_id, kind_of, ObjectId, KIND_COMMIT};
 use crate::snap::{se, SnapError, MAIN};
-use crate::store::db::{corrupt, io_err, open_db, take_lock, Store};
+use crate::store::db::{corrupt, io_err, open_db, take_lock_noting, Store};
 use crate::store::objects::{self as objstore, Objects, Row};
 use crate::store::pack::Packs;
 use crate::types::StoreError;
@@ -290,7 +290,7 @@ pub(crate) fn open_offline(dir: &Path) -> Result<Store, StoreError> {
         return Err(StoreError::Corrupt { path: dbpath, reason: "no store database (missing or empty)".into() });
     }
     crate::store::scan::check_before_open(dir)?;
-    let lock = take_lock(dir)?;
+    let (lock, before) = take_lock_noting(dir)?;
     let db = open_db(dir)?;
     let schema = {
         let rtx = db.begin_read().map_err(|e| corrupt(&dbpath, e))?;
@@ -311,7 +311,9 @@ pub(crate) fn open_offline(dir: &Path) -> Result<Store, StoreError> {
     // Read-only packs: nothing in them is deleted or truncated by a ref
     // change or a fork (a fork only reads and hard-links them).
     let packs = crate::store::pack::Packs::read_only(dir.join("packs"));
-    Ok(Store::new(db, Some(dir.to_path_buf()), dir.display().to_string(), Some(lock), 0, (0, 0), packs))
+    let store = Store::new(db, Some(dir.to_path_buf()), dir.display().to_string(), Some(lock), 0, (0, 0), packs);
+    store.keep_unclean_mark(before);
+    Ok(store)
 }
 
 /// `ringfs branch --store DIR …`: [`BranchOp`] on an unmounted store (its

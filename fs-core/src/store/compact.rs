@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 use redb::{Durability, ReadableTable};
 
 use crate::schema::{CHUNKS, OBJECTS, PACKS, PACK_RECORD_HEADER, SCHEMA_VERSION};
-use crate::store::db::{corrupt, io_err, open_db, take_lock, Store};
+use crate::store::db::{corrupt, io_err, open_db, take_lock_noting, Store};
 use crate::store::migrate::schema_of;
 use crate::store::pack::{known_packs, pack_name, scan_pack_until, Packs, HEADER_LEN};
 use crate::types::StoreError;
@@ -277,7 +277,7 @@ pub(crate) fn gc_store_with(
     // not empty or lost beside working copies and packs): gc never opens
     // (or creates) a database a mount would refuse.
     crate::store::scan::check_before_open(dir)?;
-    let lock = take_lock(dir)?;
+    let (lock, before) = take_lock_noting(dir)?;
     let db = open_db(dir)?;
     match schema_of(&db) {
         Some(v) if v == SCHEMA_VERSION => {}
@@ -296,12 +296,15 @@ pub(crate) fn gc_store_with(
     let pd = dir.join("packs");
     let packs = Packs::open(pd.clone(), None, &known, next).map_err(|e| io_err(&pd, e))?;
     let store = Store::new(db, Some(dir.to_path_buf()), dir.display().to_string(), Some(lock), 0, (0, 0), packs);
+    // A daemon that died leaves its pid: kept, so the next mount recovers.
+    store.keep_unclean_mark(before);
     let r = first(&store).map_err(|e| io_err(&dbpath, std::io::Error::other(e))).and_then(|snapshots| {
         let r = store.compact_packs(true).map_err(|e| io_err(&pd, std::io::Error::other(e.to_string())))?;
         Ok(GcReport { snapshots, ..r })
     });
     // Done (or refused) without leaving the store mid-commit: let go of
-    // the lock as a clean shutdown does (its pid would say a daemon died).
+    // the lock as a clean shutdown does (emptied), unless a daemon had died
+    // holding it (its pid written back).
     store.release_lock();
     r
 }

@@ -1,7 +1,7 @@
 //! [`Store`]: the handle on one workspace's redb database.
 //!
 //! Owns: opening the database ([`open_db`]) and the store lock
-//! (`DIR/ringfs.lock`, [`take_lock`]); write and read transactions, with the
+//! (`DIR/ringfs.lock`, [`take_lock_noting`]); write and read transactions, with the
 //! database reopened after an I/O error (ENOSPC, EIO) poisoned the handle;
 //! which content transactions are not yet durable; the chunk counters and
 //! the sync position (the last journal sequence number). Must not touch: the
@@ -53,6 +53,11 @@ pub(crate) struct Store {
     pub(crate) trouble: LogThrottle,
     /// Held for the life of the store: the flock on DIR/ringfs.lock.
     lock_file: Mutex<Option<File>>,
+    /// What the lock file says after [`Store::release_lock`] when not
+    /// empty: a command on an unmounted store whose daemon died keeps the
+    /// dead pid there ([`Store::keep_unclean_mark`]), so the next mount
+    /// still knows the shutdown was not clean.
+    lock_after: Mutex<Option<Vec<u8>>>,
     on_reopen: OnceLock<ReopenHook>,
     /// The pack files holding chunk bytes.
     pub(crate) packs: Packs,
@@ -88,6 +93,7 @@ impl Store {
             chunk_bytes: AtomicU64::new(chunks.1),
             trouble: LogThrottle::default(),
             lock_file: Mutex::new(lock),
+            lock_after: Mutex::new(None),
             on_reopen: OnceLock::new(),
             packs,
             compacting: Mutex::new(()),
@@ -146,6 +152,21 @@ impl Store {
     pub(crate) fn release_lock(&self) {
         if let Some(f) = self.lock_file.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = f.set_len(0);
+            if let Some(b) = self.lock_after.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                let _ = f.write_all_at(&b, 0);
+            }
+        }
+    }
+
+    /// For a store opened by a command while unmounted (`--store DIR`):
+    /// when the lock file held `before` naming a daemon that died (an
+    /// unclean shutdown), [`Store::release_lock`] writes it back instead of
+    /// emptying the file, because such a command makes no clean shutdown:
+    /// the next mount must still run recovery and must not take the
+    /// commit redb reads for a lost newer one.
+    pub(crate) fn keep_unclean_mark(&self, before: Option<Vec<u8>>) {
+        if let Some(b) = before.filter(|b| !b.iter().all(|c| c.is_ascii_whitespace())) {
+            *self.lock_after.lock().unwrap_or_else(|p| p.into_inner()) = Some(b);
         }
     }
 
@@ -284,12 +305,8 @@ pub(crate) fn died_holding_lock(dir: &Path) -> bool {
     std::fs::read_to_string(dir.join("ringfs.lock")).ok().and_then(|s| s.trim().parse::<u32>().ok()).is_some()
 }
 
-/// Takes the exclusive flock on `dir/ringfs.lock` and writes our pid into it.
-pub(crate) fn take_lock(dir: &Path) -> std::result::Result<File, StoreError> {
-    take_lock_noting(dir).map(|(f, _)| f)
-}
-
-/// [`take_lock`], also returning what the lock file held before (`None`:
+/// Takes the exclusive flock on `dir/ringfs.lock` and writes our pid into
+/// it, also returning what the lock file held before (`None`:
 /// it did not exist), for [`restore_lock`] when the open is refused.
 pub(crate) fn take_lock_noting(dir: &Path) -> std::result::Result<(File, Option<Vec<u8>>), StoreError> {
     let p = dir.join("ringfs.lock");
@@ -317,7 +334,7 @@ pub(crate) fn restore_lock(dir: &Path, f: File, before: Option<Vec<u8>>) {
     }
 }
 
-/// The flock of [`take_lock`] and our pid written.
+/// The flock of [`take_lock_noting`] and our pid written.
 fn take_lock_file(dir: &Path) -> std::result::Result<File, StoreError> {
     let p = dir.join("ringfs.lock");
     let f = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o644).open(&p).map_err(|e| io_err(&p, e))?;
