@@ -141,6 +141,14 @@ fn fsck_push_and_status_of_an_unfetched_lazy_clone() {
     // gc leaves them.
     rj(&["gc", "--store", s(c.store_dir())]);
     assert!(fsck_text(c.store_dir()).contains(&format!("{n} chunk(s)")));
+    // Another remote lacks them, and this store cannot send them: refused
+    // with the way out, not an I/O error about a pack.
+    let other = c.store_dir().parent().unwrap().join("other");
+    rj(&["remote", "add", "--store", s(c.store_dir()), "other", &file_url(&other)]);
+    let o = rf(&["push", "--store", s(c.store_dir()), "--remote", "other"]);
+    let (out, err) = out_str(&o);
+    assert!(!o.status.success(), "push to another remote: {out}");
+    assert!(err.contains("only on the remote it was cloned from") && err.contains("--eager"), "{err}");
 }
 
 #[test]

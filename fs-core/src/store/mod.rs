@@ -43,6 +43,10 @@ pub mod remote;
 pub(crate) mod source;
 pub(crate) mod scan;
 
+/// The pack id of a chunk that is only on the remote (a lazy clone's,
+/// docs/FORMATS.md "Remote-only chunks").
+pub use source::REMOTE_PACK;
+
 /// The tables and records (public: fsck and integration tests read the
 /// tables); they live in [`crate::schema`], below the inode table.
 pub use crate::schema::{

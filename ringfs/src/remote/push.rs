@@ -303,6 +303,19 @@ fn push_inner(
         .outgoing(branch, &|k, id| held.contains(&(k, *id)))
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     drop(held);
+    // A lazy clone's chunks not fetched yet are held by the remote it was
+    // cloned from, not this one: they cannot be sent from here.
+    let lazy = out
+        .chunks
+        .iter()
+        .filter(|(_, l)| l.pack == fs_core::store::REMOTE_PACK)
+        .count();
+    if lazy > 0 {
+        bail!(
+            "remote {} ({}): {lazy} chunks of branch {} are not in this store yet, only on the remote it was cloned from (a lazy clone): mount it until `ringfs remote status` shows 0 remote-only chunks (the background prefetch fetches them), or clone with --eager, then push again",
+            cfg.name, cfg.url, out.branch
+        );
+    }
     let mut rep = PushReport {
         remote: cfg.name.clone(),
         branch: out.branch.clone(),
