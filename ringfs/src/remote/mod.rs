@@ -469,6 +469,10 @@ pub fn cmd_pull(args: PullArgs) -> Result<()> {
     let rep = import_into(&off, f.objects.clone(), &f.bundles, &branch, local, theirs)
         .map_err(|e| anyhow!("{e}"))?;
     let _ = std::fs::remove_dir_all(&staging);
+    // What was fetched is held by the remote: the next push sends none of
+    // it (without this, a push after a pull sent everything pulled again).
+    state::check_identity(&dir, &c.name, &heads::identity(&r)?)?;
+    state::add_held(&dir, &c.name, &fetched_ids(&f.objects))?;
     let mut st = state::status(&dir, &c.name);
     st.heads.insert(branch.clone(), f.head.commit.clone());
     let _ = state::save_status(&dir, &c.name, &st);
@@ -524,13 +528,7 @@ pub fn cmd_clone(args: CloneArgs) -> Result<()> {
     )?;
     let theirs = push::parse_hex(&f.head.commit).unwrap();
     let identity = heads::identity(&r)?;
-    // Every chunk the fetched objects name is on the remote too.
-    let mut ids: Vec<(u8, [u8; 32])> = f.objects.iter().map(|o| (b'o', o.0)).collect();
-    for (_, b) in &f.objects {
-        if let Ok((_, ch)) = fs_core::snap::transfer::children(b) {
-            ids.extend(ch.into_iter().map(|h| (b'c', h)));
-        }
-    }
+    let ids = fetched_ids(&f.objects);
     let lens: std::collections::HashMap<[u8; 32], u32> =
         f.remote.iter().map(|(h, p)| (*h, p.2)).collect();
     // The remote becomes `origin`, recorded in the new store before it is
@@ -582,4 +580,16 @@ pub fn cmd_clone(args: CloneArgs) -> Result<()> {
         format!("cloned {} {} into {}: {} files, {} objects, {} chunks, {} bytes fetched{lazy_note}; mount it with `ringfs mount MNT --store {}`", f.head.branch, &f.head.commit[..12], dest.display(), rep.files, rep.objects, rep.chunks, f.bytes, dest.display()),
     );
     Ok(())
+}
+
+/// The objects fetched from a remote and every chunk they name, as the
+/// `held` record keys them: all of it is on that remote.
+fn fetched_ids(objects: &[(fs_core::snap::object::ObjectId, Vec<u8>)]) -> Vec<(u8, [u8; 32])> {
+    let mut ids: Vec<(u8, [u8; 32])> = objects.iter().map(|o| (b'o', o.0)).collect();
+    for (_, b) in objects {
+        if let Ok((_, ch)) = fs_core::snap::transfer::children(b) {
+            ids.extend(ch.into_iter().map(|h| (b'c', h)));
+        }
+    }
+    ids
 }
