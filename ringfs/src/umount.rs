@@ -199,6 +199,14 @@ fn sync_report(mp: &Path, store: &str, v: &serde_json::Value, timeout: u64) -> R
             );
             Ok(())
         }
+        "refused" => bail!(
+            "{} is unmounted and every change is committed in its store, but remote {} ({}) refused the push: {}; {pending} of branch {} stay in the store (waiting longer cannot help)",
+            mp.display(),
+            s("remote"),
+            s("url"),
+            v["error"].as_str().unwrap_or("another store pushes this branch"),
+            s("branch")
+        ),
         _ => bail!(
             "{} is unmounted and every change is committed in its store, but the push to remote {} ({}) did not finish within the {timeout} s of --timeout{}: {pending} of branch {} are pending; send them with `ringfs push --store {store}` (or mount again with --remote {}), or unmount with a longer --timeout next time",
             mp.display(),

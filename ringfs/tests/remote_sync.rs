@@ -374,3 +374,34 @@ fn a_daemon_killed_before_its_push_pushes_at_the_next_mount() {
     );
     assert_eq!(clone_tree(&u, &[]), want);
 }
+
+/// A push refused for good (another store's head is on the remote, not in
+/// this store's history) ends the unmount's wait at once with that reason,
+/// instead of retrying until --timeout.
+#[test]
+fn umount_stops_waiting_on_a_refused_push() {
+    if raw_mode() {
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let remote = base.path().join("remote");
+    let u = file_url(&remote);
+    // Another store owns the branch on the remote.
+    let other = TestMount::new(Backend::Store);
+    other.sh_ok("echo theirs > theirs");
+    json(&["commit", mp(&other)]);
+    rj(&[], &["remote", "add", mp(&other), "origin", &u]);
+    rj(&[], &["push", mp(&other)]);
+    let m = synced_mount(&u, "0.5", &[]);
+    m.sh_ok("echo mine > mine");
+    let t = Instant::now();
+    let o = rf(&[], &["umount", mp(&m)]);
+    let (out, err) = out_str(&o);
+    assert!(!o.status.success(), "{out} {err}");
+    assert!(
+        err.contains("refused the push") && err.contains("another store pushes this branch") && err.contains("waiting longer cannot help"),
+        "{err}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(60), "umount waited {:?}", t.elapsed());
+    assert!(!is_mounted(m.path()));
+}

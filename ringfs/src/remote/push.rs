@@ -391,10 +391,10 @@ fn push_inner(
     };
     match heads::advance(&r, guard, &out.branch, &cfg.writer, &head, out.height, &is_anc)? {
         Ok(moved) => rep.head_moved = moved,
-        Err(Refused::Diverged { theirs }) => bail!(
+        Err(Refused::Diverged { theirs }) => return Err(anyhow::Error::new(Diverged(format!(
             "remote {} ({}): branch {} there is at {} (pushed by writer {}), which this store's {} does not descend from: another store pushes this branch. Nothing of theirs was changed (your objects are there, the head is not). If this store has no commits of its own since, `ringfs pull --store DIR` fast-forwards it to theirs; if both sides have commits (pull then refuses: it does not merge), keep yours on a new branch (`ringfs branch … NEWNAME`, then `ringfs push … --branch NEWNAME`) or in a fork of this store (`ringfs fork`)",
             cfg.name, cfg.url, out.branch, &theirs.commit[..12.min(theirs.commit.len())], theirs.writer, &head[..12]
-        ),
+        )))),
         Err(Refused::Raced) => bail!(
             "remote {} ({}): another store moved branch {} during this push; nothing of theirs was changed: push again (refused with the way out if their head is not in your history), or push as a new branch (`ringfs branch … NEWNAME`, then `ringfs push … --branch NEWNAME`)",
             cfg.name, cfg.url, out.branch
@@ -403,6 +403,21 @@ fn push_inner(
     rep.ms = (t.elapsed().as_secs_f64() * 1e6).round() / 1e3;
     Ok(rep)
 }
+
+/// A push refused because the remote's head is not in this store's
+/// history (another store pushes the branch): no retry changes that, so
+/// continuous sync stops retrying it (`Diverged` is downcast from the
+/// `anyhow` error). The text is the refusal with its ways out.
+#[derive(Debug)]
+pub struct Diverged(pub String);
+
+impl std::fmt::Display for Diverged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Diverged {}
 
 /// 64 hex digits → id.
 pub fn parse_hex(s: &str) -> Option<ObjectId> {

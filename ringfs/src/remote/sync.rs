@@ -129,6 +129,8 @@ struct St {
     failures: u32,
     next_try: Option<Instant>,
     last_error: Option<String>,
+    /// The last push was refused for good (`push::Diverged`), not failed.
+    refused: bool,
     last_push: Option<SystemTime>,
     auto_commits: u64,
     pushes: u64,
@@ -553,11 +555,13 @@ impl Syncer {
                 st.failures = 0;
                 st.next_try = None;
                 st.last_error = None;
+                st.refused = false;
                 st.last_push = Some(SystemTime::now());
                 st.pushes += 1;
                 pushed.as_deref() == Some(head.as_str())
             }
             Err(e) => {
+                st.refused = e.downcast_ref::<push::Diverged>().is_some();
                 st.failures += 1;
                 let d = backoff(st.failures);
                 st.next_try = Some(Instant::now() + d);
@@ -592,6 +596,11 @@ impl Syncer {
             while Instant::now() < f.deadline {
                 if self.try_push(pushed, Some(f.deadline)) {
                     reason = "pushed";
+                    break;
+                }
+                // Another store's head: waiting cannot change it.
+                if self.lock().refused {
+                    reason = "refused";
                     break;
                 }
                 let wait = self
