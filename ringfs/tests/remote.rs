@@ -257,11 +257,10 @@ fn push_clone_mount_byte_equal_then_pull_fast_forwards() {
     fsck_clean(&cs);
 }
 
-#[test]
-fn killed_push_resumes_and_resends_nothing_acknowledged() {
-    if raw_mode() {
-        return;
-    }
+/// A store with six 300 kB files committed, unmounted, with remote `r` (a
+/// `file://` remote beside it) added: (the mount, its base directory, the
+/// remote's directory, the store).
+fn six_files_unmounted() -> (TestMount, PathBuf, PathBuf, PathBuf) {
     let mut m = TestMount::new(Backend::Store);
     let base = m.store_dir().parent().unwrap().to_path_buf();
     let remote = base.join("remote");
@@ -270,11 +269,30 @@ fn killed_push_resumes_and_resends_nothing_acknowledged() {
     m.unmount_checked();
     let store = m.store_dir().to_path_buf();
     json(&["remote", "add", "--store", s(&store), "r", &file_url(&remote)]);
+    (m, base, remote, store)
+}
+
+/// The first branch's pending chunks in `remote status --store`.
+fn pending_chunks(env: &[(&str, &str)], store: &Path) -> u64 {
+    rj(env, &["remote", "status", "--store", s(store)])["remotes"][0]["branches"][0]["pending_chunks"]
+        .as_u64()
+        .unwrap()
+}
+
+/// When the remote's chunk bundle `n` was last written.
+fn chunk_mtime(remote: &Path, n: &str) -> std::time::SystemTime {
+    std::fs::metadata(remote.join("chunks").join(n)).unwrap().modified().unwrap()
+}
+
+#[test]
+fn killed_push_resumes_and_resends_nothing_acknowledged() {
+    if raw_mode() {
+        return;
+    }
+    let (mut m, base, remote, store) = six_files_unmounted();
     let small = [("RINGFS_TEST_BUNDLE_MAX", "262144")];
     let before = rj(&small, &["remote", "status", "--store", s(&store)]);
-    let total = before["remotes"][0]["branches"][0]["pending_chunks"]
-        .as_u64()
-        .unwrap();
+    let total = pending_chunks(&small, &store);
     // Killed after its second chunk bundle is acknowledged.
     let o = rf(
         &[
@@ -285,24 +303,14 @@ fn killed_push_resumes_and_resends_nothing_acknowledged() {
     );
     assert!(!o.status.success(), "{:?}", out_str(&o));
     let mid = rj(&small, &["remote", "status", "--store", s(&store)]);
-    let left = mid["remotes"][0]["branches"][0]["pending_chunks"]
-        .as_u64()
-        .unwrap();
+    let left = pending_chunks(&small, &store);
     assert!(left < total && left > 0, "{before} {mid}");
     assert!(
         mid["remotes"][0]["branches"][0]["remote"].is_null(),
         "no head before everything is there: {mid}"
     );
     let acked_bundles = acked(&remote, "chunks");
-    let mtimes: Vec<_> = acked_bundles
-        .iter()
-        .map(|n| {
-            std::fs::metadata(remote.join("chunks").join(n))
-                .unwrap()
-                .modified()
-                .unwrap()
-        })
-        .collect();
+    let mtimes: Vec<_> = acked_bundles.iter().map(|n| chunk_mtime(&remote, n)).collect();
     let p = rj(&small, &["push", "--store", s(&store)]);
     assert_eq!(
         p["chunks_sent"].as_u64(),
@@ -312,14 +320,7 @@ fn killed_push_resumes_and_resends_nothing_acknowledged() {
     assert_eq!(p["head_moved"], true);
     // The bundles acknowledged before the kill were not written again.
     for (n, t) in acked_bundles.iter().zip(mtimes) {
-        assert_eq!(
-            std::fs::metadata(remote.join("chunks").join(n))
-                .unwrap()
-                .modified()
-                .unwrap(),
-            t,
-            "{n} rewritten"
-        );
+        assert_eq!(chunk_mtime(&remote, n), t, "{n} rewritten");
     }
     // A clone killed after fetching two chunk bundles leaves no store under
     // its name; run again, it fetches only the rest.
@@ -355,24 +356,12 @@ fn killed_multipart_push_resumes_and_resends_nothing_acknowledged() {
     if raw_mode() {
         return;
     }
-    let mut m = TestMount::new(Backend::Store);
-    let base = m.store_dir().parent().unwrap().to_path_buf();
-    let remote = base.join("remote");
-    m.sh_ok("for i in 1 2 3 4 5 6; do head -c 300000 /dev/urandom > f$i; done");
-    json(&["commit", mp(&m)]);
-    m.unmount_checked();
-    let store = m.store_dir().to_path_buf();
-    json(&["remote", "add", "--store", s(&store), "r", &file_url(&remote)]);
+    let (mut m, base, remote, store) = six_files_unmounted();
     let small = [
         ("RINGFS_TEST_BUNDLE_MAX", "600000"),
         ("RINGFS_TEST_MULTIPART_MIN", "262144"),
     ];
-    let pending = |env: &[(&str, &str)]| {
-        rj(env, &["remote", "status", "--store", s(&store)])["remotes"][0]["branches"][0]
-            ["pending_chunks"]
-            .as_u64()
-            .unwrap()
-    };
+    let pending = |env: &[(&str, &str)]| pending_chunks(env, &store);
     let total = pending(&small);
     let bundles = |d: &str| -> Vec<String> {
         files_in(&remote.join(d))
@@ -400,12 +389,7 @@ fn killed_multipart_push_resumes_and_resends_nothing_acknowledged() {
     assert!(left < total && left > 0, "{left} of {total}");
     let acked = acked(&remote, "chunks");
     assert_eq!(acked.len(), 2, "{acked:?}");
-    let mtime = |n: &str| {
-        std::fs::metadata(remote.join("chunks").join(n))
-            .unwrap()
-            .modified()
-            .unwrap()
-    };
+    let mtime = |n: &str| chunk_mtime(&remote, n);
     let times: Vec<_> = acked.iter().map(|n| mtime(n)).collect();
     let p = rj(&small, &["push", "--store", s(&store)]);
     assert_eq!(

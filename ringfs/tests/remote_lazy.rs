@@ -75,6 +75,24 @@ fn remote_only(m: &TestMount) -> u64 {
         .unwrap()
 }
 
+/// The `file://` remote at `url` moved aside (unreachable) until dropped,
+/// on every path out of a test.
+struct RemoteAway(String);
+
+impl RemoteAway {
+    fn new(url: &str) -> RemoteAway {
+        let dir = url.strip_prefix("file://").unwrap().to_string();
+        std::fs::rename(&dir, format!("{dir}.away")).unwrap();
+        RemoteAway(dir)
+    }
+}
+
+impl Drop for RemoteAway {
+    fn drop(&mut self) {
+        let _ = std::fs::rename(format!("{}.away", self.0), &self.0);
+    }
+}
+
 fn fsck_text(store: &Path) -> String {
     let o = rf(&["fsck", "--store", s(store)]);
     let (out, err) = out_str(&o);
@@ -160,16 +178,7 @@ fn remote_gone_after_a_lazy_clone_gives_eio_and_fetched_files_still_read() {
     let (c, _) = clone_mount(&url, &[], &[("RINGFS_TEST_NO_PREFETCH", "1")]);
     let want = std::fs::read(m.p("a/b/big")).unwrap();
     assert_eq!(std::fs::read(c.p("a/b/big")).unwrap(), want);
-    let dir = url.strip_prefix("file://").unwrap().to_string();
-    let away = format!("{dir}.away");
-    std::fs::rename(&dir, &away).unwrap();
-    struct Back(String, String);
-    impl Drop for Back {
-        fn drop(&mut self) {
-            let _ = std::fs::rename(&self.1, &self.0);
-        }
-    }
-    let back = Back(dir.clone(), away.clone());
+    let back = RemoteAway::new(&url);
     let t = Instant::now();
     let e = std::fs::read(c.p("c/big2")).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
@@ -213,10 +222,10 @@ fn prefetch_killed_midway_resumes_at_the_next_mount() {
         std::thread::sleep(Duration::from_millis(100));
     }
     // Everything is local now: reads need no remote.
-    let dir = url.strip_prefix("file://").unwrap().to_string();
-    std::fs::rename(&dir, format!("{dir}.away")).unwrap();
-    let same = tree(c.path()) == tree(m.path());
-    std::fs::rename(format!("{dir}.away"), &dir).unwrap();
+    let same = {
+        let _away = RemoteAway::new(&url);
+        tree(c.path()) == tree(m.path())
+    };
     assert!(same);
     c.unmount_checked();
     assert!(fsck_text(c.store_dir()).contains("clean"));
@@ -238,10 +247,10 @@ fn eager_clone_fetches_everything_before_returning() {
     assert_eq!(v["remote_only_chunks"].as_u64(), Some(0), "{v}");
     assert!(v["bytes_fetched"].as_u64().unwrap() > 4_000_000, "{v}");
     assert_eq!(remote_only(&c), 0);
-    let dir = url.strip_prefix("file://").unwrap().to_string();
-    std::fs::rename(&dir, format!("{dir}.away")).unwrap();
-    let same = tree(c.path()) == tree(m.path());
-    std::fs::rename(format!("{dir}.away"), &dir).unwrap();
+    let same = {
+        let _away = RemoteAway::new(&url);
+        tree(c.path()) == tree(m.path())
+    };
     assert!(same);
     c.unmount_checked();
     assert!(fsck_text(c.store_dir()).contains("clean"));
