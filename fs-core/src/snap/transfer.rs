@@ -315,7 +315,8 @@ impl Transfer<'_> {
     }
 
     /// Fetches the still remote-only chunks of `want` (hash, length) into
-    /// the local packs, durably (see [`crate::store::remote::ChunkSource`]). Returns how many were
+    /// the local packs, durable with the next group commit (see
+    /// [`crate::store::remote::ChunkSource`]). Returns how many were
     /// stored. Errors: one line (no source, the source's error, a hash
     /// mismatch, the store's).
     pub fn fetch_remote(&self, want: &[([u8; 32], u32)]) -> Result<u64, String> {

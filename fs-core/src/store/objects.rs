@@ -6,8 +6,11 @@
 //! anyway, and writes one small row per object instead of the object; a
 //! fork links the packs and copies the rows.
 //!
-//! Every reader of object bytes goes through [`Objects::get`] /
-//! [`Objects::need`] (snap, transfer, fsck, gc); every writer through
+//! Readers of an object by id go through [`Objects::get`] /
+//! [`Objects::need`] (snap, transfer, fsck, gc); the passes that read every
+//! record of a pack (compaction, fsck's pack check, a fork counting chunk
+//! references, `snap::check`) read the packs themselves. Every writer goes
+//! through
 //! [`ObjectsMut::put`] and [`ObjectsMut::delete`], which keep the pack
 //! table's live bytes (`schema::PACKS`) in step, so compaction keeps live
 //! objects and drops dead ones.
@@ -70,11 +73,7 @@ impl<T: ReadableTable<&'static [u8], Row>> Objects<'_, T> {
 
     /// Is object `id` stored? Errors: redb, as text.
     pub(crate) fn contains(&self, id: &[u8; 32]) -> Result<bool, String> {
-        Ok(self
-            .index
-            .get(&id[..])
-            .map_err(|e| e.to_string())?
-            .is_some())
+        Ok(self.loc(id)?.is_some())
     }
 
     /// Object `id`'s encoded bytes, `None` if not stored. Errors: redb or
@@ -213,11 +212,10 @@ pub(crate) fn put_as_pack(
     use std::os::unix::fs::FileExt;
     let mut index = txn.open_table(OBJECTS).map_err(|e| e.to_string())?;
     let mut rows = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut file = crate::store::pack::scan_header().to_vec();
     for (oid, b) in objects {
-        if index.get(&oid[..]).map_err(|e| e.to_string())?.is_some()
-            || rows.iter().any(|(r, _)| r == oid)
-        {
+        if index.get(&oid[..]).map_err(|e| e.to_string())?.is_some() || !seen.insert(*oid) {
             continue;
         }
         file.extend_from_slice(oid);

@@ -3,13 +3,14 @@
 //! pack [`REMOTE_PACK`] (offset 0, the chunk's length, its references as
 //! usual), and the [`ChunkSource`] that fetches them. A fetched chunk is
 //! checked against its BLAKE3 hash, appended to the open pack and its row
-//! moved there in one durable transaction (the pack synced first), so a
-//! crash leaves it remote-only or local, never pointing at missing bytes.
+//! moved there in a non-durable transaction that the next durable group
+//! commit covers (it syncs the packs before committing), so a crash leaves
+//! it remote-only or local, never pointing at missing bytes.
 //!
 //! Owns: the sentinel, fetching into packs. Must not know: transports, keys,
 //! the remote layout (the `ringfs` binary implements [`ChunkSource`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use redb::{Durability, ReadableTable};
@@ -37,9 +38,9 @@ impl Store {
     }
 
     /// Fetches the chunks of `want` (hash, length) that are still
-    /// remote-only through the store's [`ChunkSource`], checks each against
-    /// its hash and stores them (durably) in the local packs. Returns how
-    /// many were stored. Errors: no source installed, the source's error,
+    /// remote-only (each once) through the store's [`ChunkSource`], checks
+    /// each against its hash and stores them in the local packs (durable
+    /// with the next group commit). Returns how many were stored. Errors: no source installed, the source's error,
     /// a chunk not matching its hash (nothing of it stored), the store's.
     pub(crate) fn fetch_remote(&self, want: &[([u8; 32], u32)]) -> Result<u64, String> {
         if want.is_empty() {
@@ -51,7 +52,25 @@ impl Store {
                 hex(&want[0].0)
             ));
         };
-        let bytes = src.fetch(want)?;
+        // Only what is still remote-only, each chunk once: a first open and
+        // the prefetch asking for the same chunks download them once.
+        let want: Vec<([u8; 32], u32)> = {
+            let rtx = self.begin_read().map_err(|x| format!("reading the chunk index: {x}"))?;
+            let index = rtx.open_table(CHUNKS).map_err(|x| format!("reading the chunk index: {x}"))?;
+            let mut seen = HashSet::new();
+            let mut v = Vec::new();
+            for w in want {
+                let cur = index.get(&w.0[..]).map_err(|x| format!("reading the chunk index: {x}"))?.map(|g| g.value().0);
+                if cur == Some(REMOTE_PACK) && seen.insert(w.0) {
+                    v.push(*w);
+                }
+            }
+            v
+        };
+        if want.is_empty() {
+            return Ok(0);
+        }
+        let bytes = src.fetch(&want)?;
         if bytes.len() != want.len() {
             return Err(format!(
                 "{}: asked for {} chunks, got {}",
@@ -75,7 +94,6 @@ impl Store {
         let (mut n, mut nb) = (0u64, 0u64);
         {
             let mut index = txn.open_table(CHUNKS).map_err(|x| e(x.into()))?;
-            let mut done: HashMap<[u8; 32], ()> = HashMap::new();
             for ((h, _), b) in want.iter().zip(&bytes) {
                 let cur = index
                     .get(&h[..])
@@ -85,9 +103,6 @@ impl Store {
                 let Some((REMOTE_PACK, _, _, refs)) = cur else {
                     continue;
                 };
-                if done.insert(*h, ()).is_some() {
-                    continue;
-                }
                 let loc = self
                     .packs
                     .append(h, b)
