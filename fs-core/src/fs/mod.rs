@@ -43,7 +43,7 @@ use crate::store::migrate;
 use crate::store::pack::{known_packs, Packs};
 use crate::store::readonly::guarded;
 use crate::store::recovery::load;
-use crate::store::scan::{check_files, check_for_mount, lock_file_empty};
+use crate::store::scan::{check_files, check_for_mount};
 use crate::types::*;
 use crate::wc::hash::{background_priority, foreground_priority, give_back_memory, TRIM_AFTER};
 use crate::wc::pool::Pools;
@@ -244,8 +244,8 @@ impl Fs {
                 // empty one beside working copies or packs.
                 let has_db = d.is_dir() && check_files(d)?;
                 std::fs::create_dir_all(d).map_err(|e| io_err(d, e))?;
-                let lock_empty = lock_file_empty(d);
                 let (lock, before) = take_lock_noting(d)?;
+                let lock_empty = before.as_deref().is_some_and(<[u8]>::is_empty);
                 if has_db {
                     match check_for_mount(d, lock_empty, check == OpenCheck::Full) {
                         Ok(r) => pre = r,
@@ -303,7 +303,7 @@ impl Fs {
         phases.open = t0.elapsed();
         let loaded = guarded(|| load(&db, &dbpath, &wc, &local, &packs, pre)).map_err(|m| damaged(&dbpath, "loading the inode table", m))??;
         phases.load = t0.elapsed();
-        if loaded.migrated.is_some_and(|v| v < 5) {
+        if loaded.migrated.is_some() {
             migrate::compact_db(&mut db, &dbpath);
         }
         // Whatever working copies exist now are durable before an fsync
@@ -329,13 +329,12 @@ impl Fs {
         }
         // A clean shutdown left its ready backing files (D52): the creates
         // of this mount take them, none is made on the request path.
-        let saved_pool = if loaded.clean {
+        let mut saved_pool = if loaded.clean {
             let st = &loaded.state;
             crate::store::batch::saved_pool(&db, st.next_ino, |i| st.nodes.contains_key(&i))
         } else {
             Default::default() // recovery removed the empty files
         };
-        let mut saved_pool = saved_pool;
         // The local-only directory may be another one than last time (--local-dir).
         saved_pool[POOL_LOCAL].retain(|i| local.exists(&i.to_string()));
         let pool_sizes = saved_pool.each_ref().map(Vec::len);

@@ -415,8 +415,7 @@ pub fn log_store(dir: &Path) -> Result<Vec<LogEntry>, crate::types::StoreError> 
 /// Refuses a store whose snapshot objects are not where this build reads
 /// them (schema 4: in the database; the first mount migrates them).
 fn older_schema(rtx: &ReadTransaction, dir: &Path) -> Result<(), crate::types::StoreError> {
-    let v = rtx.open_table(META).ok().and_then(|m| m.get("schema").ok().flatten().map(|g| g.value()));
-    match v {
+    match crate::store::scan::schema_of(rtx) {
         Some(v) if v < SCHEMA_VERSION => Err(crate::store::db::io_err(
             &dir.join("store.redb"),
             std::io::Error::other(format!("the store has schema {v} (this ringfs uses {SCHEMA_VERSION}): mount it once with this ringfs (which migrates it) and unmount, then try again")),

@@ -166,8 +166,8 @@ impl Store {
         Ok(rep)
     }
 
-    /// Moves the live chunks of sealed pack `id` to the open pack and
-    /// removes it. `None`: left alone (damaged, or gone).
+    /// Moves the live records (chunks and snapshot objects) of sealed pack
+    /// `id` to the open pack and removes it. `None`: left alone (damaged, or gone).
     fn compact_one(&self, id: u32) -> std::result::Result<Option<(u64, u64)>, redb::Error> {
         let mut txn = self.begin_write()?;
         let Some((_, live, _)) = txn.open_table(PACKS)?.get(id)?.map(|g| g.value()) else {

@@ -147,8 +147,10 @@ impl Store {
     }
 
     /// Releases `ringfs.lock` after the final (clean) commit, emptying it
-    /// first: a lock file that still names a pid nobody holds it for says
-    /// the daemon died without a clean shutdown ([`died_holding_lock`]).
+    /// first (a lock file that still names a pid nobody holds it for says
+    /// the daemon died without a clean shutdown, [`died_holding_lock`]) —
+    /// or writing back the dead daemon's pid a command on the unmounted
+    /// store found there ([`Store::keep_unclean_mark`]).
     pub(crate) fn release_lock(&self) {
         if let Some(f) = self.lock_file.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = f.set_len(0);
@@ -165,7 +167,7 @@ impl Store {
     /// the next mount must still run recovery and must not take the
     /// commit redb reads for a lost newer one.
     pub(crate) fn keep_unclean_mark(&self, before: Option<Vec<u8>>) {
-        if let Some(b) = before.filter(|b| !b.iter().all(|c| c.is_ascii_whitespace())) {
+        if let Some(b) = before.filter(|b| names_a_pid(b)) {
             *self.lock_after.lock().unwrap_or_else(|p| p.into_inner()) = Some(b);
         }
     }
@@ -302,7 +304,13 @@ pub(crate) fn corrupt(path: &Path, e: impl std::fmt::Display) -> StoreError {
 /// empties it, [`Store::release_lock`])? False when it is missing, empty or
 /// unreadable.
 pub(crate) fn died_holding_lock(dir: &Path) -> bool {
-    std::fs::read_to_string(dir.join("ringfs.lock")).ok().and_then(|s| s.trim().parse::<u32>().ok()).is_some()
+    std::fs::read(dir.join("ringfs.lock")).is_ok_and(|b| names_a_pid(&b))
+}
+
+/// Whether lock file contents name a pid (what a daemon writes, and leaves
+/// when it dies without a clean shutdown).
+fn names_a_pid(b: &[u8]) -> bool {
+    std::str::from_utf8(b).ok().and_then(|s| s.trim().parse::<u32>().ok()).is_some()
 }
 
 /// Takes the exclusive flock on `dir/ringfs.lock` and writes our pid into

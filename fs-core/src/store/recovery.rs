@@ -222,7 +222,6 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
         None => read_state(&txn, next_ino).map_err(|e| corrupt(dbpath, e))?,
     };
     let Read { mut st, mut has_manifest, mut sync_pos, bad } = read;
-    st.next_ino = st.next_ino.max(next_ino).max(2);
     let chunk_count = meta_get(&txn, "chunk_count").map_err(c)?.unwrap_or(0);
     let chunk_bytes = meta_get(&txn, "chunk_bytes").map_err(c)?.unwrap_or(0);
     if !bad.is_empty() {

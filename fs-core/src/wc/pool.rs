@@ -3,7 +3,8 @@
 //! local-only files, so that a create takes a file instead of creating one
 //! on the request path. A pool doubles (from [`POOL_MIN`] up to
 //! [`POOL_MAX`]) whenever a create finds it empty; the local-only pool
-//! starts at 0, so a workspace without local-only files keeps none.
+//! starts at 0 (or at the files a clean shutdown left), so a workspace
+//! without local-only files keeps none.
 //! The files ready at a clean shutdown stay for the next mount (the final
 //! commit records them in the store's `pool` table; [`Pools::new`] sizes
 //! the pools for them), so a fresh mount's creates do not make files on the
