@@ -221,10 +221,12 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     };
     crate::branch::switch_branch(args)?;
     let (store, local_dir) = plan.create()?;
-    let store_desc = match &store {
-        fs_core::StoreLocation::Dir(d) => d.display().to_string(),
-        fs_core::StoreLocation::Memory => "memory".to_string(),
+    // The store's directory (None: a memory store), and how it is named.
+    let store_dir = match &store {
+        fs_core::StoreLocation::Dir(d) => Some(d.clone()),
+        fs_core::StoreLocation::Memory => None,
     };
+    let store_desc = store_dir.as_ref().map_or_else(|| "memory".to_string(), |d| d.display().to_string());
     let cfg = fs_core::Config {
         store,
         commit_interval: Duration::from_millis(args.commit_interval_ms.max(1)),
@@ -327,6 +329,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     let info = Arc::new(DaemonInfo {
         mountpoint: mp.clone(),
         store: store_desc.clone(),
+        store_dir: store_dir.clone(),
         fs: fs.clone(),
         adapter: adapter.clone(),
         features,
@@ -358,10 +361,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         },
         control::Request::Commit { .. } | control::Request::Log | control::Request::Diff { .. } => crate::snap::answer(&info.fs, req),
         control::Request::Branch { .. } | control::Request::Fork { .. } => crate::branch::answer(&info.fs, req),
-        control::Request::Push { .. } | control::Request::RemoteStatus { .. } => {
-            let dir = std::path::Path::new(&info.store);
-            crate::remote::answer(&info.fs, dir.is_dir().then_some(dir), req)
-        }
+        control::Request::Push { .. } | control::Request::RemoteStatus { .. } => crate::remote::answer(&info.fs, info.store_dir.as_deref(), req),
         control::Request::ExecBegin | control::Request::ExecEnd { .. } | control::Request::ExecRelease { .. } => ringfs::exec::answer(&info.fs, req, || info.stats_doc()),
         control::Request::Restore { commit, paths } => {
             // A read-only mount (-o ro, or remounted so) takes no restore.
@@ -382,12 +382,12 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     };
     // A lazy clone: remote-only chunks fetched on first open and in the
     // background (D51), stopped before the store closes.
-    let prefetch = match std::path::Path::new(&store_desc) {
-        d if d.is_dir() => crate::remote::lazy::Prefetch::start(fs.clone(), d).unwrap_or_else(|e| {
+    let prefetch = match &store_dir {
+        Some(d) => crate::remote::lazy::Prefetch::start(fs.clone(), d).unwrap_or_else(|e| {
             tracing::error!("remote-only chunks: {e:#}; files using them fail to open with EIO");
             None
         }),
-        _ => None,
+        None => None,
     };
     let _control = control::Server::start(&mp, answer, stop)?;
     let _ = std::fs::remove_file(control::result_path(&mp));
@@ -479,6 +479,8 @@ fn passthrough_check(mode: Passthrough, session: &fuse_uring::session::Session) 
 struct DaemonInfo {
     mountpoint: PathBuf,
     store: String,
+    /// The store's directory (None: a memory store).
+    store_dir: Option<PathBuf>,
     fs: Arc<fs_core::Fs>,
     adapter: Arc<Adapter>,
     features: Features,
