@@ -15,7 +15,6 @@ use std::path::Path;
 use common::*;
 use serde_json::Value;
 
-/// Pack bytes plus store.redb's size.
 /// (store.redb's size, the pack files' sizes) in bytes.
 fn store_bytes(store: &Path) -> (u64, u64) {
     let db = std::fs::metadata(store.join("store.redb")).unwrap().len();

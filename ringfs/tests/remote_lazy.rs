@@ -12,7 +12,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -21,20 +20,7 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-fn rf(args: &[&str]) -> Output {
-    run_timeout(Command::new(RINGFS).args(args), Duration::from_secs(60))
-}
 
-/// `ringfs ARGS --json`; must succeed.
-fn rj(args: &[&str]) -> serde_json::Value {
-    let mut a = args.to_vec();
-    a.push("--json");
-    let o = rf(&a);
-    let (out, err) = out_str(&o);
-    assert!(o.status.success(), "ringfs {args:?}: {out} {err}");
-    serde_json::from_str(&out)
-        .unwrap_or_else(|e| panic!("ringfs {args:?} printed no JSON ({e}): {out}"))
-}
 
 /// An origin workspace with a tree of small files and two larger ones,
 /// committed and pushed to a `file://` remote beside it. Returns the mount
@@ -47,9 +33,9 @@ fn origin() -> (TestMount, String) {
          head -c 3000000 /dev/urandom > a/b/big && head -c 1500000 /dev/urandom > c/big2 && \
          ln -s f1 a/l && echo x > c/small",
     );
-    rj(&["commit", mp(&m), "-m", "one"]);
-    rj(&["remote", "add", mp(&m), "origin", &file_url(&remote)]);
-    rj(&["push", mp(&m)]);
+    json(&["commit", mp(&m), "-m", "one"]);
+    json(&["remote", "add", mp(&m), "origin", &file_url(&remote)]);
+    json(&["push", mp(&m)]);
     (m, file_url(&remote))
 }
 
@@ -64,13 +50,13 @@ fn clone_mount(url: &str, extra: &[&str], envs: &[(&str, &str)]) -> (TestMount, 
     std::fs::remove_dir_all(c.store_dir()).unwrap();
     let mut a = vec!["clone", url, "--store", s(c.store_dir())];
     a.extend_from_slice(extra);
-    let v = rj(&a);
+    let v = json(&a);
     c.mount_again();
     (c, v)
 }
 
 fn remote_only(m: &TestMount) -> u64 {
-    rj(&["remote", "status", mp(m)])["remote_only_chunks"]
+    json(&["remote", "status", mp(m)])["remote_only_chunks"]
         .as_u64()
         .unwrap()
 }
@@ -94,7 +80,7 @@ impl Drop for RemoteAway {
 }
 
 fn fsck_text(store: &Path) -> String {
-    let o = rf(&["fsck", "--store", s(store)]);
+    let o = ringfs(&["fsck", "--store", s(store)]);
     let (out, err) = out_str(&o);
     assert!(o.status.success(), "fsck {}: {out} {err}", store.display());
     out
@@ -123,8 +109,8 @@ fn lazy_clone_lists_before_any_fetch_then_reads_byte_equal() {
     assert_eq!(remote_only(&c), 0);
     // A push from the clone sends what it made, not the chunks it fetched.
     std::fs::write(c.p("new"), "from the clone").unwrap();
-    rj(&["commit", mp(&c), "-m", "two"]);
-    let p = rj(&["push", mp(&c)]);
+    json(&["commit", mp(&c), "-m", "two"]);
+    let p = json(&["push", mp(&c)]);
     assert!(p["bytes_sent"].as_u64().unwrap() < 20_000, "{p}");
     c.unmount_checked();
     assert!(fsck_text(c.store_dir()).contains("clean"));
@@ -139,12 +125,12 @@ fn fsck_push_and_status_of_an_unfetched_lazy_clone() {
     let (mut c, v) = clone_mount(&url, &[], &[("RINGFS_TEST_NO_PREFETCH", "1")]);
     let n = v["remote_only_chunks"].as_u64().unwrap();
     std::fs::write(c.p("mine"), "only here").unwrap();
-    rj(&["commit", mp(&c), "-m", "mine"]);
+    json(&["commit", mp(&c), "-m", "mine"]);
     // Nothing remote-only is claimed or read by the push.
-    let p = rj(&["push", mp(&c)]);
+    let p = json(&["push", mp(&c)]);
     assert!(p["bytes_sent"].as_u64().unwrap() < 20_000, "{p}");
     assert_eq!(remote_only(&c), n);
-    let st = rf(&["remote", "status", mp(&c)]);
+    let st = ringfs(&["remote", "status", mp(&c)]);
     assert!(
         out_str(&st).0.contains("still only on the remote"),
         "{:?}",
@@ -157,13 +143,13 @@ fn fsck_push_and_status_of_an_unfetched_lazy_clone() {
         "{f}"
     );
     // gc leaves them.
-    rj(&["gc", "--store", s(c.store_dir())]);
+    json(&["gc", "--store", s(c.store_dir())]);
     assert!(fsck_text(c.store_dir()).contains(&format!("{n} chunk(s)")));
     // Another remote lacks them, and this store cannot send them: refused
     // with the way out, not an I/O error about a pack.
     let other = c.store_dir().parent().unwrap().join("other");
-    rj(&["remote", "add", "--store", s(c.store_dir()), "other", &file_url(&other)]);
-    let o = rf(&["push", "--store", s(c.store_dir()), "--remote", "other"]);
+    json(&["remote", "add", "--store", s(c.store_dir()), "other", &file_url(&other)]);
+    let o = ringfs(&["push", "--store", s(c.store_dir()), "--remote", "other"]);
     let (out, err) = out_str(&o);
     assert!(!o.status.success(), "push to another remote: {out}");
     assert!(err.contains("only on the remote it was cloned from") && err.contains("--eager"), "{err}");

@@ -105,11 +105,6 @@ impl Sizes {
     }
 }
 
-/// Which server the section runs against: `auto` (Garage when `garage` is on PATH, else file://), `garage`, `file`.
-pub fn backend_ok(s: &str) -> bool {
-    matches!(s, "auto" | "garage" | "file")
-}
-
 /// What a `ringfs … --json` command printed, with its wall time.
 pub struct Doc {
     pub doc: Value,
@@ -241,7 +236,7 @@ impl Drop for Ws {
 
 type Step = fn(&mut Ctx) -> Result<()>;
 
-/// Run the sync section with `sizes` against `backend` (see [`backend_ok`]);
+/// Run the sync section with `sizes` against `backend` (`auto`: Garage when `garage` is on PATH, else file://; `garage`; `file`);
 /// `log` prints a progress line.
 pub fn run(
     sizes: &Sizes,

@@ -1,6 +1,7 @@
 //! The sync section's limits: the same bytes moved by `object_store`
-//! directly, configured as ringfs configures it (DECISIONS D38: `AmazonS3`
-//! with path-style requests and plain http, or `LocalFileSystem`), with
+//! directly, with the backend ringfs uses (DECISIONS D38: `AmazonS3` with
+//! path-style requests and plain http, or `LocalFileSystem`; one PUT per
+//! object, no multipart, default retries), with
 //! nothing of ringfs in between — what `aws s3 cp` / `aws s3 sync` would
 //! cost on this server.
 //!

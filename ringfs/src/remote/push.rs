@@ -406,8 +406,9 @@ fn push_inner(
 
 /// A push refused because the remote's head is not in this store's
 /// history (another store pushes the branch): no retry changes that, so
-/// continuous sync stops retrying it (`Diverged` is downcast from the
-/// `anyhow` error). The text is the refusal with its ways out.
+/// the unmount's final push stops waiting on it (`Diverged` is downcast
+/// from the `anyhow` error; the background loop keeps retrying with
+/// backoff, as the other store may go away). The text is the refusal with its ways out.
 #[derive(Debug)]
 pub struct Diverged(pub String);
 
