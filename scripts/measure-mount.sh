@@ -36,16 +36,7 @@ trap cleanup EXIT
 mkdir "$T/mnt" "$T/mnt-empty" "$T/mnt-fork"
 # The tree, a commit, a fork of it; all shut down cleanly.
 "$BIN" mount "$T/mnt" --store "$T/store" --daemon --log-file "$T/log-build" >/dev/null
-python3 - "$T/mnt" "$N" <<'PY'
-import os, sys
-root, n = sys.argv[1], int(sys.argv[2])
-for i in range(n):
-    d = os.path.join(root, "d%03d" % (i // 1000), "e%02d" % (i // 100 % 10))
-    if i % 100 == 0:
-        os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "f%05d" % i), "w") as f:
-        f.write("x" * 99 + "\n")
-PY
+python3 "$(dirname "$0")/make-tree.py" "$T/mnt" "$N"
 "$BIN" commit "$T/mnt" -m tree >/dev/null
 "$BIN" fork "$T/mnt" --to "$T/mnt-fork" --new-store "$T/store-fork" >/dev/null
 "$BIN" umount "$T/mnt-fork" >/dev/null

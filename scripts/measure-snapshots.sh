@@ -20,16 +20,7 @@ for N in "$@"; do
   "$BIN" mount "$T/mnt" --store "$T/store" --daemon --log-file "$T/log" >/dev/null
   trap '"$BIN" umount "$T/mnt" >/dev/null 2>&1 || true; rm -rf "$T"' EXIT
   # N files of 100 bytes in directories of 100 files, 10 directories deep at most.
-  python3 - "$T/mnt" "$N" <<'PY'
-import os, sys
-root, n = sys.argv[1], int(sys.argv[2])
-for i in range(n):
-    d = os.path.join(root, "d%03d" % (i // 1000), "e%02d" % (i // 100 % 10))
-    if i % 100 == 0:
-        os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "f%05d" % i), "w") as f:
-        f.write("x" * 99 + "\n")
-PY
+  python3 "$(dirname "$0")/make-tree.py" "$T/mnt" "$N"
   sync -f "$T/mnt"
   phases() { python3 -c 'import json,sys; d=json.load(sys.stdin); print("total %.2f ms  %s  objects new %d  paths +%d ~%d -%d" % (d["total_ms"], " ".join("%s %.2f" % kv for kv in d["phases_ms"].items()), d["objects"]["new"], d["paths"]["added"], d["paths"]["modified"], d["paths"]["removed"]))'; }
   echo "N=$N first commit (full build): $("$BIN" commit "$T/mnt" -m full --json | phases)"
