@@ -171,6 +171,9 @@ pub fn fsck_opts(store_dir: &Path, full: bool) -> Result<FsckReport, StoreError>
         let (k, v) = r.map_err(|e| c(e.into()))?;
         match dec_inode(v.value(), schema) {
             Ok(rec) => {
+                if let Some(why) = rec.implausible() {
+                    rep.bad(format!("inode {}", k.value()), format!("impossible record: {why}"));
+                }
                 inodes.insert(k.value(), rec);
             }
             Err(e) => rep.bad(format!("inode {}", k.value()), format!("undecodable record: {e}")),

@@ -145,16 +145,13 @@ struct Meta {
     clean: bool,
 }
 
-/// Whether an inode record read without redb's checksums can be real: a
-/// known file type, no mode bits beyond the permission and set-id bits,
-/// times within ±2^34 s (about year 2500) with nanoseconds below 10^9.
-/// Random bytes that happen to decode fail this nearly always.
+/// Whether an inode record read without redb's checksums can be real:
+/// [`InodeRec::implausible`] says nothing against it, and its times are
+/// within ±2^34 s (about year 2500). Random bytes that happen to decode
+/// fail this nearly always.
 fn plausible(r: &InodeRec) -> bool {
-    let kinds = [libc::S_IFREG, libc::S_IFDIR, libc::S_IFLNK, libc::S_IFCHR, libc::S_IFBLK, libc::S_IFIFO, libc::S_IFSOCK];
-    let time = |t: (i64, u32)| t.0.unsigned_abs() < (1 << 34) && t.1 < 1_000_000_000;
-    kinds.contains(&(r.mode & libc::S_IFMT))
-        && r.mode & !(libc::S_IFMT | 0o7777) == 0
-        && [r.atime, r.mtime, r.ctime, r.btime].into_iter().all(time)
+    let secs = |t: (i64, u32)| t.0.unsigned_abs() < (1 << 34);
+    r.implausible().is_none() && [r.atime, r.mtime, r.ctime, r.btime].into_iter().all(secs)
 }
 
 /// Whether `name` can be a directory entry's name: not empty, not `.` or

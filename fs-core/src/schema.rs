@@ -149,6 +149,30 @@ impl From<InodeRecV1> for InodeRec {
     }
 }
 
+impl InodeRec {
+    /// Why this record cannot have been written by ringfs, or `None`: a
+    /// file type that is none of the seven of stat(2), mode bits beyond the
+    /// type, set-id, sticky and permission bits, or a time whose
+    /// nanoseconds are 10^9 or more (utimensat(2) refuses those with
+    /// EINVAL, so only damage makes them). Seconds are not bounded: any
+    /// `i64` can be set. Used by fsck (damage it reports) and salvage.
+    pub fn implausible(&self) -> Option<String> {
+        let kinds = [libc::S_IFREG, libc::S_IFDIR, libc::S_IFLNK, libc::S_IFCHR, libc::S_IFBLK, libc::S_IFIFO, libc::S_IFSOCK];
+        if !kinds.contains(&(self.mode & libc::S_IFMT)) {
+            return Some(format!("mode {:o} has no known file type", self.mode));
+        }
+        if self.mode & !(libc::S_IFMT | 0o7777) != 0 {
+            return Some(format!("mode {:o} has bits beyond the file type and permissions", self.mode));
+        }
+        for (name, t) in [("atime", self.atime), ("mtime", self.mtime), ("ctime", self.ctime), ("btime", self.btime)] {
+            if t.1 >= 1_000_000_000 {
+                return Some(format!("{name} nanoseconds {} not below 10^9", t.1));
+            }
+        }
+        None
+    }
+}
+
 /// Decodes an inode record written by schema `schema` (1 or 2).
 pub fn dec_inode(b: &[u8], schema: u64) -> Result<InodeRec, String> {
     if schema == 1 {

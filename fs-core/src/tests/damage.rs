@@ -48,6 +48,25 @@ fn undecodable_inode_record_is_reported_and_refused() {
 }
 
 #[test]
+fn inode_record_with_impossible_times_is_reported_by_fsck() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, _) = made(t.path());
+    {
+        let db = redb::Database::create(t.path().join("store.redb")).unwrap();
+        let w = db.begin_write().unwrap();
+        {
+            let mut tab = w.open_table(store::INODES).unwrap();
+            let mut rec = crate::schema::dec_inode(tab.get(a).unwrap().unwrap().value(), crate::schema::SCHEMA_VERSION).unwrap();
+            rec.mtime.1 = 4_000_000_000;
+            tab.insert(a, &crate::schema::enc(&rec)[..]).unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let rep = fsck_store(t.path(), FsckOptions { full: true }).unwrap();
+    assert!(rep.problems.iter().any(|p| p.place == format!("inode {a}") && p.what.contains("mtime nanoseconds 4000000000")), "{rep}");
+}
+
+#[test]
 fn lost_names_go_to_lost_found_and_missing_chunks_are_reported() {
     let t = tempfile::tempdir().unwrap();
     let (_, b) = made(t.path());
