@@ -542,6 +542,10 @@ fn second_writer(env: &[(&str, &str)], want_guard: &str) {
     assert_eq!(head(&sa), cc);
     // A pulls is refused too (diverged), and nothing changes.
     refused(env, &["pull", "--store", s(&sa)], "diverged");
+    // Its lag counts the one commit the remote lacks, not its whole history
+    // (the remote head is not in A's history; what A pushed before is held).
+    let st = rj(env, &["remote", "status", "--store", s(&sa)]);
+    assert_eq!(st["remotes"][0]["branches"][0]["pending_commits"], 1, "{st}");
     assert_eq!(
         std::fs::read_dir(remote.join("heads").join("6d61696e"))
             .map(|r| r.count())

@@ -216,7 +216,7 @@ pub fn status_doc(src: &Transfer, dir: &Path, only: Option<&str>) -> Result<Valu
                 Err(_) => st.heads.get(&b.name).cloned(),
             };
             let (commits, oldest) = match push::parse_hex(&b.head) {
-                Some(h) => sync::lag(src, &h, remote.as_deref().and_then(push::parse_hex).as_ref())?,
+                Some(h) => sync::lag(src, &h, remote.as_deref().and_then(push::parse_hex).as_ref(), st.heads.get(&b.name).and_then(|x| push::parse_hex(x)).as_ref())?,
                 None => (0, None),
             };
             let bs = st.branches.get(&b.name).cloned().unwrap_or_default();

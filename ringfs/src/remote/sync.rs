@@ -233,18 +233,23 @@ pub fn human_bytes(b: u64) -> String {
 }
 
 /// The commits of `head`'s history the remote lacks: those not at or
-/// below `remote` (its head), walked from `head` (at most 100 000), and
-/// the oldest one's time (unix s).
+/// below `remote` (its head now) or `seen` (the head this store last saw
+/// there, recorded at its last push or pull: heads only move forward, so
+/// it is in the remote's history too), walked from `head` (at most
+/// 100 000), and the oldest one's time (unix s). `seen` is what keeps a
+/// diverged branch's count to its own commits: the remote's head is then
+/// not in the local history.
 pub fn lag(
     src: &Transfer,
     head: &ObjectId,
     remote: Option<&ObjectId>,
+    seen: Option<&ObjectId>,
 ) -> Result<(u64, Option<u64>)> {
     let mut stack = vec![*head];
-    let mut seen = HashSet::new();
+    let mut visited = HashSet::new();
     let (mut n, mut oldest) = (0u64, None::<u64>);
     while let Some(c) = stack.pop() {
-        if Some(&c) == remote || !seen.insert(c) || n >= 100_000 {
+        if Some(&c) == remote || Some(&c) == seen || !visited.insert(c) || n >= 100_000 {
             continue;
         }
         let Some(b) = src.object(&c).map_err(|e| anyhow!("{e}"))? else {
@@ -663,7 +668,8 @@ impl Syncer {
             .outgoing(Some(&self.branch), &|k, id| held.contains(&(k, *id)))
             .map_err(|e| anyhow!("{e}"))?;
         let remote = pushed.and_then(push::parse_hex);
-        let (n, _) = lag(src, head, remote.as_ref())?;
+        let seen = state::status(&self.dir, &self.cfg.name).heads.get(&self.branch).and_then(|h| push::parse_hex(h));
+        let (n, _) = lag(src, head, remote.as_ref(), seen.as_ref())?;
         v["pending_commits"] = json!(n);
         v["pending_objects"] = json!(out.objects.len());
         v["pending_chunks"] = json!(out.chunks.len());
