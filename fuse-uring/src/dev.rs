@@ -9,11 +9,11 @@
 //! INIT, choose a transport or know about io_uring rings (the ring transport
 //! builds on [`FuseDev`]; the session on both).
 
+use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 

@@ -725,3 +725,15 @@ fn _assert_send_sync() {
     fn is<T: Send + Sync>() {}
     is::<Unmounter>();
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dev_readers_bounded_by_workers_and_cpus() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(super::dev_readers(0), 1);
+        assert_eq!(super::dev_readers(1), 1);
+        assert_eq!(super::dev_readers(4), 4.min(cpus));
+        assert_eq!(super::dev_readers(10_000), cpus);
+    }
+}
