@@ -1,6 +1,6 @@
 //! The `/dev/fuse` device: the session's fd ([`FuseDev`]), the classic
 //! read/write transport (`worker_loop`: read one request, dispatch, write
-//! one reply), cloned per-worker fds ([`clone_fd`]), kernel notifications
+//! one reply; slow requests handed to a `SlowPool`), cloned per-worker fds ([`clone_fd`]), kernel notifications
 //! ([`Notifier`]) and passthrough backing ids ([`backing_open`],
 //! [`backing_close`]).
 //!
@@ -9,11 +9,13 @@
 //! INIT, choose a transport or know about io_uring rings (the ring transport
 //! builds on [`FuseDev`]; the session on both).
 
+use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 
 use crate::abi::*;
 use crate::dispatch::Dispatcher;
@@ -100,9 +102,22 @@ pub(crate) fn read_request(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usi
     }
 }
 
-/// Writes one reply. ENOENT (request interrupted and gone) is not an error.
+/// Writes one reply with one write(2) of the whole message. ENOENT (request
+/// interrupted and gone) is not an error.
 pub(crate) fn write_reply(fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<()> {
-    write_parts(fd, &[bytes])
+    loop {
+        // SAFETY: writes from a live slice of bytes.len() bytes.
+        let r = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr() as *const _, bytes.len()) };
+        if r >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
+            Some(libc::ENOENT) => return Ok(()),
+            _ => return Err(e),
+        }
+    }
 }
 
 /// Writes one message made of `parts` to /dev/fuse with writev(2), retrying
@@ -187,9 +202,17 @@ impl Notifier {
 
 /// Serves requests on `fd` until the connection ends: reads one whole
 /// request into a `bufsize` buffer, [`Dispatcher::dispatch`]es it (a panic in
-/// the filesystem is answered EIO) and writes the reply. Ok on ENODEV or
+/// the filesystem is answered EIO) and writes the reply. With a `pool`, a
+/// slow request ([`Filesystem::is_slow`]) is copied and handed to it, and the
+/// reply is written by the pool thread on the same fd, so this reader goes
+/// straight back to read(2) (the io_uring transport's rule). Ok on ENODEV or
 /// ECONNABORTED (unmounted or aborted); other read errors end it with Err.
-pub(crate) fn worker_loop<F: Filesystem>(fd: OwnedFd, d: &Dispatcher<F>, bufsize: usize) -> io::Result<()> {
+pub(crate) fn worker_loop<F: Filesystem>(
+    fd: Arc<OwnedFd>,
+    d: &Arc<Dispatcher<F>>,
+    bufsize: usize,
+    pool: Option<&Arc<SlowPool>>,
+) -> io::Result<()> {
     let mut buf = vec![0u8; bufsize];
     let mut reply = ReplyBuf::with_capacity(64 * 1024);
     loop {
@@ -199,32 +222,132 @@ pub(crate) fn worker_loop<F: Filesystem>(fd: OwnedFd, d: &Dispatcher<F>, bufsize
             Err(e) => return Err(e),
         };
         let req = &buf[..n];
-        let send = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| d.dispatch(req, &mut reply))) {
-            Ok(send) => send,
-            Err(_) => {
-                // The filesystem panicked; answer EIO so the caller does not hang.
-                match crate::request::parse_header(req) {
-                    Ok(h) if crate::request::opcode_needs_reply(h.opcode) => {
-                        tracing::error!(opcode = h.opcode, "filesystem panicked; replying EIO");
-                        reply.reset(h.unique);
-                        reply.set_error(libc::EIO);
-                        true
-                    }
-                    _ => false,
-                }
-            }
-        };
-        if send {
-            match write_reply(fd.as_fd(), reply.as_bytes()) {
-                Ok(()) => {}
-                Err(e) if matches!(e.raw_os_error(), Some(libc::ENODEV) | Some(libc::ECONNABORTED)) => return Ok(()),
-                Err(e) => tracing::warn!("writing FUSE reply failed: {e}"),
-            }
+        if let Some(pool) = pool.filter(|p| p.started() && is_slow_request(&**d, req)) {
+            let (fd, d, req) = (fd.clone(), d.clone(), req.to_vec());
+            pool.submit(Box::new(move |reply: &mut ReplyBuf| {
+                let _ = serve_one(fd.as_fd(), &d, &req, reply);
+            }));
+            continue;
+        }
+        if !serve_one(fd.as_fd(), d, req, &mut reply) {
+            return Ok(());
         }
         // Do not let one huge reply pin memory forever.
         if reply.body_len() > 4 << 20 {
             reply = ReplyBuf::with_capacity(64 * 1024);
         }
+    }
+}
+
+/// Whether the request in `req` (a whole `/dev/fuse` message) is slow for
+/// `d`'s filesystem ([`Filesystem::is_slow`] with its opcode and, for READ
+/// and WRITE, its size). Unparsable requests are not slow.
+fn is_slow_request<F: Filesystem>(d: &Dispatcher<F>, req: &[u8]) -> bool {
+    let Some(h) = fuse_in_header::read_from(req) else { return false };
+    let arg = req.get(std::mem::size_of::<fuse_in_header>()..).unwrap_or(&[]);
+    let size = match h.opcode {
+        FUSE_READ => fuse_read_in::read_from(arg).map_or(0, |a| a.size),
+        FUSE_WRITE => fuse_write_in::read_from(arg).map_or(0, |a| a.size),
+        _ => 0,
+    };
+    d.filesystem().is_slow(h.opcode, size)
+}
+
+/// Dispatches one request and writes its reply on `fd` (a panic in the
+/// filesystem is answered EIO). False when the connection is gone (ENODEV,
+/// ECONNABORTED on the reply); a reply that fails otherwise is logged.
+fn serve_one<F: Filesystem>(fd: BorrowedFd<'_>, d: &Dispatcher<F>, req: &[u8], reply: &mut ReplyBuf) -> bool {
+    let send = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| d.dispatch(req, reply))) {
+        Ok(send) => send,
+        Err(_) => {
+            // The filesystem panicked; answer EIO so the caller does not hang.
+            match crate::request::parse_header(req) {
+                Ok(h) if crate::request::opcode_needs_reply(h.opcode) => {
+                    tracing::error!(opcode = h.opcode, "filesystem panicked; replying EIO");
+                    reply.reset(h.unique);
+                    reply.set_error(libc::EIO);
+                    true
+                }
+                _ => false,
+            }
+        }
+    };
+    if send {
+        match write_reply(fd, reply.as_bytes()) {
+            Ok(()) => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENODEV) | Some(libc::ECONNABORTED)) => return false,
+            Err(e) => tracing::warn!("writing FUSE reply failed: {e}"),
+        }
+    }
+    true
+}
+
+/// One slow request for a [`SlowPool`] thread: dispatch and reply, given
+/// that thread's reply buffer.
+pub(crate) type SlowJob = Box<dyn FnOnce(&mut ReplyBuf) + Send>;
+
+/// The `/dev/fuse` transport's threads for slow requests
+/// ([`Filesystem::is_slow`]: fsync, release, large reads and writes), so
+/// that the readers, one per CPU, keep serving fast requests meanwhile.
+pub(crate) struct SlowPool {
+    jobs: Mutex<(VecDeque<SlowJob>, bool)>,
+    cv: Condvar,
+    started: AtomicUsize,
+}
+
+impl SlowPool {
+    /// Starts `n` (≥ 1) threads named `fuse-slow-K`. With none started
+    /// (spawn failed), readers serve slow requests themselves.
+    pub(crate) fn start(n: usize) -> (Arc<SlowPool>, Vec<std::thread::JoinHandle<()>>) {
+        let pool = Arc::new(SlowPool { jobs: Mutex::new((VecDeque::new(), false)), cv: Condvar::new(), started: AtomicUsize::new(0) });
+        let mut handles = Vec::new();
+        for k in 0..n.max(1) {
+            let p = pool.clone();
+            match std::thread::Builder::new().name(format!("fuse-slow-{k}")).spawn(move || p.work()) {
+                Ok(h) => handles.push(h),
+                Err(e) => tracing::warn!("slow-request worker {k}: {e}"),
+            }
+        }
+        pool.started.store(handles.len(), Ordering::Release);
+        (pool, handles)
+    }
+
+    fn started(&self) -> bool {
+        self.started.load(Ordering::Acquire) > 0
+    }
+
+    fn work(&self) {
+        let mut reply = ReplyBuf::with_capacity(64 * 1024);
+        loop {
+            let job = {
+                let mut g = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    if let Some(j) = g.0.pop_front() {
+                        break j;
+                    }
+                    if g.1 {
+                        return;
+                    }
+                    g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+                }
+            };
+            job(&mut reply);
+            if reply.body_len() > 4 << 20 {
+                reply = ReplyBuf::with_capacity(64 * 1024);
+            }
+        }
+    }
+
+    fn submit(&self, job: SlowJob) {
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner()).0.push_back(job);
+        self.cv.notify_one();
+    }
+
+    /// Lets the threads finish queued jobs (their replies fail harmlessly
+    /// once the connection is gone) and exit.
+    pub(crate) fn shutdown(&self) {
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        self.cv.notify_all();
     }
 }
 

@@ -291,7 +291,7 @@ pub trait Filesystem: Send + Sync + 'static {
     /// hop costs two thread wake-ups). `size` is the READ/WRITE size (else 0).
     /// Default: [`is_slow_default`] (FSYNC, FSYNCDIR, FALLOCATE,
     /// COPY_FILE_RANGE(_64), SYNCFS, RELEASE, READ/WRITE > 64 KiB).
-    /// `/dev/fuse` ignores it (its workers all block alike).
+    /// `/dev/fuse` hands them to its pool the same way (D57).
     fn is_slow(&self, opcode: u32, size: u32) -> bool {
         is_slow_default(opcode, size)
     }

@@ -93,6 +93,6 @@ pub use fs::*;
 pub use reply::{DirentPlusWriter, DirentWriter, ReplyBuf};
 pub use request::{Operation, ParseError, Request};
 pub use dev::{backing_close, backing_open, clone_fd, FuseDev, Notifier};
-pub use session::{mount, remount, unmount, MountAtime, MountOptions, OpStatsHandle, Session, Unmounter};
+pub use session::{dev_readers, mount, remount, unmount, MountAtime, MountOptions, OpStatsHandle, Session, Unmounter};
 pub use stats::{OpCount, OpStats};
 pub use transport::{possible_cpus, uring_available, Transport, TransportInfo, TransportKind};

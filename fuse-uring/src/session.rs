@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::abi::*;
-use crate::dev::{clone_fd, cvt, open_dev_fuse, read_request, worker_loop, write_reply, FuseDev, Notifier};
+use crate::dev::{clone_fd, cvt, open_dev_fuse, read_request, worker_loop, write_reply, FuseDev, Notifier, SlowPool};
 use crate::dispatch::{negotiate, Dispatcher, InitDecision, InitOptions};
 use crate::fs::{ConnInfo, Filesystem};
 use crate::reply::ReplyBuf;
@@ -578,10 +578,13 @@ impl Session {
 
     /// Serves requests until the filesystem is unmounted or the connection aborted.
     ///
-    /// Calls `fs.init(&conn_info)` first, then starts `workers` threads (at
-    /// least one), each reading requests on its own cloned `/dev/fuse` fd into
-    /// a buffer of max(8 KiB, max_write + 4 KiB) bytes, dispatching them and
-    /// writing replies with write(2). EINTR/EAGAIN are retried; ENOENT on a
+    /// Calls `fs.init(&conn_info)` first, then starts min(`workers`, CPUs)
+    /// reader threads ([`dev_readers`]; at least one), each reading requests
+    /// on its own cloned `/dev/fuse` fd into a buffer of max(8 KiB,
+    /// max_write + 4 KiB) bytes, dispatching them and writing replies with
+    /// write(2), and a pool of `workers` threads to which readers hand slow
+    /// requests ([`Filesystem::is_slow`]; the pool thread writes the reply).
+    /// EINTR/EAGAIN are retried; ENOENT on a
     /// reply (the request was interrupted) is ignored; ENODEV (unmounted or
     /// aborted) ends a worker cleanly. A panic in the filesystem is caught
     /// and answered with EIO. Returns after every worker has ended, having
@@ -600,9 +603,10 @@ impl Session {
         }
         fs.init(&self.info);
         let dispatcher = Arc::new(Dispatcher::new(fs, self.info, self.stats.clone()));
+        let (pool, pool_threads) = SlowPool::start(workers.max(1));
         let mut handles = Vec::new();
         let mut spawn_err = None;
-        for i in 0..workers.max(1) {
+        for i in 0..dev_readers(workers) {
             let fd = match clone_fd(&self.dev) {
                 Ok(fd) => fd,
                 Err(e) => {
@@ -616,11 +620,11 @@ impl Session {
                     }
                 }
             };
-            let d = dispatcher.clone();
+            let (d, p) = (dispatcher.clone(), pool.clone());
             let bufsize = self.bufsize;
             let h = std::thread::Builder::new()
                 .name(format!("fuse-worker-{i}"))
-                .spawn(move || worker_loop(fd, &d, bufsize));
+                .spawn(move || worker_loop(Arc::new(fd), &d, bufsize, Some(&p)));
             match h {
                 Ok(h) => handles.push(h),
                 Err(e) => {
@@ -632,7 +636,11 @@ impl Session {
         if handles.is_empty() {
             // No reader: serve on this thread so the mount cannot hang.
             let fd = self.dev.as_fd().try_clone_to_owned()?;
-            let r = worker_loop(fd, &dispatcher, self.bufsize);
+            let r = worker_loop(Arc::new(fd), &dispatcher, self.bufsize, None);
+            pool.shutdown();
+            for h in pool_threads {
+                let _ = h.join();
+            }
             dispatcher.destroy();
             return r;
         }
@@ -645,6 +653,10 @@ impl Session {
             if result.is_ok() {
                 result = r;
             }
+        }
+        pool.shutdown();
+        for h in pool_threads {
+            let _ = h.join();
         }
         dispatcher.destroy();
         tracing::info!(mountpoint = %self.mountpoint.display(), "FUSE session ended");
@@ -660,7 +672,9 @@ impl Session {
         let reader = {
             let fd = clone_fd(&self.dev).or_else(|_| self.dev.as_fd().try_clone_to_owned())?;
             let (d, bufsize) = (d.clone(), self.bufsize);
-            std::thread::Builder::new().name("fuse-dev-reader".into()).spawn(move || worker_loop(fd, &d, bufsize))
+            std::thread::Builder::new()
+                .name("fuse-dev-reader".into())
+                .spawn(move || worker_loop(Arc::new(fd), &d, bufsize, None))
         };
         let mut result = Ok(());
         let handler: Arc<dyn ring::Handler> = d.clone();
@@ -695,8 +709,31 @@ impl Session {
     }
 }
 
+/// The number of `/dev/fuse` reader threads [`Session::run`] starts for
+/// `workers`: min(`workers`, the CPUs this process may run on), at least
+/// one. More readers than CPUs only rotate: the kernel wakes the reader that
+/// waited longest, so one-at-a-time requests (a `find | xargs cat`, a loop of
+/// creates) land on a different, cold thread each time (D57). Slow requests
+/// go to the pool of `workers` threads instead of blocking a reader.
+pub fn dev_readers(workers: usize) -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    workers.min(cpus).max(1)
+}
+
 #[allow(dead_code)]
 fn _assert_send_sync() {
     fn is<T: Send + Sync>() {}
     is::<Unmounter>();
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dev_readers_bounded_by_workers_and_cpus() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(super::dev_readers(0), 1);
+        assert_eq!(super::dev_readers(1), 1);
+        assert_eq!(super::dev_readers(4), 4.min(cpus));
+        assert_eq!(super::dev_readers(10_000), cpus);
+    }
 }

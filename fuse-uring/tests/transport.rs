@@ -107,11 +107,12 @@ fn ring_that_never_gets_ready_is_aborted() {
     failed_start(RingFault::SkipLastQueue, "no answer through the ring");
 }
 
-#[test]
-fn slow_request_does_not_stall_its_queue() {
+/// A held FSYNC does not keep other requests from CPU 0 waiting: io_uring
+/// hands it to the pool; /dev/fuse, served by one reader (`workers` 1), too.
+fn slow_request_does_not_stall(t: Transport, workers: usize) {
     let fs = MemFs::with_ttl(Duration::ZERO);
     *fs.hold_fsync.lock().unwrap() = true;
-    let m = Mounted::with_fs(opts(Transport::Uring), fs);
+    let m = Mounted::with_workers(opts(t), fs, workers);
     std::fs::write(m.path("f"), b"data").unwrap();
     let (p, fs) = (m.path("f"), m.fs.clone());
     // FSYNC from CPU 0 blocks in the filesystem...
@@ -139,6 +140,16 @@ fn slow_request_does_not_stall_its_queue() {
     syncer.join().unwrap().unwrap();
     assert_eq!(fs.fsyncs.load(Ordering::SeqCst), 1);
     m.finish().unwrap();
+}
+
+#[test]
+fn slow_request_does_not_stall_its_queue() {
+    slow_request_does_not_stall(Transport::Uring, 2);
+}
+
+#[test]
+fn slow_request_does_not_stall_the_dev_reader() {
+    slow_request_does_not_stall(Transport::Dev, 1);
 }
 
 fn parallel_clients(t: Transport) {

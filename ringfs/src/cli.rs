@@ -211,8 +211,9 @@ pub struct MountArgs {
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub commit_interval_ms: u64,
 
-    /// Number of /dev/fuse worker threads (each on its own cloned fd); with
-    /// io_uring, the size of the pool that serves slow requests (fsync, ...).
+    /// Size of the pool that serves slow requests (fsync, release, large
+    /// reads and writes) on both transports; /dev/fuse also reads requests
+    /// with min(N, CPUs) threads, each on its own cloned fd.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = at_least_one)]
     pub workers: usize,
 

@@ -236,8 +236,13 @@ impl Mounted {
     pub fn new(opts: MountOptions) -> Mounted {
         Self::with_fs(opts, MemFs::new())
     }
-    /// Mounts `fs`; with `Transport::Uring` asserts that io_uring is in use.
+    /// Mounts `fs`, served with `Session::run(fs, 2)`; with
+    /// `Transport::Uring` asserts that io_uring is in use.
     pub fn with_fs(opts: MountOptions, fs: MemFs) -> Mounted {
+        Self::with_workers(opts, fs, 2)
+    }
+    /// As [`Mounted::with_fs`], served with `Session::run(fs, workers)`.
+    pub fn with_workers(opts: MountOptions, fs: MemFs, workers: usize) -> Mounted {
         let dir = tempfile::tempdir().expect("tempdir");
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
@@ -249,7 +254,7 @@ impl Mounted {
         }
         let (stats, info, notifier, dev) = (session.stats(), session.conn_info(), session.notifier(), session.device());
         let f = fs.clone();
-        let thread = std::thread::spawn(move || session.run(f, 2));
+        let thread = std::thread::spawn(move || session.run(f, workers));
         Mounted { mnt, fs, stats, info, transport, notifier, dev, thread: Some(thread), _dir: dir }
     }
     pub fn path(&self, p: &str) -> PathBuf {
