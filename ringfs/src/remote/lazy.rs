@@ -489,96 +489,191 @@ const BATCH_BYTES: u64 = 1 << 20;
 /// it in flight).
 pub struct Prefetch {
     stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
+    /// The background start (scan, record, then the workers).
+    setup: Option<std::thread::JoinHandle<()>>,
+    workers: Arc<Mutex<Vec<std::thread::JoinHandle<()>>>>,
+}
+
+/// The source a mount installs at once, before the record is read and
+/// the chunk index scanned (in the background, so a lazy clone's mount
+/// answers sooner): a first open in the meantime waits for it.
+struct Deferred {
+    desc: String,
+    cell: Mutex<Option<std::result::Result<Arc<Source>, String>>>,
+    cv: Condvar,
+}
+
+impl Deferred {
+    fn set(&self, v: std::result::Result<Arc<Source>, String>) {
+        *self.cell.lock().unwrap_or_else(|p| p.into_inner()) = Some(v);
+        self.cv.notify_all();
+    }
+
+    fn get(&self) -> std::result::Result<Arc<Source>, String> {
+        let mut c = self.cell.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(v) = c.as_ref() {
+                return v.clone();
+            }
+            c = self.cv.wait(c).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+impl ChunkSource for Deferred {
+    fn fetch(&self, want: &[(Hash, u32)]) -> std::result::Result<Vec<(Hash, Vec<u8>)>, String> {
+        self.get()?.fetch(want)
+    }
+
+    fn describe(&self) -> String {
+        self.desc.clone()
+    }
 }
 
 impl Prefetch {
-    /// Installs the chunk source of the store `dir` on `fs` when the store
-    /// has remote-only chunks and a record of where they are, and starts
-    /// the prefetch (unless RINGFS_TEST_NO_PREFETCH is set: tests of the
-    /// fetch on open). None when there is nothing to fetch. Errors: the
-    /// record is damaged or its remote is gone from the store.
+    /// Installs the chunk source of the store `dir` on `fs` when a remote
+    /// of the store has a record of remote-only chunks, and starts, in the
+    /// background, the scan of what is still remote-only and the prefetch
+    /// of it (unless RINGFS_TEST_NO_PREFETCH is set: tests of the fetch on
+    /// open). None when no remote has a record. An error of the background
+    /// start (the record damaged, its remote gone from the store) is
+    /// logged and makes first opens of remote-only chunks fail (EIO).
     pub fn start(fs: Arc<Fs>, dir: &Path) -> Result<Option<Prefetch>> {
         // Only a lazy clone has a record: other stores skip the scan of
         // the chunk index.
         let records: Vec<_> = state::names(dir)
             .into_iter()
-            .map(|n| state::remotes_dir(dir).join(n).join(FILE))
-            .filter(|p| p.exists())
+            .filter(|n| state::remotes_dir(dir).join(n).join(FILE).exists())
             .collect();
-        if records.is_empty() {
-            return Ok(None);
-        }
-        let left = fs
-            .transfer()
-            .remote_only()
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        if left.is_empty() {
-            // Everything arrived: the record is not needed any more.
-            for p in records {
-                let _ = std::fs::remove_file(&p);
-            }
-            return Ok(None);
-        }
-        let Some((name, places)) = read(dir)? else {
+        let Some(first) = records.first() else {
             return Ok(None);
         };
-        // Tests make many small batches (a kill lands mid-way).
-        let batch_bytes = std::env::var("RINGFS_TEST_PREFETCH_BATCH_BYTES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(BATCH_BYTES);
-        let workers = std::env::var("RINGFS_TEST_PREFETCH_WORKERS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(WORKERS);
-        let src = Arc::new(Source::new(dir, &name, places, &left, batch_bytes)?);
-        fs.transfer().set_chunk_source(src.clone());
-        tracing::info!("{} chunks ({} batches) are only on remote {name}: fetched on first open and in the background", left.len(), src.batches());
+        let desc = match state::load(dir, first) {
+            Ok(c) => format!("remote {} ({})", c.name, c.url),
+            Err(_) => format!("remote {first}"),
+        };
+        let deferred = Arc::new(Deferred {
+            desc,
+            cell: Mutex::new(None),
+            cv: Condvar::new(),
+        });
+        fs.transfer().set_chunk_source(deferred.clone());
         let stop = Arc::new(AtomicBool::new(false));
-        if std::env::var_os("RINGFS_TEST_NO_PREFETCH").is_some() {
-            return Ok(Some(Prefetch {
-                stop,
-                threads: Vec::new(),
-            }));
-        }
-        let mut threads = Vec::new();
-        for i in 0..workers {
-            let (fs, stop, src) = (fs.clone(), stop.clone(), src.clone());
-            threads.push(std::thread::Builder::new().name(format!("ringfs-prefetch{i}")).spawn(move || {
-                let mut failures = 0u32;
-                while !stop.load(Ordering::SeqCst) {
-                    let Some(b) = src.claim_next() else { break };
-                    let r = src.fetch_claimed(&[b]).and_then(|got| fs.transfer().store_remote_chunks(&got));
-                    match r {
-                        Ok((_, bad)) => {
-                            for h in bad {
-                                tracing::warn!("prefetch: {}: chunk {} does not match its hash: not used (its file's open fetches it again)", src.describe(), hex_id(&h));
-                            }
-                        }
-                        Err(e) => {
-                            failures += 1;
-                            tracing::warn!("prefetch: {e}");
-                            if failures >= 3 {
-                                tracing::warn!("prefetch stopped after {failures} failures: the rest is fetched on first open (or at the next mount)");
-                                break;
-                            }
-                            std::thread::sleep(Duration::from_secs(1));
+        let workers: Arc<Mutex<Vec<std::thread::JoinHandle<()>>>> = Arc::default();
+        let (dir, stop2, workers2) = (dir.to_path_buf(), stop.clone(), workers.clone());
+        let setup = std::thread::Builder::new().name("ringfs-prefetch".into()).spawn(move || {
+            let t = std::time::Instant::now();
+            match setup(&fs, &dir, records) {
+                Ok(None) => deferred.set(Err(format!("{}: nothing is remote-only in this store", deferred.desc))),
+                Ok(Some(src)) => {
+                    deferred.set(Ok(src.clone()));
+                    tracing::info!("remote-only chunks listed in {:.1} ms: {} batches", t.elapsed().as_secs_f64() * 1e3, src.batches());
+                    if std::env::var_os("RINGFS_TEST_NO_PREFETCH").is_none() {
+                        let mut w = workers2.lock().unwrap_or_else(|p| p.into_inner());
+                        if !stop2.load(Ordering::SeqCst) {
+                            *w = spawn_workers(fs, src, stop2);
                         }
                     }
                 }
-            })?);
-        }
-        Ok(Some(Prefetch { stop, threads }))
+                Err(e) => {
+                    tracing::error!("remote-only chunks: {e:#}; files using them fail to open with EIO");
+                    deferred.set(Err(format!("{}: {e:#}", deferred.desc)));
+                }
+            }
+        })?;
+        Ok(Some(Prefetch {
+            stop,
+            setup: Some(setup),
+            workers,
+        }))
     }
 
     /// Stops the prefetch (a batch in flight finishes) and waits for it.
     pub fn finish(mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        for t in self.threads.drain(..) {
+        if let Some(t) = self.setup.take() {
+            let _ = t.join();
+        }
+        let ws = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in ws {
             let _ = t.join();
         }
     }
+}
+
+/// The source of the store's remote-only chunks (None: nothing left, and
+/// the records `names` have are removed).
+fn setup(fs: &Fs, dir: &Path, names: Vec<String>) -> Result<Option<Arc<Source>>> {
+    let left = fs
+        .transfer()
+        .remote_only()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if left.is_empty() {
+        // Everything arrived: the record is not needed any more.
+        for n in names {
+            let _ = std::fs::remove_file(state::remotes_dir(dir).join(n).join(FILE));
+        }
+        return Ok(None);
+    }
+    let Some((name, places)) = read(dir)? else {
+        return Ok(None);
+    };
+    // Tests make many small batches (a kill lands mid-way).
+    let batch_bytes = std::env::var("RINGFS_TEST_PREFETCH_BATCH_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(BATCH_BYTES);
+    let src = Arc::new(Source::new(dir, &name, places, &left, batch_bytes)?);
+    tracing::info!(
+        "{} chunks ({} batches) are only on remote {name}: fetched on first open and in the background",
+        left.len(),
+        src.batches()
+    );
+    Ok(Some(src))
+}
+
+/// The prefetch threads: each claims the next batch nobody fetched yet, in
+/// bundle order, fetches and stores it, until none is left, `stop` is set
+/// or it failed 3 times.
+fn spawn_workers(fs: Arc<Fs>, src: Arc<Source>, stop: Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<()>> {
+    let n = std::env::var("RINGFS_TEST_PREFETCH_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(WORKERS);
+    let mut threads = Vec::new();
+    for i in 0..n {
+        let (fs, stop, src) = (fs.clone(), stop.clone(), src.clone());
+        let t = std::thread::Builder::new().name(format!("ringfs-prefetch{i}")).spawn(move || {
+            let mut failures = 0u32;
+            while !stop.load(Ordering::SeqCst) {
+                let Some(b) = src.claim_next() else { break };
+                let r = src
+                    .fetch_claimed(&[b])
+                    .and_then(|got| fs.transfer().store_remote_chunks(&got));
+                match r {
+                    Ok((_, bad)) => {
+                        for h in bad {
+                            tracing::warn!("prefetch: {}: chunk {} does not match its hash: not used (its file's open fetches it again)", src.describe(), hex_id(&h));
+                        }
+                    }
+                    Err(e) => {
+                        failures += 1;
+                        tracing::warn!("prefetch: {e}");
+                        if failures >= 3 {
+                            tracing::warn!("prefetch stopped after {failures} failures: the rest is fetched on first open (or at the next mount)");
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_secs(1));
+                    }
+                }
+            }
+        });
+        match t {
+            Ok(t) => threads.push(t),
+            Err(e) => tracing::warn!("prefetch: starting a thread: {e}"),
+        }
+    }
+    threads
 }
 
 /// Remote-only chunks and bytes of the store `src` reads.
