@@ -361,8 +361,9 @@ impl Source {
     }
 
     /// Waits for batch `i`, registered as one of its waiters, and returns
-    /// its bytes (or fetches it when its fetch failed).
-    fn wait(&self, i: usize) -> std::result::Result<Vec<(Hash, Vec<u8>)>, String> {
+    /// its bytes, and whether this thread fetched them (when the other
+    /// fetch failed: then the caller stores them all).
+    fn wait(&self, i: usize) -> std::result::Result<(Vec<(Hash, Vec<u8>)>, bool), String> {
         let mut s = self.lock();
         loop {
             match &mut s.states[i] {
@@ -373,16 +374,16 @@ impl Source {
                     if *left == 0 {
                         s.states[i] = State::Done;
                     }
-                    return Ok(got.to_vec());
+                    return Ok((got.to_vec(), false));
                 }
                 State::Pending => {
                     s.states[i] = State::InFlight { waiters: 0 };
                     drop(s);
-                    return self.fetch_claimed(&[i]);
+                    return self.fetch_claimed(&[i]).map(|v| (v, true));
                 }
                 // Not reached (a waiter is counted in `left`): its chunks
                 // are stored, or the caller finds them still remote-only.
-                State::Done => return Ok(Vec::new()),
+                State::Done => return Ok((Vec::new(), false)),
             }
         }
     }
@@ -445,10 +446,14 @@ impl ChunkSource for Source {
                 Err(e) => first_err = Some(e),
             }
         }
-        // Registered waiters always collect (so the bytes kept for them go).
+        // Registered waiters always collect (so the bytes kept for them
+        // go); only the wanted chunks are kept: the fetching thread stores
+        // the batch (no second hashing of its neighbours here).
+        let wanted: std::collections::HashSet<&Hash> = want.iter().map(|w| &w.0).collect();
         for i in waits {
             match self.wait(i) {
-                Ok(v) => out.extend(v),
+                Ok((v, true)) => out.extend(v),
+                Ok((v, false)) => out.extend(v.into_iter().filter(|c| wanted.contains(&c.0))),
                 Err(e) => first_err = first_err.or(Some(e)),
             }
         }
