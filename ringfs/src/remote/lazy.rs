@@ -567,6 +567,19 @@ impl Prefetch {
         let workers: Arc<Mutex<Vec<std::thread::JoinHandle<()>>>> = Arc::default();
         let (dir, stop2, workers2) = (dir.to_path_buf(), stop.clone(), workers.clone());
         let setup = std::thread::Builder::new().name("ringfs-prefetch".into()).spawn(move || {
+            // Whatever happens here (even a panic), a first open waiting
+            // for the source gets an answer.
+            struct Answer(Arc<Deferred>);
+            impl Drop for Answer {
+                fn drop(&mut self) {
+                    let mut c = self.0.cell.lock().unwrap_or_else(|p| p.into_inner());
+                    if c.is_none() {
+                        *c = Some(Err(format!("{}: listing the remote-only chunks failed", self.0.desc)));
+                        self.0.cv.notify_all();
+                    }
+                }
+            }
+            let _answer = Answer(deferred.clone());
             let t = std::time::Instant::now();
             match setup(&fs, &dir, records) {
                 Ok(None) => deferred.set(Err(format!("{}: nothing is remote-only in this store", deferred.desc))),
