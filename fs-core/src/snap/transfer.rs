@@ -323,6 +323,16 @@ impl Transfer<'_> {
         self.store.fetch_remote(want)
     }
 
+    /// Stores chunks fetched from the remote (hash, bytes; e.g. a
+    /// background prefetch's batch): each is checked against its hash, and
+    /// those matching and still remote-only move into the local packs in
+    /// one transaction, durable with the next group commit. Returns how
+    /// many were stored and the hashes that did not match (not stored).
+    /// Errors: one line (the store's).
+    pub fn store_remote_chunks(&self, got: &[([u8; 32], Vec<u8>)]) -> Result<(u64, Vec<[u8; 32]>), String> {
+        self.store.store_fetched(got)
+    }
+
     /// Chunks and bytes fetched from the remote since the store was opened.
     pub fn remote_fetched(&self) -> (u64, u64) {
         (

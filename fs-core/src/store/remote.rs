@@ -55,12 +55,19 @@ impl Store {
         // Only what is still remote-only, each chunk once: a first open and
         // the prefetch asking for the same chunks download them once.
         let want: Vec<([u8; 32], u32)> = {
-            let rtx = self.begin_read().map_err(|x| format!("reading the chunk index: {x}"))?;
-            let index = rtx.open_table(CHUNKS).map_err(|x| format!("reading the chunk index: {x}"))?;
+            let rtx = self
+                .begin_read()
+                .map_err(|x| format!("reading the chunk index: {x}"))?;
+            let index = rtx
+                .open_table(CHUNKS)
+                .map_err(|x| format!("reading the chunk index: {x}"))?;
             let mut seen = HashSet::new();
             let mut v = Vec::new();
             for w in want {
-                let cur = index.get(&w.0[..]).map_err(|x| format!("reading the chunk index: {x}"))?.map(|g| g.value().0);
+                let cur = index
+                    .get(&w.0[..])
+                    .map_err(|x| format!("reading the chunk index: {x}"))?
+                    .map(|g| g.value().0);
                 if cur == Some(REMOTE_PACK) && seen.insert(w.0) {
                     v.push(*w);
                 }
@@ -70,22 +77,91 @@ impl Store {
         if want.is_empty() {
             return Ok(0);
         }
-        let bytes = src.fetch(&want)?;
-        if bytes.len() != want.len() {
-            return Err(format!(
-                "{}: asked for {} chunks, got {}",
-                src.describe(),
-                want.len(),
-                bytes.len()
-            ));
-        }
-        for ((h, _), b) in want.iter().zip(&bytes) {
-            if blake3::hash(b).as_bytes() != h {
+        let got = src.fetch(&want)?;
+        let (n, bad) = self.store_fetched(&got)?;
+        for (h, _) in &want {
+            if bad.contains(h) {
                 return Err(format!(
                     "{}: chunk {} does not match its hash (nothing of it was used)",
                     src.describe(),
                     hex(h)
                 ));
+            }
+        }
+        for h in &bad {
+            tracing::warn!(
+                "{}: chunk {} (fetched beside a wanted one) does not match its hash: not used",
+                src.describe(),
+                hex(h)
+            );
+        }
+        // Every wanted chunk is local now: fetched here, or by another
+        // thread meanwhile (a source may leave those out).
+        let rtx = self
+            .begin_read()
+            .map_err(|x| format!("reading the chunk index: {x}"))?;
+        let index = rtx
+            .open_table(CHUNKS)
+            .map_err(|x| format!("reading the chunk index: {x}"))?;
+        for (h, _) in &want {
+            let cur = index
+                .get(&h[..])
+                .map_err(|x| format!("reading the chunk index: {x}"))?
+                .map(|g| g.value().0);
+            if cur == Some(REMOTE_PACK) {
+                return Err(format!(
+                    "{}: chunk {} was not fetched",
+                    src.describe(),
+                    hex(h)
+                ));
+            }
+        }
+        Ok(n)
+    }
+
+    /// Checks every chunk of `got` (hash, bytes) against its hash, then
+    /// stores those that match and are still remote-only in the local
+    /// packs and moves their rows there in one transaction, durable with
+    /// the next group commit. Returns how many were stored and the hashes
+    /// of those that did not match (never stored; they stay remote-only).
+    pub(crate) fn store_fetched(
+        &self,
+        got: &[([u8; 32], Vec<u8>)],
+    ) -> Result<(u64, Vec<[u8; 32]>), String> {
+        let mut bad = Vec::new();
+        let good: Vec<&([u8; 32], Vec<u8>)> = got
+            .iter()
+            .filter(|(h, b)| {
+                let ok = blake3::hash(b).as_bytes() == h;
+                if !ok {
+                    bad.push(*h);
+                }
+                ok
+            })
+            .collect();
+        // Nothing to write when every chunk is local already (a waiter on
+        // another thread's fetch): no write transaction.
+        {
+            let rtx = self
+                .begin_read()
+                .map_err(|x| format!("reading the chunk index: {x}"))?;
+            let index = rtx
+                .open_table(CHUNKS)
+                .map_err(|x| format!("reading the chunk index: {x}"))?;
+            let mut any = false;
+            for (h, _) in &good {
+                if index
+                    .get(&h[..])
+                    .map_err(|x| format!("reading the chunk index: {x}"))?
+                    .map(|g| g.value().0)
+                    == Some(REMOTE_PACK)
+                {
+                    any = true;
+                    break;
+                }
+            }
+            if !any {
+                return Ok((0, bad));
             }
         }
         let e = |x: redb::Error| format!("storing fetched chunks: {x}");
@@ -94,7 +170,7 @@ impl Store {
         let (mut n, mut nb) = (0u64, 0u64);
         {
             let mut index = txn.open_table(CHUNKS).map_err(|x| e(x.into()))?;
-            for ((h, _), b) in want.iter().zip(&bytes) {
+            for (h, b) in &good {
                 let cur = index
                     .get(&h[..])
                     .map_err(|x| e(x.into()))?
@@ -130,6 +206,6 @@ impl Store {
         self.content_pending.store(true, Ordering::SeqCst);
         self.remote.fetched.fetch_add(n, Ordering::Relaxed);
         self.remote.fetched_bytes.fetch_add(nb, Ordering::Relaxed);
-        Ok(n)
+        Ok((n, bad))
     }
 }

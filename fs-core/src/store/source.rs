@@ -14,10 +14,15 @@ pub const REMOTE_PACK: u32 = u32::MAX;
 /// over its remote). Called from FUSE request threads (a first open) and
 /// the prefetch thread, so it must not hang: bounded retries, then an error.
 pub trait ChunkSource: Send + Sync {
-    /// The bytes of each chunk in `want` (hash, length), in the same order.
+    /// The bytes of every chunk in `want` (hash, length), as (hash, bytes)
+    /// pairs in any order, and possibly of more chunks than asked (a
+    /// source may fetch a wanted chunk's neighbours on the remote in the
+    /// same request, so the next first opens find them local); a wanted
+    /// chunk may be left out only when it was stored meanwhile by
+    /// [`Transfer::store_remote_chunks`](crate::snap::transfer::Transfer::store_remote_chunks).
     /// They need not be checked (the store checks each against its hash).
     /// Errors: one line naming the remote and the chunk that failed.
-    fn fetch(&self, want: &[([u8; 32], u32)]) -> Result<Vec<Vec<u8>>, String>;
+    fn fetch(&self, want: &[([u8; 32], u32)]) -> Result<Vec<([u8; 32], Vec<u8>)>, String>;
     /// The remote's name and URL, for log lines.
     fn describe(&self) -> String;
 }
@@ -30,4 +35,3 @@ pub(crate) struct Remote {
     pub(crate) fetched: AtomicU64,
     pub(crate) fetched_bytes: AtomicU64,
 }
-

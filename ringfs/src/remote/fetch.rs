@@ -30,12 +30,17 @@ pub struct Catalog {
 /// Reads every bundle index (each checked against its key).
 pub fn catalog(r: &Remote) -> Result<Catalog> {
     let mut c = Catalog::default();
-    for n in r.list("index")? {
-        let Some(h) = n.strip_suffix(".json") else {
-            continue;
-        };
-        let k = format!("index/{n}");
-        let b = r.get_verified(&k, h)?;
+    // Every index at once (GETS_IN_FLIGHT at a time), then each parsed.
+    let keys: Vec<(String, String)> = r
+        .list("index")?
+        .into_iter()
+        .filter_map(|n| {
+            let h = n.strip_suffix(".json")?.to_string();
+            Some((format!("index/{n}"), h))
+        })
+        .collect();
+    let all = r.get_many_verified(&keys)?;
+    for ((k, _), b) in keys.iter().zip(all) {
         let v: serde_json::Value = serde_json::from_slice(&b)
             .map_err(|e| anyhow!("remote {}: {k} is not a bundle index: {e}", r.url))?;
         let bundle = v["bundle"]
@@ -85,6 +90,10 @@ pub struct Fetched {
 /// Fetches what `head` reaches and `have_object` / `have_chunk` say the
 /// local store lacks; chunk bundles are written under `staging` (a bundle
 /// already there whole is not fetched again: a cut-short clone resumes).
+/// `all_objects` (a clone: the store has no object yet): every object
+/// bundle is fetched up front, concurrently, instead of each when the walk
+/// first needs it.
+#[allow(clippy::too_many_arguments)]
 pub fn fetch(
     r: &Remote,
     head: HeadRec,
@@ -93,6 +102,7 @@ pub fn fetch(
     staging: &Path,
     quiet: bool,
     lazy: bool,
+    all_objects: bool,
 ) -> Result<Fetched> {
     let cat = catalog(r)?;
     let root = parse_hex(&head.commit).ok_or_else(|| {
@@ -108,6 +118,19 @@ pub fn fetch(
     let mut seen: HashSet<ObjectId> = HashSet::new();
     let mut stack = vec![root];
     let mut bytes = 0u64;
+    if all_objects {
+        let mut keys: Vec<(String, String)> = cat
+            .objects
+            .values()
+            .map(|p| (p.0.clone(), key_hash(&p.0).to_string()))
+            .collect();
+        keys.sort();
+        keys.dedup();
+        for ((k, _), b) in keys.iter().zip(r.get_many_verified(&keys)?) {
+            bytes += b.len() as u64;
+            bundles.insert(k.clone(), b);
+        }
+    }
     while let Some(id) = stack.pop() {
         if !seen.insert(id) || have_object(&id) {
             continue;

@@ -8,8 +8,8 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -98,13 +98,85 @@ pub fn read(store: &Path) -> Result<Option<(String, Places)>> {
     Ok(None)
 }
 
+type Hash = [u8; 32];
+
+/// What the fetches of this process did (`remote status --json`,
+/// `"lazy_fetch"`): range GET calls (one per bundle and batch group),
+/// first opens that fetched, first opens that waited on a fetch already in
+/// flight, and chunks / bytes received.
+struct Stats {
+    gets: AtomicU64,
+    opens: AtomicU64,
+    waits: AtomicU64,
+    chunks: AtomicU64,
+    bytes: AtomicU64,
+}
+
+static STATS: Stats = Stats {
+    gets: AtomicU64::new(0),
+    opens: AtomicU64::new(0),
+    waits: AtomicU64::new(0),
+    chunks: AtomicU64::new(0),
+    bytes: AtomicU64::new(0),
+};
+
+/// The fetch counters of this process (a daemon's, when asked through its
+/// control socket): `{"gets", "first_opens", "waits", "chunks", "bytes"}`.
+pub fn stats() -> serde_json::Value {
+    let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    serde_json::json!({
+        "gets": g(&STATS.gets),
+        "first_opens": g(&STATS.opens),
+        "waits": g(&STATS.waits),
+        "chunks": g(&STATS.chunks),
+        "bytes": g(&STATS.bytes),
+    })
+}
+
+/// A neighbourhood of remote-only chunks: consecutive chunks of one bundle
+/// (in offset order), up to the batch size — fetched as one coalesced range
+/// GET by whoever needs one of them first (a first open or the prefetch).
+struct Batch {
+    bundle: String,
+    chunks: Vec<(Hash, u64, u32)>,
+}
+
+/// Where a batch is.
+enum State {
+    Pending,
+    /// Being fetched; `waiters` first opens wait for its bytes.
+    InFlight {
+        waiters: usize,
+    },
+    /// Fetched; its bytes kept until the `left` waiters took them.
+    Ready {
+        got: Arc<Vec<(Hash, Vec<u8>)>>,
+        left: usize,
+    },
+    Done,
+}
+
+struct Sched {
+    states: Vec<State>,
+    /// The prefetch's next batch (every batch before it left Pending once).
+    cursor: usize,
+}
+
 /// Fetches remote-only chunks from one remote by range GETs of their
-/// bundles: at most [`TRIES`] attempts per bundle, [`PAUSE`] apart then
-/// doubling, then an error naming the remote and the chunk.
+/// bundles, a neighbourhood ([`Batch`]) at a time: a first open fetches
+/// the whole batch its chunks are in (or waits for a fetch of it already
+/// in flight), the prefetch takes the others in bundle order. At most
+/// [`TRIES`] attempts per GET, [`PAUSE`] apart then doubling, then an error
+/// naming the remote and the chunk.
 pub struct Source {
     name: String,
     url: String,
     places: Places,
+    batches: Vec<Batch>,
+    /// Chunk → its batch.
+    of: HashMap<Hash, usize>,
+    sched: Mutex<Sched>,
+    cv: Condvar,
     /// Open remotes ready for use (one per concurrent fetch).
     pool: Mutex<Vec<Remote>>,
 }
@@ -113,15 +185,63 @@ const TRIES: u32 = 3;
 const PAUSE: Duration = Duration::from_millis(200);
 
 impl Source {
-    /// The source of remote `name` of `store`, for the chunks of `places`.
-    pub fn new(store: &Path, name: &str, places: Places) -> Result<Source> {
+    /// The source of remote `name` of `store`, for the chunks of `places`;
+    /// those of `left` (still remote-only) are cut into batches of about
+    /// `batch_bytes` in bundle order.
+    pub fn new(
+        store: &Path,
+        name: &str,
+        places: Places,
+        left: &[(Hash, u32)],
+        batch_bytes: u64,
+    ) -> Result<Source> {
         let c = state::load(store, name)?;
+        let mut order: Vec<(&str, u64, u32, Hash)> = left
+            .iter()
+            .filter_map(|(h, _)| places.get(h).map(|p| (p.0.as_str(), p.1, p.2, *h)))
+            .collect();
+        order.sort();
+        let mut batches: Vec<Batch> = Vec::new();
+        let mut bytes = 0u64;
+        for (bk, off, len, h) in order {
+            let fits = batches
+                .last()
+                .is_some_and(|b| b.bundle == bk && bytes + len as u64 <= batch_bytes.max(1));
+            if !fits {
+                batches.push(Batch {
+                    bundle: bk.to_string(),
+                    chunks: Vec::new(),
+                });
+                bytes = 0;
+            }
+            bytes += len as u64;
+            batches.last_mut().unwrap().chunks.push((h, off, len));
+        }
+        let of = batches
+            .iter()
+            .enumerate()
+            .flat_map(|(i, b)| b.chunks.iter().map(move |c| (c.0, i)))
+            .collect();
+        let states = batches.iter().map(|_| State::Pending).collect();
         Ok(Source {
             name: c.name,
             url: c.url,
             places,
+            batches,
+            of,
+            sched: Mutex::new(Sched { states, cursor: 0 }),
+            cv: Condvar::new(),
             pool: Mutex::new(Vec::new()),
         })
+    }
+
+    /// How many batches the remote-only chunks make.
+    pub fn batches(&self) -> usize {
+        self.batches.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Sched> {
+        self.sched.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn attempt(&self, key: &str, ranges: &[std::ops::Range<u64>]) -> Result<Vec<Vec<u8>>> {
@@ -129,58 +249,229 @@ impl Source {
             Some(r) => r,
             None => Remote::open(&self.url, false)?,
         };
+        STATS.gets.fetch_add(1, Ordering::Relaxed);
         let v = r.get_ranges(key, ranges)?;
         self.pool.lock().unwrap_or_else(|p| p.into_inner()).push(r);
         Ok(v)
     }
+
+    /// The bytes of `chunks` (hash, offset, length) of bundle `bk`: one
+    /// vectored range GET (object_store coalesces adjacent ranges), retried.
+    fn get(
+        &self,
+        bk: &str,
+        chunks: &[(Hash, u64, u32)],
+    ) -> std::result::Result<Vec<(Hash, Vec<u8>)>, String> {
+        let ranges: Vec<_> = chunks.iter().map(|&(_, o, l)| o..o + l as u64).collect();
+        let mut pause = PAUSE;
+        for n in 1..=TRIES {
+            match self.attempt(bk, &ranges) {
+                Ok(b) => {
+                    let got: Vec<(Hash, Vec<u8>)> = chunks.iter().map(|c| c.0).zip(b).collect();
+                    STATS.chunks.fetch_add(got.len() as u64, Ordering::Relaxed);
+                    STATS.bytes.fetch_add(
+                        got.iter().map(|g| g.1.len() as u64).sum(),
+                        Ordering::Relaxed,
+                    );
+                    return Ok(got);
+                }
+                Err(e) if n == TRIES => {
+                    let msg = format!(
+                        "remote {}: fetching chunk {} from {bk} failed {TRIES} times: {e:#}",
+                        self.name,
+                        hex_id(&chunks[0].0)
+                    );
+                    tracing::error!("{msg}");
+                    return Err(msg);
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "remote {}: fetching from {bk} (try {n} of {TRIES}): {e:#}",
+                        self.name
+                    );
+                    std::thread::sleep(pause);
+                    pause *= 2;
+                }
+            }
+        }
+        unreachable!()
+    }
+
+    /// Fetches the batches `claimed` (each InFlight, claimed by the
+    /// caller), one GET per bundle, and hands their bytes to the waiters.
+    /// On an error they are Pending again (a waiter then fetches itself).
+    fn fetch_claimed(
+        &self,
+        claimed: &[usize],
+    ) -> std::result::Result<Vec<(Hash, Vec<u8>)>, String> {
+        let mut by: Vec<(&str, Vec<usize>)> = Vec::new();
+        for &i in claimed {
+            let bk = self.batches[i].bundle.as_str();
+            match by.iter_mut().find(|b| b.0 == bk) {
+                Some(b) => b.1.push(i),
+                None => by.push((bk, vec![i])),
+            }
+        }
+        let mut out = Vec::new();
+        for (n, (bk, is)) in by.iter().enumerate() {
+            let chunks: Vec<_> = is
+                .iter()
+                .flat_map(|&i| self.batches[i].chunks.iter().copied())
+                .collect();
+            match self.get(bk, &chunks) {
+                Ok(got) => {
+                    let mut got = got.into_iter();
+                    let mut s = self.lock();
+                    for &i in is {
+                        let mine: Vec<_> =
+                            got.by_ref().take(self.batches[i].chunks.len()).collect();
+                        s.states[i] = match s.states[i] {
+                            State::InFlight { waiters } if waiters > 0 => {
+                                let a = Arc::new(mine.clone());
+                                out.extend(mine);
+                                State::Ready {
+                                    got: a,
+                                    left: waiters,
+                                }
+                            }
+                            _ => {
+                                out.extend(mine);
+                                State::Done
+                            }
+                        };
+                    }
+                    drop(s);
+                    self.cv.notify_all();
+                }
+                Err(e) => {
+                    let mut s = self.lock();
+                    for (_, is) in &by[n..] {
+                        for &i in is {
+                            s.states[i] = State::Pending;
+                            s.cursor = s.cursor.min(i);
+                        }
+                    }
+                    drop(s);
+                    self.cv.notify_all();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Waits for batch `i`, registered as one of its waiters, and returns
+    /// its bytes, and whether this thread fetched them (when the other
+    /// fetch failed: then the caller stores them all).
+    fn wait(&self, i: usize) -> std::result::Result<(Vec<(Hash, Vec<u8>)>, bool), String> {
+        let mut s = self.lock();
+        loop {
+            match &mut s.states[i] {
+                State::InFlight { .. } => s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner()),
+                State::Ready { got, left } => {
+                    let got = got.clone();
+                    *left -= 1;
+                    if *left == 0 {
+                        s.states[i] = State::Done;
+                    }
+                    return Ok((got.to_vec(), false));
+                }
+                State::Pending => {
+                    s.states[i] = State::InFlight { waiters: 0 };
+                    drop(s);
+                    return self.fetch_claimed(&[i]).map(|v| (v, true));
+                }
+                // Not reached (a waiter is counted in `left`): its chunks
+                // are stored, or the caller finds them still remote-only.
+                State::Done => return Ok((Vec::new(), false)),
+            }
+        }
+    }
+
+    /// The next batch in bundle order nobody fetched yet, claimed for the
+    /// prefetch (None: all claimed).
+    fn claim_next(&self) -> Option<usize> {
+        let mut s = self.lock();
+        while s.cursor < s.states.len() {
+            let i = s.cursor;
+            s.cursor += 1;
+            if matches!(s.states[i], State::Pending) {
+                s.states[i] = State::InFlight { waiters: 0 };
+                return Some(i);
+            }
+        }
+        None
+    }
 }
 
 impl ChunkSource for Source {
-    fn fetch(&self, want: &[([u8; 32], u32)]) -> std::result::Result<Vec<Vec<u8>>, String> {
-        // Grouped by bundle: one vectored range GET per bundle.
-        let mut by: HashMap<&str, Vec<(usize, u64, u32)>> = HashMap::new();
-        for (i, (h, _)) in want.iter().enumerate() {
+    fn fetch(&self, want: &[(Hash, u32)]) -> std::result::Result<Vec<(Hash, Vec<u8>)>, String> {
+        STATS.opens.fetch_add(1, Ordering::Relaxed);
+        // Each wanted chunk's batch: claimed (fetched here, whole), waited
+        // for (in flight elsewhere), or — fetched already but the chunk is
+        // still remote-only (its store failed), or in no batch — asked for
+        // alone.
+        let (mut claimed, mut waits, mut alone) = (Vec::new(), Vec::new(), Vec::new());
+        {
+            let mut s = self.lock();
+            for (h, _) in want {
+                let Some(&i) = self.of.get(h) else {
+                    alone.push(*h);
+                    continue;
+                };
+                if claimed.contains(&i) || waits.contains(&i) {
+                    continue;
+                }
+                match &mut s.states[i] {
+                    State::Pending => {
+                        s.states[i] = State::InFlight { waiters: 0 };
+                        claimed.push(i);
+                    }
+                    State::InFlight { waiters } => {
+                        *waiters += 1;
+                        waits.push(i);
+                    }
+                    State::Ready { .. } | State::Done => alone.push(*h),
+                }
+            }
+        }
+        if !waits.is_empty() {
+            STATS.waits.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut out = Vec::new();
+        let mut first_err = None;
+        if !claimed.is_empty() {
+            match self.fetch_claimed(&claimed) {
+                Ok(v) => out.extend(v),
+                Err(e) => first_err = Some(e),
+            }
+        }
+        // Registered waiters always collect (so the bytes kept for them
+        // go); only the wanted chunks are kept: the fetching thread stores
+        // the batch (no second hashing of its neighbours here).
+        let wanted: std::collections::HashSet<&Hash> = want.iter().map(|w| &w.0).collect();
+        for i in waits {
+            match self.wait(i) {
+                Ok((v, true)) => out.extend(v),
+                Ok((v, false)) => out.extend(v.into_iter().filter(|c| wanted.contains(&c.0))),
+                Err(e) => first_err = first_err.or(Some(e)),
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        let mut by: HashMap<&str, Vec<(Hash, u64, u32)>> = HashMap::new();
+        for h in &alone {
             let Some((bk, off, len)) = self.places.get(h) else {
                 return Err(format!(
                     "remote {} ({}): chunk {} is in no bundle of the clone's record (remotes/{}/{FILE})",
                     self.name, self.url, hex_id(h), self.name
                 ));
             };
-            by.entry(bk.as_str()).or_default().push((i, *off, *len));
+            by.entry(bk.as_str()).or_default().push((*h, *off, *len));
         }
-        let mut out = vec![Vec::new(); want.len()];
         for (bk, v) in by {
-            let ranges: Vec<_> = v.iter().map(|&(_, o, l)| o..o + l as u64).collect();
-            let mut pause = PAUSE;
-            let mut got = None;
-            for n in 1..=TRIES {
-                match self.attempt(bk, &ranges) {
-                    Ok(b) => {
-                        got = Some(b);
-                        break;
-                    }
-                    Err(e) if n == TRIES => {
-                        let msg = format!(
-                            "remote {}: fetching chunk {} from {bk} failed {TRIES} times: {e:#}",
-                            self.name,
-                            hex_id(&want[v[0].0].0)
-                        );
-                        tracing::error!("{msg}");
-                        return Err(msg);
-                    }
-                    Err(e) => {
-                        tracing::warn!(
-                            "remote {}: fetching from {bk} (try {n} of {TRIES}): {e:#}",
-                            self.name
-                        );
-                        std::thread::sleep(pause);
-                        pause *= 2;
-                    }
-                }
-            }
-            for (&(i, _, _), b) in v.iter().zip(got.unwrap_or_default()) {
-                out[i] = b;
-            }
+            out.extend(self.get(bk, &v)?);
         }
         Ok(out)
     }
@@ -190,117 +481,217 @@ impl ChunkSource for Source {
     }
 }
 
-/// How many chunk batches are fetched at once in the background.
-const WORKERS: usize = 2;
-/// The bytes one background batch asks for at most.
-const BATCH_BYTES: u64 = 4 << 20;
+/// How many batches are fetched at once in the background.
+const WORKERS: usize = 4;
+/// The bytes one batch (a neighbourhood a first open fetches whole, a
+/// prefetch GET) holds at most (a larger chunk is a batch alone).
+const BATCH_BYTES: u64 = 1 << 20;
 
 /// The prefetch of a mounted lazy clone: fetches every chunk still
-/// remote-only, in the background, [`WORKERS`] batches at a time, until
-/// done or stopped.
+/// remote-only, in the background, [`WORKERS`] batches at a time in bundle
+/// order from the moment of mount, until done or stopped; a first open
+/// takes the batch it needs ahead of the queue (or waits for the fetch of
+/// it in flight).
 pub struct Prefetch {
     stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
+    /// The background start (scan, record, then the workers).
+    setup: Option<std::thread::JoinHandle<()>>,
+    workers: Arc<Mutex<Vec<std::thread::JoinHandle<()>>>>,
+}
+
+/// The source a mount installs at once, before the record is read and
+/// the chunk index scanned (in the background, so a lazy clone's mount
+/// answers sooner): a first open in the meantime waits for it.
+struct Deferred {
+    desc: String,
+    cell: Mutex<Option<std::result::Result<Arc<Source>, String>>>,
+    cv: Condvar,
+}
+
+impl Deferred {
+    fn set(&self, v: std::result::Result<Arc<Source>, String>) {
+        *self.cell.lock().unwrap_or_else(|p| p.into_inner()) = Some(v);
+        self.cv.notify_all();
+    }
+
+    fn get(&self) -> std::result::Result<Arc<Source>, String> {
+        let mut c = self.cell.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(v) = c.as_ref() {
+                return v.clone();
+            }
+            c = self.cv.wait(c).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+impl ChunkSource for Deferred {
+    fn fetch(&self, want: &[(Hash, u32)]) -> std::result::Result<Vec<(Hash, Vec<u8>)>, String> {
+        self.get()?.fetch(want)
+    }
+
+    fn describe(&self) -> String {
+        self.desc.clone()
+    }
 }
 
 impl Prefetch {
-    /// Installs the chunk source of the store `dir` on `fs` when the store
-    /// has remote-only chunks and a record of where they are, and starts
-    /// the prefetch (unless RINGFS_TEST_NO_PREFETCH is set: tests of the
-    /// fetch on open). None when there is nothing to fetch. Errors: the
-    /// record is damaged or its remote is gone from the store.
+    /// Installs the chunk source of the store `dir` on `fs` when a remote
+    /// of the store has a record of remote-only chunks, and starts, in the
+    /// background, the scan of what is still remote-only and the prefetch
+    /// of it (unless RINGFS_TEST_NO_PREFETCH is set: tests of the fetch on
+    /// open). None when no remote has a record. An error of the background
+    /// start (the record damaged, its remote gone from the store) is
+    /// logged and makes first opens of remote-only chunks fail (EIO).
     pub fn start(fs: Arc<Fs>, dir: &Path) -> Result<Option<Prefetch>> {
         // Only a lazy clone has a record: other stores skip the scan of
         // the chunk index.
         let records: Vec<_> = state::names(dir)
             .into_iter()
-            .map(|n| state::remotes_dir(dir).join(n).join(FILE))
-            .filter(|p| p.exists())
+            .filter(|n| state::remotes_dir(dir).join(n).join(FILE).exists())
             .collect();
-        if records.is_empty() {
-            return Ok(None);
-        }
-        let left = fs
-            .transfer()
-            .remote_only()
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        if left.is_empty() {
-            // Everything arrived: the record is not needed any more.
-            for p in records {
-                let _ = std::fs::remove_file(&p);
-            }
-            return Ok(None);
-        }
-        let Some((name, places)) = read(dir)? else {
+        let Some(first) = records.first() else {
             return Ok(None);
         };
-        let src = Arc::new(Source::new(dir, &name, places)?);
-        // Tests make many small batches (a kill lands mid-way).
-        let batch_bytes = std::env::var("RINGFS_TEST_PREFETCH_BATCH_BYTES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(BATCH_BYTES);
-        let mut batches: Vec<Vec<([u8; 32], u32)>> = Vec::new();
-        {
-            let mut order: Vec<_> = left
-                .iter()
-                .filter_map(|c| src.places.get(&c.0).map(|p| (p, *c)))
-                .collect();
-            order.sort_by(|a, b| (&a.0 .0, a.0 .1).cmp(&(&b.0 .0, b.0 .1)));
-            let (mut cur, mut bytes) = (Vec::new(), 0u64);
-            for (_, c) in order {
-                bytes += c.1 as u64;
-                cur.push(c);
-                if bytes >= batch_bytes {
-                    batches.push(std::mem::take(&mut cur));
-                    bytes = 0;
+        let desc = match state::load(dir, first) {
+            Ok(c) => format!("remote {} ({})", c.name, c.url),
+            Err(_) => format!("remote {first}"),
+        };
+        let deferred = Arc::new(Deferred {
+            desc,
+            cell: Mutex::new(None),
+            cv: Condvar::new(),
+        });
+        fs.transfer().set_chunk_source(deferred.clone());
+        let stop = Arc::new(AtomicBool::new(false));
+        let workers: Arc<Mutex<Vec<std::thread::JoinHandle<()>>>> = Arc::default();
+        let (dir, stop2, workers2) = (dir.to_path_buf(), stop.clone(), workers.clone());
+        let setup = std::thread::Builder::new().name("ringfs-prefetch".into()).spawn(move || {
+            // Whatever happens here (even a panic), a first open waiting
+            // for the source gets an answer.
+            struct Answer(Arc<Deferred>);
+            impl Drop for Answer {
+                fn drop(&mut self) {
+                    let mut c = self.0.cell.lock().unwrap_or_else(|p| p.into_inner());
+                    if c.is_none() {
+                        *c = Some(Err(format!("{}: listing the remote-only chunks failed", self.0.desc)));
+                        self.0.cv.notify_all();
+                    }
                 }
             }
-            if !cur.is_empty() {
-                batches.push(cur);
+            let _answer = Answer(deferred.clone());
+            let t = std::time::Instant::now();
+            match setup(&fs, &dir, records) {
+                Ok(None) => deferred.set(Err(format!("{}: nothing is remote-only in this store", deferred.desc))),
+                Ok(Some(src)) => {
+                    deferred.set(Ok(src.clone()));
+                    tracing::info!("remote-only chunks listed in {:.1} ms: {} batches", t.elapsed().as_secs_f64() * 1e3, src.batches());
+                    if std::env::var_os("RINGFS_TEST_NO_PREFETCH").is_none() {
+                        let mut w = workers2.lock().unwrap_or_else(|p| p.into_inner());
+                        if !stop2.load(Ordering::SeqCst) {
+                            *w = spawn_workers(fs, src, stop2);
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::error!("remote-only chunks: {e:#}; files using them fail to open with EIO");
+                    deferred.set(Err(format!("{}: {e:#}", deferred.desc)));
+                }
             }
+        })?;
+        Ok(Some(Prefetch {
+            stop,
+            setup: Some(setup),
+            workers,
+        }))
+    }
+
+    /// Stops the prefetch (a batch in flight finishes) and waits for it.
+    pub fn finish(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.setup.take() {
+            let _ = t.join();
         }
-        fs.transfer().set_chunk_source(src.clone());
-        tracing::info!("{} chunks ({} batches) are only on remote {name}: fetched on first open and in the background", left.len(), batches.len());
-        let stop = Arc::new(AtomicBool::new(false));
-        if std::env::var_os("RINGFS_TEST_NO_PREFETCH").is_some() {
-            return Ok(Some(Prefetch {
-                stop,
-                threads: Vec::new(),
-            }));
+        let ws = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in ws {
+            let _ = t.join();
         }
-        batches.reverse(); // taken from the end: in bundle order
-        let queue = Arc::new(Mutex::new(batches));
-        let mut threads = Vec::new();
-        for i in 0..WORKERS {
-            let (fs, stop, queue) = (fs.clone(), stop.clone(), queue.clone());
-            threads.push(std::thread::Builder::new().name(format!("ringfs-prefetch{i}")).spawn(move || {
-                let mut failures = 0u32;
-                while !stop.load(Ordering::SeqCst) {
-                    let Some(b) = queue.lock().unwrap_or_else(|p| p.into_inner()).pop() else { break };
-                    if let Err(e) = fs.transfer().fetch_remote(&b) {
+    }
+}
+
+/// The source of the store's remote-only chunks (None: nothing left, and
+/// the records `names` have are removed).
+fn setup(fs: &Fs, dir: &Path, names: Vec<String>) -> Result<Option<Arc<Source>>> {
+    let left = fs
+        .transfer()
+        .remote_only()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if left.is_empty() {
+        // Everything arrived: the record is not needed any more.
+        for n in names {
+            let _ = std::fs::remove_file(state::remotes_dir(dir).join(n).join(FILE));
+        }
+        return Ok(None);
+    }
+    let Some((name, places)) = read(dir)? else {
+        return Ok(None);
+    };
+    // Tests make many small batches (a kill lands mid-way).
+    let batch_bytes = std::env::var("RINGFS_TEST_PREFETCH_BATCH_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(BATCH_BYTES);
+    let src = Arc::new(Source::new(dir, &name, places, &left, batch_bytes)?);
+    tracing::info!(
+        "{} chunks ({} batches) are only on remote {name}: fetched on first open and in the background",
+        left.len(),
+        src.batches()
+    );
+    Ok(Some(src))
+}
+
+/// The prefetch threads: each claims the next batch nobody fetched yet, in
+/// bundle order, fetches and stores it, until none is left, `stop` is set
+/// or it failed 3 times.
+fn spawn_workers(fs: Arc<Fs>, src: Arc<Source>, stop: Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<()>> {
+    let n = std::env::var("RINGFS_TEST_PREFETCH_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(WORKERS);
+    let mut threads = Vec::new();
+    for i in 0..n {
+        let (fs, stop, src) = (fs.clone(), stop.clone(), src.clone());
+        let t = std::thread::Builder::new().name(format!("ringfs-prefetch{i}")).spawn(move || {
+            let mut failures = 0u32;
+            while !stop.load(Ordering::SeqCst) {
+                let Some(b) = src.claim_next() else { break };
+                let r = src
+                    .fetch_claimed(&[b])
+                    .and_then(|got| fs.transfer().store_remote_chunks(&got));
+                match r {
+                    Ok((_, bad)) => {
+                        for h in bad {
+                            tracing::warn!("prefetch: {}: chunk {} does not match its hash: not used (its file's open fetches it again)", src.describe(), hex_id(&h));
+                        }
+                    }
+                    Err(e) => {
                         failures += 1;
                         tracing::warn!("prefetch: {e}");
                         if failures >= 3 {
                             tracing::warn!("prefetch stopped after {failures} failures: the rest is fetched on first open (or at the next mount)");
                             break;
                         }
-                        queue.lock().unwrap_or_else(|p| p.into_inner()).insert(0, b);
                         std::thread::sleep(Duration::from_secs(1));
                     }
                 }
-            })?);
-        }
-        Ok(Some(Prefetch { stop, threads }))
-    }
-
-    /// Stops the prefetch (a batch in flight finishes) and waits for it.
-    pub fn finish(mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
+            }
+        });
+        match t {
+            Ok(t) => threads.push(t),
+            Err(e) => tracing::warn!("prefetch: starting a thread: {e}"),
         }
     }
+    threads
 }
 
 /// Remote-only chunks and bytes of the store `src` reads.

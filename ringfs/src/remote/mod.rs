@@ -17,7 +17,7 @@
 //! "commit", "objects", "chunks", "packs", "bytes_fetched", "files",
 //! "live_updated", "ms"}` (pull also `"up_to_date"`, clone also
 //! `"remote_only_chunks", "remote_only_bytes"`); remote status
-//! `{"remote_only_chunks", "remote_only_bytes", "remotes": [{"name", "url", "writer", "heads", "reachable", "error",
+//! `{"remote_only_chunks", "remote_only_bytes", "lazy_fetch": {"gets", "first_opens", "waits", "chunks", "bytes"}, "remotes": [{"name", "url", "writer", "heads", "reachable", "error",
 //! "last_push", "last_push_age_s", "last_error", "sync", "branches":
 //! [{"branch", "local", "remote", "current", "pending_commits",
 //! "pending_objects", "pending_chunks", "pending_bytes", "oldest_pending",
@@ -237,7 +237,7 @@ pub fn status_doc(src: &Transfer, dir: &Path, only: Option<&str>) -> Result<Valu
         }));
     }
     let (rc, rb) = lazy::remote_only(src);
-    Ok(json!({ "remote_only_chunks": rc, "remote_only_bytes": rb, "remotes": out }))
+    Ok(json!({ "remote_only_chunks": rc, "remote_only_bytes": rb, "lazy_fetch": lazy::stats(), "remotes": out }))
 }
 
 fn status_text(v: &Value) -> String {
@@ -429,7 +429,7 @@ pub fn cmd_pull(args: PullArgs) -> Result<()> {
     let staging = state::remotes_dir(&dir).join(&c.name).join("incoming");
     let have_o = |id: &[u8; 32]| src.object(id).ok().flatten().is_some();
     let have_c = |id: &[u8; 32]| src.has_chunk(id).unwrap_or(false);
-    let f = fetch::fetch(&r, head, &have_o, &have_c, &staging, args.json, false)?;
+    let f = fetch::fetch(&r, head, &have_o, &have_c, &staging, args.json, false, false)?;
     // Fast-forward only: the local head must be in the fetched history.
     if let Some(l) = local {
         let reaches = {
@@ -505,6 +505,7 @@ pub fn cmd_clone(args: CloneArgs) -> Result<()> {
     let r = store::Remote::open(&args.url, false)?;
     r.ping()?;
     let head = fetch::remote_head(&r, args.branch.as_deref())?;
+    let t_head = t.elapsed();
     let dest = if args.store.is_absolute() {
         args.store.clone()
     } else {
@@ -525,7 +526,9 @@ pub fn cmd_clone(args: CloneArgs) -> Result<()> {
         &staging,
         args.json,
         !args.eager,
+        true,
     )?;
+    let t_fetch = t.elapsed();
     let theirs = push::parse_hex(&f.head.commit).unwrap();
     let identity = heads::identity(&r)?;
     let ids = fetched_ids(&f.objects);
@@ -560,6 +563,13 @@ pub fn cmd_clone(args: CloneArgs) -> Result<()> {
         &prepare,
     )
     .map_err(|e| anyhow!("{e}"))?;
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    tracing::debug!(
+        "clone: head {:.1} ms, fetch {:.1} ms, store built {:.1} ms",
+        ms(t_head),
+        ms(t_fetch - t_head),
+        ms(t.elapsed() - t_fetch)
+    );
     let _ = std::fs::remove_dir_all(&staging);
     let mut v = fetch_doc(&dest, &f, &rep, t);
     let remote_bytes: u64 = lens.values().map(|l| *l as u64).sum();

@@ -17,6 +17,9 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
 pub const MULTIPART_MIN: usize = 64 << 20;
 /// The part size of a multipart upload (S3 wants ≥ 5 MiB but the last).
 pub const PART_SIZE: usize = 16 << 20;
+/// GETs in flight at once when a clone fetches its metadata (bundle
+/// indexes, object bundles).
+pub const GETS_IN_FLIGHT: usize = 8;
 /// Parts of one upload in flight at once.
 const PARTS_IN_FLIGHT: usize = 2;
 
@@ -265,6 +268,42 @@ impl Remote {
             bail!("remote {}: {k} is corrupt: its bytes hash to {got}, not the {hex} its name says (nothing from it was used)", self.url);
         }
         Ok(b)
+    }
+
+    /// The bytes of each key of `keys` (key, the hex BLAKE3 hash its bytes
+    /// must have), in the same order, fetched [`GETS_IN_FLIGHT`] at a time.
+    /// Errors: as [`Remote::get_verified`], for the first key that failed.
+    pub fn get_many_verified(&self, keys: &[(String, String)]) -> Result<Vec<Vec<u8>>> {
+        use futures_util::stream::{self, StreamExt, TryStreamExt};
+        let got: Vec<std::result::Result<Vec<u8>, (usize, object_store::Error)>> = self.rt.block_on(
+            stream::iter(keys.iter().enumerate().map(|(i, (k, _))| {
+                let key = self.key(k);
+                async move {
+                    let g = self.store.get(&key).await.map_err(|e| (i, e))?;
+                    g.bytes().await.map(|b| b.to_vec()).map_err(|e| (i, e))
+                }
+            }))
+            .buffered(GETS_IN_FLIGHT)
+            .map(Ok::<_, std::convert::Infallible>)
+            .try_collect(),
+        ).unwrap_or_else(|e| match e {});
+        let mut out = Vec::with_capacity(keys.len());
+        for (r, (k, hex)) in got.into_iter().zip(keys) {
+            let b = match r {
+                Ok(b) => b,
+                Err((_, object_store::Error::NotFound { .. })) => bail!(
+                    "remote {}: {k} is missing (the remote lost an object a head needs)",
+                    self.url
+                ),
+                Err((_, e)) => return Err(self.err("reading", k, e)),
+            };
+            let h = blake3::hash(&b).to_hex();
+            if h.as_str() != hex {
+                bail!("remote {}: {k} is corrupt: its bytes hash to {h}, not the {hex} its name says (nothing from it was used)", self.url);
+            }
+            out.push(b);
+        }
+        Ok(out)
     }
 
     /// The bytes of `ranges` (byte offsets, end exclusive) of `k`, one
