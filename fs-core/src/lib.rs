@@ -85,6 +85,7 @@ mod fs;
 mod fsck;
 mod host;
 mod inode;
+pub mod live;
 mod local;
 mod posix;
 mod salvage;
