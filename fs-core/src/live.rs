@@ -29,10 +29,14 @@ pub const SEG_AVG: u32 = 64;
 pub const SEG_MAX: usize = 256;
 
 /// A live manifest's root: (offset of the segment's first chunk in the
-/// file, segment id) per segment, in file order.
+/// file, segment id) per segment, in file order; or, for a chunk list
+/// that is one segment (up to ~64 chunks: most files), its entries inline
+/// (as a segment's, the first gap from offset 0) and no segments, so a
+/// small file costs one row as before schema 6.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Root {
     pub segs: Vec<(u64, [u8; 32])>,
+    pub inline: Vec<(u64, u32, [u8; 32])>,
 }
 
 /// A segment: per chunk (bytes of hole since the previous chunk's end, or
@@ -85,13 +89,30 @@ fn cut(m: &[ChunkRef]) -> Vec<(u64, Vec<u8>, [u8; 32], std::ops::Range<usize>)> 
 /// Decodes a segment's entries at `start` into `out`.
 fn expand(start: u64, seg: &[u8], out: &mut Vec<ChunkRef>) -> Result<(), String> {
     let s: Segment = dec(seg)?;
+    expand_entries(start, &s.entries, out);
+    Ok(())
+}
+
+/// Entries (gap, len, hash) from `start` as chunk references, into `out`.
+fn expand_entries(start: u64, entries: &[(u64, u32, [u8; 32])], out: &mut Vec<ChunkRef>) {
     let mut end = start;
-    for (gap, len, hash) in s.entries {
+    for &(gap, len, hash) in entries {
         let offset = end + gap;
         out.push(ChunkRef { offset, len, hash });
         end = offset + len as u64;
     }
-    Ok(())
+}
+
+/// A chunk list as inline entries (gaps from offset 0).
+fn inline_of(m: &[ChunkRef]) -> Vec<(u64, u32, [u8; 32])> {
+    let mut end = 0;
+    m.iter()
+        .map(|c| {
+            let e = (c.offset.saturating_sub(end), c.len, c.hash);
+            end = c.offset + c.len as u64;
+            e
+        })
+        .collect()
 }
 
 /// The chunk list of a root whose segments `get` returns (`None`: a segment
@@ -99,6 +120,7 @@ fn expand(start: u64, seg: &[u8], out: &mut Vec<ChunkRef>) -> Result<(), String>
 pub fn expand_root(root: &[u8], get: &mut dyn FnMut(&[u8; 32]) -> Result<Option<Vec<u8>>, String>) -> Result<Vec<ChunkRef>, String> {
     let r: Root = dec(root)?;
     let mut out = Vec::new();
+    expand_entries(0, &r.inline, &mut out);
     for (start, id) in &r.segs {
         let Some(b) = get(id)? else { return Err(format!("segment {} is missing", crate::schema::hex(id))) };
         expand(*start, &b, &mut out).map_err(|e| format!("segment {}: {e}", crate::schema::hex(id)))?;
@@ -155,8 +177,13 @@ pub(crate) fn read_w(txn: &WriteTransaction, ino: u64) -> StoreResult<Option<Vec
 /// the new root's bytes. The caller applies the moves to the chunk index,
 /// adds before drops.
 pub(crate) fn write(txn: &WriteTransaction, ino: u64, m: &[ChunkRef]) -> StoreResult<(Moves, [u8; 32])> {
-    let segs = cut(m);
-    let root = Root { segs: segs.iter().map(|(s, _, id, _)| (*s, *id)).collect() };
+    let mut segs = cut(m);
+    let root = if segs.len() <= 1 {
+        segs.clear();
+        Root { segs: Vec::new(), inline: inline_of(m) }
+    } else {
+        Root { segs: segs.iter().map(|(s, _, id, _)| (*s, *id)).collect(), inline: Vec::new() }
+    };
     let bytes = enc(&root);
     let hash = *blake3::hash(&bytes).as_bytes();
     let old: Root = {
@@ -176,6 +203,30 @@ pub(crate) fn write(txn: &WriteTransaction, ino: u64, m: &[ChunkRef]) -> StoreRe
         *delta.entry(*id).or_default() += 1;
     }
     let mut moves = Moves::default();
+    // Inline entries hold their references themselves: moved by the
+    // difference of the old and new entries' hashes.
+    if !old.inline.is_empty() || !root.inline.is_empty() {
+        let mut d: BTreeMap<[u8; 32], i64> = BTreeMap::new();
+        for (_, _, h) in &old.inline {
+            *d.entry(*h).or_default() -= 1;
+        }
+        for (_, _, h) in &root.inline {
+            *d.entry(*h).or_default() += 1;
+        }
+        if !root.inline.is_empty() {
+            for c in m {
+                if let Some(n) = d.get_mut(&c.hash).filter(|n| **n > 0) {
+                    *n -= 1;
+                    moves.add.push(*c);
+                }
+            }
+        }
+        for (h, n) in d {
+            for _ in n..0 {
+                moves.drop.push(ChunkRef { offset: 0, len: 0, hash: h });
+            }
+        }
+    }
     {
         let mut refs = txn.open_table(LIVE_SEGMENT_REFS)?;
         let mut st = txn.open_table(LIVE_SEGMENTS)?;
@@ -232,6 +283,7 @@ pub(crate) fn remove(txn: &WriteTransaction, ino: u64) -> StoreResult<Moves> {
     let mut moves = Moves::default();
     let Some(old) = old else { return Ok(moves) };
     let r: Root = dec(&old).unwrap_or_default();
+    moves.drop.extend(r.inline.iter().map(|&(_, _, hash)| ChunkRef { offset: 0, len: 0, hash }));
     let mut refs = txn.open_table(LIVE_SEGMENT_REFS)?;
     let mut st = txn.open_table(LIVE_SEGMENTS)?;
     for (_, id) in &r.segs {
@@ -258,7 +310,13 @@ pub(crate) fn remove_manifest(txn: &WriteTransaction, ino: u64) -> StoreResult<(
 /// one reference dropped per entry of every segment.
 pub(crate) fn clear(txn: &WriteTransaction) -> StoreResult<Moves> {
     let mut moves = Moves::default();
-    txn.open_table(LIVE_ROOTS)?.retain(|_, _| false)?;
+    {
+        let mut roots = txn.open_table(LIVE_ROOTS)?;
+        while let Some((_, v)) = roots.pop_first()? {
+            let r: Root = dec(v.value()).unwrap_or_default();
+            moves.drop.extend(r.inline.iter().map(|&(_, _, hash)| ChunkRef { offset: 0, len: 0, hash }));
+        }
+    }
     txn.open_table(LIVE_SEGMENT_REFS)?.retain(|_, _| false)?;
     let mut st = txn.open_table(LIVE_SEGMENTS)?;
     while let Some((_, v)) = st.pop_first()? {
@@ -328,6 +386,9 @@ pub fn chunk_refs(rtx: &redb::ReadTransaction, want: &mut std::collections::Hash
         let (k, v) = r.map_err(|e| e.to_string())?;
         match dec::<Root>(v.value()) {
             Ok(root) => {
+                for (_, _, h) in root.inline {
+                    *want.entry(h).or_default() += 1;
+                }
                 for (_, id) in root.segs {
                     *named.entry(id).or_default() += 1;
                 }
@@ -403,8 +464,22 @@ mod tests {
         let (mv, _) = write(&txn, 6, &q).unwrap();
         assert!(mv.add.len() <= SEG_MAX && mv.drop.len() == mv.add.len());
         assert_eq!(read_w(&txn, 6).unwrap().unwrap(), q);
+        // A small file is inline: one root row, references per entry.
+        let mut s = refs(20, 3);
+        for c in &mut s {
+            c.hash[0] |= 1; // no cut: one segment
+        }
+        let (mv, _) = write(&txn, 7, &s).unwrap();
+        assert_eq!(mv.add.len(), 20);
+        let mut s2 = s.clone();
+        s2[4].hash = [8; 32];
+        let (mv, _) = write(&txn, 7, &s2).unwrap();
+        assert_eq!((mv.add.len(), mv.drop.len()), (1, 1));
+        assert_eq!(mv.add[0], s2[4]);
+        assert_eq!(read_w(&txn, 7).unwrap().unwrap(), s2);
         let mv = clear(&txn).unwrap();
-        assert_eq!(mv.drop.len(), q.len());
+        assert_eq!(mv.drop.len(), q.len() + 20);
         assert!(read_w(&txn, 6).unwrap().is_none());
+        assert!(read_w(&txn, 7).unwrap().is_none());
     }
 }

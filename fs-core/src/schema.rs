@@ -61,7 +61,7 @@ pub const JOURNAL: TableDefinition<u64, &[u8]> = TableDefinition::new("journal")
 /// object_index (since schema 5): snapshot object id (BLAKE3 of the
 /// encoded bytes, 32 bytes) → (pack id, offset of the encoded bytes in the
 /// pack file, length): the object is a record of a pack file like a chunk
-/// (docs/FORMATS.md "Snapshot objects, version 1", "redb schema 5"). Read
+/// (docs/FORMATS.md "Snapshot objects, version 1", "redb schema 6"). Read
 /// and written through `store::objects`. Immutable: an id is written once
 /// and never changed (compaction moves its record).
 pub const OBJECTS: TableDefinition<&[u8], (u32, u64, u32)> = TableDefinition::new("object_index");
