@@ -3,8 +3,9 @@
 # release of schema N, for ringfs/tests/migration.rs.
 #   scripts/make-store-fixture.sh N OLD_RINGFS_BINARY
 # Build OLD_RINGFS_BINARY from the last commit of schema N, e.g. 322d4de
-# (schema 1), 0b4381d (schema 2) or d08f47e (schema 4 with snapshot objects
-# version 1 and 512 KiB chunks; its store also gets one commit, "fixture"):
+# (schema 1), 0b4381d (schema 2), d08f47e (schema 4 with snapshot objects
+# version 1 and 512 KiB chunks; its store also gets one commit, "fixture")
+# or 0d67997 (schema 5: whole live manifest rows, also one commit):
 #   git worktree add /tmp/old 0b4381d && cargo build --release -p ringfs --manifest-path /tmp/old/Cargo.toml
 # Needs root (FUSE). The fixture's contents are listed in migration.rs.
 set -euo pipefail

@@ -184,12 +184,7 @@ fn check_working_copies(dir: &Path, opts: FsckOptions, rep: &mut FsckReport) {
             }
         }
     });
-    let mut manifests: HashMap<u64, Vec<ChunkRef>> = HashMap::new();
-    walk(&rtx, MANIFESTS, |k, v| {
-        if let Ok(m) = dec::<Vec<ChunkRef>>(v) {
-            manifests.insert(k, m);
-        }
-    });
+    let manifests: HashMap<u64, Vec<ChunkRef>> = crate::store::scan::manifests(&rtx).0;
     let mut ids: Vec<u64> = sizes.keys().copied().collect();
     ids.sort();
     for ino in ids {

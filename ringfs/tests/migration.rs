@@ -16,6 +16,12 @@
 //! to schema 5 at mount (its objects move from the database into pack
 //! records, ids unchanged), and its old commit, old chunks and new version
 //! 2 objects work together (diff, commit, fsck).
+//!
+//! store-schema5 (`scripts/make-store-fixture.sh 5` with 0d67997, the
+//! release before D55) holds the same files and one commit, with each
+//! file's live manifest one `manifests` row: migrated to schema 6 at mount
+//! (live manifests as roots over shared segments, chunk references
+//! recounted), fsck clean before and after, its commit id kept.
 
 mod common;
 
@@ -189,7 +195,7 @@ fn schema4_store_with_version1_objects_and_big_chunks_works() {
     {
         let db = redb::Database::open(store.join("store.redb")).unwrap();
         let rtx = db.begin_read().unwrap();
-        assert_eq!(rtx.open_table(fs_core::store::META).unwrap().get("schema").unwrap().unwrap().value(), 5);
+        assert_eq!(rtx.open_table(fs_core::store::META).unwrap().get("schema").unwrap().unwrap().value(), fs_core::store::SCHEMA_VERSION);
         assert!(
             matches!(rtx.open_table(fs_core::store::OBJECTS_V4), Err(redb::TableError::TableDoesNotExist(_))),
             "the schema-4 objects table is gone"
@@ -203,4 +209,69 @@ fn schema4_store_with_version1_objects_and_big_chunks_works() {
     m.mount_again();
     assert_eq!(fs::read(m.p("dir/b")).unwrap(), want);
     assert_eq!(fs::read_to_string(m.p("a.txt")).unwrap(), "hello\n");
+}
+
+#[test]
+fn schema5_store_with_whole_manifest_rows_is_migrated() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    m.unmount_checked();
+    let store = m.store_dir().to_path_buf();
+    fs::remove_dir_all(&store).unwrap();
+    copy_dir(&fixture(5), &store);
+    let s = store.to_str().unwrap().to_string();
+    let o = ringfs(&["fsck", "--store", &s]);
+    let (out, err) = out_str(&o);
+    assert!(o.status.success(), "fsck of the schema-5 store: {out} {err}");
+    let (fixture_head, rows) = {
+        let db = redb::Database::open(store.join("store.redb")).unwrap();
+        let rtx = db.begin_read().unwrap();
+        let v = rtx.open_table(fs_core::store::REFS).unwrap().get("main").unwrap().expect("branch main").value().to_vec();
+        let n = rtx.open_table(fs_core::store::MANIFESTS_V5).unwrap().len().unwrap();
+        (v.iter().map(|b| format!("{b:02x}")).collect::<String>(), n)
+    };
+    assert!(rows >= 2, "the fixture's manifests are rows ({rows})");
+    // Its working copies go: every byte must come from the migrated manifests.
+    fs::remove_dir_all(store.join("wc")).unwrap();
+    m.mount_again();
+    check_contents(&m);
+    assert!(store.join("store.redb.schema5").exists(), "the schema-5 database is kept until a clean unmount");
+    let mp = m.path().to_str().unwrap().to_string();
+    let json = |args: &[&str]| -> serde_json::Value {
+        let o = ringfs(args);
+        let (out, err) = out_str(&o);
+        assert!(o.status.success(), "ringfs {args:?}: {out} {err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    let log = json(&["log", &mp, "--json"]);
+    assert_eq!(log["commits"][0]["id"].as_str().unwrap(), fixture_head, "the migration keeps the commit");
+    let c = json(&["commit", &mp, "-m", "same", "--json"]);
+    assert_eq!(c["created"], false, "nothing changed: {c}");
+    m.sh_ok("printf 0123456789 | dd of=dir/b bs=1 seek=600000 conv=notrunc status=none && rm a.txt");
+    let c = json(&["commit", &mp, "-m", "edit", "--json"]);
+    assert_eq!(c["created"], true, "{c}");
+    let mut want = pattern();
+    want[600000..600010].copy_from_slice(b"0123456789");
+    m.unmount_checked();
+    let o = ringfs(&["fsck", "--store", &s]);
+    let (out, err) = out_str(&o);
+    assert!(o.status.success(), "fsck after the migration and a commit: {out} {err}");
+    {
+        let db = redb::Database::open(store.join("store.redb")).unwrap();
+        let rtx = db.begin_read().unwrap();
+        assert_eq!(rtx.open_table(fs_core::store::META).unwrap().get("schema").unwrap().unwrap().value(), fs_core::store::SCHEMA_VERSION);
+        assert!(
+            matches!(rtx.open_table(fs_core::store::MANIFESTS_V5), Err(redb::TableError::TableDoesNotExist(_))),
+            "the schema-5 manifests table is gone"
+        );
+        assert_eq!(rtx.open_table(fs_core::store::LIVE_ROOTS).unwrap().len().unwrap(), 1, "dir/b's live manifest (a.txt removed)");
+    }
+    assert!(!store.join("store.redb.schema5").exists(), "the copy goes at the clean unmount");
+    fs::remove_dir_all(store.join("wc")).unwrap();
+    m.mount_again();
+    assert_eq!(fs::read(m.p("dir/b")).unwrap(), want);
+    assert_eq!(fs::read(m.p("hard")).unwrap(), want);
+    m.unmount_checked();
 }

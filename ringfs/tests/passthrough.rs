@@ -61,12 +61,11 @@ fn snapshot(dir: &Path) -> BTreeMap<u64, (String, Vec<u8>)> {
 fn store_contents(store: &Path) -> BTreeMap<u64, Vec<u8>> {
     let db = redb::Database::open(store.join("store.redb")).expect("open store.redb");
     let rtx = db.begin_read().unwrap();
-    let mt = rtx.open_table(fs_core::store::MANIFESTS).unwrap();
     let ct = rtx.open_table(fs_core::store::CHUNKS).unwrap();
+    let mut all = Vec::new();
+    fs_core::live::each(&rtx, &mut |k, m| all.push((k, m.unwrap()))).unwrap();
     let mut out = BTreeMap::new();
-    for r in mt.iter().unwrap() {
-        let (k, v) = r.unwrap();
-        let m: Vec<fs_core::store::ChunkRef> = fs_core::store::dec(v.value()).unwrap();
+    for (k, m) in all {
         let mut bytes = Vec::new();
         for c in &m {
             assert_eq!(c.offset, bytes.len() as u64);
@@ -74,7 +73,7 @@ fn store_contents(store: &Path) -> BTreeMap<u64, Vec<u8>> {
             let loc = fs_core::store::pack::Loc { pack, offset, len };
             bytes.extend_from_slice(&fs_core::store::pack::read_chunk(&store.join("packs"), loc).expect("chunk in its pack"));
         }
-        out.insert(k.value(), bytes);
+        out.insert(k, bytes);
     }
     out
 }

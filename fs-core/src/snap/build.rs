@@ -101,6 +101,7 @@ struct Src<'t, 'p> {
     xattrs: Table<'t, (u64, &'static [u8]), &'static [u8]>,
     symlinks: Table<'t, u64, &'static [u8]>,
     manifests: Table<'t, u64, &'static [u8]>,
+    segments: Table<'t, &'static [u8], &'static [u8]>,
     sizes: Table<'t, u64, u64>,
     snap: Table<'t, u64, &'static [u8]>,
     objects: crate::store::objects::Objects<'p, Table<'t, &'static [u8], crate::store::objects::Row>>,
@@ -142,7 +143,8 @@ pub(crate) fn build(txn: &WriteTransaction, packs: &crate::store::pack::Packs, b
         dirents: txn.open_table(DIRENTS).map_err(e2s)?,
         xattrs: txn.open_table(XATTRS).map_err(e2s)?,
         symlinks: txn.open_table(SYMLINKS).map_err(e2s)?,
-        manifests: txn.open_table(MANIFESTS).map_err(e2s)?,
+        manifests: txn.open_table(LIVE_ROOTS).map_err(e2s)?,
+        segments: txn.open_table(LIVE_SEGMENTS).map_err(e2s)?,
         sizes: txn.open_table(MANIFEST_SIZES).map_err(e2s)?,
         snap: txn.open_table(SNAP_INODES).map_err(e2s)?,
         objects: crate::store::objects::read_in(txn, packs)?,
@@ -431,10 +433,7 @@ impl Builder<'_, '_> {
                 }
             }
         }
-        let chunks: Option<Vec<ChunkRef>> = match self.src.manifests.get(ino).map_err(e2s)? {
-            Some(g) => Some(dec(g.value()).map_err(|e| format!("manifest {ino}: {e}"))?),
-            None => None,
-        };
+        let chunks: Option<Vec<ChunkRef>> = crate::live::read(&self.src.manifests, &self.src.segments, ino)?;
         let (size, chunks) = match chunks {
             Some(chunks) => (self.src.sizes.get(ino).map_err(e2s)?.map(|g| g.value()).unwrap_or(rec.size), chunks),
             None => (0, Vec::new()),

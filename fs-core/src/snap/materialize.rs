@@ -72,7 +72,6 @@ pub(crate) fn write_tree(txn: &WriteTransaction, load: &mut dyn FnMut(&ObjectId)
     let s = |x: redb::StorageError| x.to_string();
     let mut inodes = txn.open_table(INODES).map_err(e)?;
     let mut dirents = txn.open_table(DIRENTS).map_err(e)?;
-    let mut manifests = txn.open_table(MANIFESTS).map_err(e)?;
     let mut sizes = txn.open_table(MANIFEST_SIZES).map_err(e)?;
     let mut xattrs = txn.open_table(XATTRS).map_err(e)?;
     let mut symlinks = txn.open_table(SYMLINKS).map_err(e)?;
@@ -104,10 +103,12 @@ pub(crate) fn write_tree(txn: &WriteTransaction, load: &mut dyn FnMut(&ObjectId)
                 (EntryKind::File, Target::Object(fid)) => {
                     let b = load(fid)?;
                     let f = crate::snap::manifest::read_file(&b, &mut |n: &ObjectId| load(n)).map_err(|x| format!("file object {}: {x}", hex_id(fid)))?;
-                    for ch in &f.chunks {
+                    // Live manifests share segments: only the entries of
+                    // segments this tree creates take chunk references.
+                    let (moves, _) = crate::live::write(txn, ino, &f.chunks).map_err(|x| x.to_string())?;
+                    for ch in &moves.add {
                         *w.uses.entry(ch.hash).or_default() += 1;
                     }
-                    manifests.insert(ino, &enc(&f.chunks)[..]).map_err(s)?;
                     sizes.insert(ino, f.size).map_err(s)?;
                     snap.insert(ino, &enc(&SnapEntry { id: *fid, links })[..]).map_err(s)?;
                     w.files += 1;

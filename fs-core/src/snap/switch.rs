@@ -106,18 +106,12 @@ fn switch(store: &crate::store::db::Store, dir: &Path, name: &str, refresh: bool
     // Out with the old synced tree (its manifests' chunk references too).
     let mut gone = Vec::new();
     {
-        let mut manifests = txn.open_table(MANIFESTS).map_err(se)?;
+        let moves = crate::live::clear(&txn).map_err(se)?;
         let mut chunks = txn.open_table(CHUNKS).map_err(se)?;
         let mut packs = txn.open_table(PACKS).map_err(se)?;
-        let (mut dc, mut db) = (0i64, 0i64);
-        while let Some((k, v)) = manifests.pop_first().map_err(se)? {
-            let m: Vec<ChunkRef> = dec(v.value()).unwrap_or_default();
-            let _ = k;
-            let (c, b) = drop_refs(&mut chunks, &mut packs, &m).map_err(se)?;
-            dc -= c as i64;
-            db -= b as i64;
-        }
-        drop((manifests, chunks, packs));
+        let (c, b) = drop_refs(&mut chunks, &mut packs, &moves.drop).map_err(se)?;
+        let (dc, db) = (-(c as i64), -(b as i64));
+        drop((chunks, packs));
         bump_chunk_counters(&txn, dc, db).map_err(se)?;
         let mut inodes = txn.open_table(INODES).map_err(se)?;
         while let Some((k, _)) = inodes.pop_first().map_err(se)? {

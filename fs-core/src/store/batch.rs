@@ -11,6 +11,7 @@ use redb::{ReadableDatabase, ReadableTable};
 
 use crate::inode::batch::Batch;
 use crate::store::db::Store;
+use crate::live::remove_manifest;
 use crate::schema::*;
 
 impl Store {
@@ -81,7 +82,7 @@ impl Store {
                     // It left the synced side: drop its record and content.
                     let had = t.remove(*ino)?.is_some();
                     s.remove(*ino)?;
-                    let had_manifest = txn.open_table(MANIFESTS)?.get(*ino)?.is_some();
+                    let had_manifest = crate::live::has(txn, *ino)?;
                     if had_manifest {
                         let (c, b) = remove_manifest(txn, *ino)?;
                         dc -= c as i64;

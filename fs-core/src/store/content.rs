@@ -6,7 +6,7 @@
 //! Must not touch: the inode table, working-copy files (the caller reads the
 //! bytes and passes them in, or passes the file to write into).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
@@ -17,44 +17,6 @@ use crate::store::db::{db_errno, Store};
 use crate::store::pack::Loc;
 use crate::schema::*;
 use crate::types::{Errno, Result};
-
-/// A manifest's chunk hashes, sorted (32 bytes an entry).
-fn sorted_hashes(m: &[ChunkRef]) -> Vec<[u8; 32]> {
-    let mut v: Vec<[u8; 32]> = m.iter().map(|c| c.hash).collect();
-    v.sort_unstable();
-    v
-}
-
-/// The chunk hashes whose count of entries differs between an old manifest
-/// (`o`: its hashes, sorted) and `new`, with `new`'s count minus the old
-/// one's (few after a small edit of a big file), sorted by hash. Memory:
-/// 32 bytes per entry of each, briefly.
-fn ref_deltas(o: Vec<[u8; 32]>, new: &[ChunkRef]) -> Vec<([u8; 32], i64)> {
-    let n = sorted_hashes(new);
-    let mut out = Vec::new();
-    let (mut i, mut j) = (0, 0);
-    while i < o.len() || j < n.len() {
-        let h = match (o.get(i), n.get(j)) {
-            (Some(a), Some(b)) => *a.min(b),
-            (Some(a), None) => *a,
-            (None, Some(b)) => *b,
-            (None, None) => break,
-        };
-        let mut d = 0i64;
-        while o.get(i) == Some(&h) {
-            d -= 1;
-            i += 1;
-        }
-        while n.get(j) == Some(&h) {
-            d += 1;
-            j += 1;
-        }
-        if d != 0 {
-            out.push((h, d));
-        }
-    }
-    out
-}
 
 impl Store {
     /// Stores `manifest` (the chunks of a file of `size` bytes) as the
@@ -76,33 +38,28 @@ impl Store {
     ) -> std::result::Result<Option<(u64, i64, i64)>, redb::Error> {
         let (mut dc, mut db) = (0i64, 0i64);
         let mut touched: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
-        // Only the chunks whose count of entries differs between the old
-        // manifest and the new one have their references moved: a small
-        // edit of a big file touches a few rows of the chunk index, not one
-        // per chunk of the file (each a page copied by redb).
-        let mut delta = {
-            // The old manifest is dropped once its hashes are sorted.
-            let o = match txn.open_table(MANIFESTS)?.get(ino)? {
-                Some(g) => sorted_hashes(&dec::<Vec<ChunkRef>>(g.value()).unwrap_or_default()),
-                None => Vec::new(),
-            };
-            ref_deltas(o, manifest)
-        };
+        // The live manifest is a root over shared segments (`crate::live`):
+        // only the segments the change created take chunk references (one
+        // per entry), and only the ones no manifest names any more drop
+        // theirs. A small edit of a big file rewrites the root and a
+        // segment or two, and touches a few rows of the chunk index.
+        let (moves, manifest_hash) = crate::live::write(txn, ino, manifest)?;
         {
             let mut chunks = txn.open_table(CHUNKS)?;
             let mut buf = Vec::new();
-            let (mut new_b, mut all_b) = (0u64, 0u64);
-            for c in manifest {
-                all_b += c.len as u64;
-                let Ok(k) = delta.binary_search_by(|(h, _)| h.cmp(&c.hash)) else { continue };
-                if delta[k].1 <= 0 {
-                    continue;
-                }
-                let add = std::mem::take(&mut delta[k].1) as u64;
+            let mut new_b = 0u64;
+            let all_b: u64 = manifest.iter().map(|c| c.len as u64).sum();
+            // References to add per hash (a segment may name a chunk twice).
+            let mut add: HashMap<[u8; 32], u64> = HashMap::new();
+            for c in &moves.add {
+                *add.entry(c.hash).or_default() += 1;
+            }
+            for c in &moves.add {
+                let Some(n) = add.remove(&c.hash) else { continue };
                 let cur = chunks.get(&c.hash[..])?.map(|g| g.value());
                 match cur {
                     Some((pack, off, len, refs)) => {
-                        chunks.insert(&c.hash[..], (pack, off, len, refs + add))?;
+                        chunks.insert(&c.hash[..], (pack, off, len, refs + n))?;
                     }
                     None => {
                         buf.resize(c.len as usize, 0);
@@ -110,7 +67,7 @@ impl Store {
                             return Ok(None); // changed under us
                         }
                         let loc = self.packs.append(&c.hash, &buf).map_err(redb::Error::Io)?;
-                        chunks.insert(&c.hash[..], (loc.pack, loc.offset, loc.len, add))?;
+                        chunks.insert(&c.hash[..], (loc.pack, loc.offset, loc.len, n))?;
                         let t = touched.entry(loc.pack).or_default();
                         t.0 += PACK_RECORD_HEADER + loc.len as u64;
                         t.1 = loc.offset + loc.len as u64;
@@ -124,25 +81,13 @@ impl Store {
             self.content_reused.fetch_add(all_b - new_b, Ordering::Relaxed);
         }
         self.packs.note(txn, &touched)?;
-        let mut gone = Vec::new();
-        for (hash, d) in delta {
-            for _ in d..0 {
-                gone.push(ChunkRef { offset: 0, len: 0, hash });
-            }
-        }
         let (c, b) = {
             let mut chunks = txn.open_table(CHUNKS)?;
             let mut packs = txn.open_table(PACKS)?;
-            drop_refs(&mut chunks, &mut packs, &gone)?
+            drop_refs(&mut chunks, &mut packs, &moves.drop)?
         };
         dc -= c as i64;
         db -= b as i64;
-        // Encoded once (same bytes as the Vec's): a 4 GiB file's manifest is
-        // ~24 MB, so no copies of it beyond this one.
-        let bytes = enc(&manifest);
-        let manifest_hash = *blake3::hash(&bytes).as_bytes();
-        txn.open_table(MANIFESTS)?.insert(ino, &bytes[..])?;
-        drop(bytes);
         txn.open_table(MANIFEST_SIZES)?.insert(ino, size)?;
         let seq = self.journal_last(txn)? + 1;
         self.sync_pos.fetch_max(seq, Ordering::SeqCst);
@@ -168,12 +113,13 @@ impl Store {
     /// missing or damaged (logged with its hash).
     pub(crate) fn restore_content(&self, ino: u64, f: &File) -> Result<()> {
         let rtx = self.begin_read().map_err(db_errno)?;
-        let mt = rtx.open_table(MANIFESTS).map_err(db_errno)?;
-        let manifest: Vec<ChunkRef> = match mt.get(ino).map_err(db_errno)? {
-            Some(g) => dec(g.value()).map_err(|_| Errno::EIO)?,
-            None => Vec::new(),
+        let manifest: Vec<ChunkRef> = match crate::live::read_tx(&rtx, ino) {
+            Ok(m) => m.unwrap_or_default(),
+            Err(e) => {
+                tracing::error!("restore of inode {ino}: {e}");
+                return Err(Errno::EIO);
+            }
         };
-        drop(mt);
         // Remote-only chunks (a lazy clone) are fetched into the packs first.
         let remote: Vec<([u8; 32], u32)> = {
             let t = rtx.open_table(CHUNKS).map_err(db_errno)?;

@@ -22,6 +22,11 @@
 //!   loading transaction commits), `object_index` taking their locations;
 //!   the old table is deleted and the database file compacted after the
 //!   commit ([`compact_db`]). Ids and encodings are unchanged.
+//! - 5 → 6: each file's live manifest moves from one `manifests` row (the
+//!   whole chunk list) to a root over shared segments (`crate::live`);
+//!   chunk references move from one per manifest entry to one per entry of
+//!   each distinct segment; the old table is deleted and the database file
+//!   compacted after the commit.
 //!
 //! Must not touch: the inode table in memory, working copies.
 
@@ -99,6 +104,9 @@ pub(crate) fn migrate(txn: &WriteTransaction, from: u64, packs: &Packs) -> std::
     if from == 4 {
         n += objects_to_packs(txn, packs).map_err(|e| format!("moving snapshot objects into {}: {e}", packs.dir().display()))?;
     }
+    if from < 6 {
+        n += manifests_to_live(txn).map_err(|e| format!("moving live manifests into segments: {e}"))?;
+    }
     txn.open_table(META).map_err(|e| e.to_string())?.insert("schema", SCHEMA_VERSION).map_err(|e| e.to_string())?;
     Ok(n)
 }
@@ -160,6 +168,46 @@ fn objects_to_packs(txn: &WriteTransaction, packs: &Packs) -> std::result::Resul
         new.finish(txn)?;
     }
     txn.delete_table(OBJECTS_V4).map_err(|e| e.to_string())?;
+    Ok(n)
+}
+
+/// 5 → 6: every row of the old `manifests` table written as a live root
+/// over segments ([`crate::live::write`]): the entries of each segment
+/// created take a chunk reference, then the row's own entries drop theirs
+/// (adds first, so no chunk still named reaches zero); the old table
+/// deleted. Returns the manifests moved.
+fn manifests_to_live(txn: &WriteTransaction) -> std::result::Result<usize, redb::Error> {
+    let mut n = 0;
+    let (mut dc, mut db) = (0i64, 0i64);
+    {
+        let old = txn.open_table(MANIFESTS_V5)?;
+        for r in old.iter()? {
+            let (k, v) = r?;
+            let ino = k.value();
+            // An undecodable row keeps its references (fsck of the kept
+            // schema-5 copy names it); the file is re-hashed from its
+            // working copy if it has one.
+            let Ok(m) = dec::<Vec<ChunkRef>>(v.value()) else {
+                tracing::warn!("migrating: the manifest of inode {ino} does not decode; dropped");
+                continue;
+            };
+            let (moves, _) = crate::live::write(txn, ino, &m)?;
+            let mut chunks = txn.open_table(CHUNKS)?;
+            for c in &moves.add {
+                let cur = chunks.get(&c.hash[..])?.map(|g| g.value());
+                if let Some((p, o, l, refs)) = cur {
+                    chunks.insert(&c.hash[..], (p, o, l, refs + 1))?;
+                }
+            }
+            let mut packs = txn.open_table(PACKS)?;
+            let (c, b) = drop_refs(&mut chunks, &mut packs, &m)?;
+            dc -= c as i64;
+            db -= b as i64;
+            n += 1;
+        }
+    }
+    bump_chunk_counters(txn, dc, db)?;
+    txn.delete_table(MANIFESTS_V5)?;
     Ok(n)
 }
 

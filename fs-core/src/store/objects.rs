@@ -1,5 +1,5 @@
-//! Snapshot objects' bytes by id (schema 5, docs/FORMATS.md "redb schema
-//! 5"): an object is a record of the store's pack files, like a chunk
+//! Snapshot objects' bytes by id (since schema 5, docs/FORMATS.md "redb schema
+//! 6"): an object is a record of the store's pack files, like a chunk
 //! (record hash = object id), and `schema::OBJECTS` (`object_index`) maps
 //! its id to where its bytes are (pack, offset, length). A snapshot commit
 //! therefore appends its new objects to the open pack that it fdatasyncs

@@ -17,6 +17,7 @@ use redb::{Database, Durability, Key, ReadableTable, TableDefinition, TableHandl
 use crate::inode::{root_rec, Node, State, ROOT};
 use crate::local::BackDir;
 use crate::posix::is_reg;
+use crate::live::remove_manifest;
 use crate::schema::*;
 use crate::store::db::corrupt;
 use crate::store::migrate;
@@ -145,7 +146,7 @@ pub(crate) fn read_state(src: &impl Tables, next_ino: u64) -> Result<Read, Strin
         Ok(())
     })?;
     let mut has_manifest = HashSet::new();
-    src.each(MANIFESTS, |k, _| {
+    src.each(LIVE_ROOTS, |k, _| {
         has_manifest.insert(k);
         Ok(())
     })?;

@@ -111,6 +111,38 @@ where
     w
 }
 
+/// Every live manifest still readable from a database that may be damaged,
+/// of either layout (schema 6's roots over segments, schemas 1–5's whole
+/// rows), and the damage met: an undecodable record, or a root naming a
+/// segment that is missing (that manifest is left out).
+pub(crate) fn manifests(rtx: &ReadTransaction) -> (std::collections::HashMap<u64, Vec<ChunkRef>>, Vec<Damage>) {
+    let mut out = std::collections::HashMap::new();
+    let mut damage = Vec::new();
+    let w = walk(rtx, MANIFESTS_V5, |k, v| match dec::<Vec<ChunkRef>>(v) {
+        Ok(c) => {
+            out.insert(k, c);
+        }
+        Err(e) => damage.push(Damage { place: format!("manifests key {k}"), what: format!("undecodable: {e}") }),
+    });
+    damage.extend(w.damage);
+    let mut segs: std::collections::HashMap<Vec<u8>, Vec<u8>> = std::collections::HashMap::new();
+    let w = walk(rtx, LIVE_SEGMENTS, |k, v| {
+        segs.insert(k.to_vec(), v.to_vec());
+    });
+    damage.extend(w.damage);
+    let w = walk(rtx, LIVE_ROOTS, |k, v| {
+        let mut get = |id: &[u8; 32]| -> Result<Option<Vec<u8>>, String> { Ok(segs.get(&id[..]).cloned()) };
+        match crate::live::expand_root(v, &mut get) {
+            Ok(c) => {
+                out.insert(k, c);
+            }
+            Err(e) => damage.push(Damage { place: format!("live_manifests key {k}"), what: e }),
+        }
+    });
+    damage.extend(w.damage);
+    (out, damage)
+}
+
 /// Reads every record of every table of `rtx` (and decodes inode records
 /// and manifests, schema `schema`), returning the damage found, at most one
 /// entry per table plus one per undecodable record.
@@ -125,11 +157,22 @@ pub(crate) fn scan_tables(rtx: &ReadTransaction, schema: u64) -> Vec<Damage> {
             }
         }));
     }
-    note(walk(rtx, MANIFESTS, |k, v| {
+    note(walk(rtx, MANIFESTS_V5, |k, v| {
         if let Err(e) = dec::<Vec<ChunkRef>>(v) {
             undecodable.push(Damage { place: format!("manifests key {k}"), what: format!("undecodable manifest: {e}") });
         }
     }));
+    note(walk(rtx, LIVE_ROOTS, |k, v| {
+        if let Err(e) = dec::<crate::live::Root>(v) {
+            undecodable.push(Damage { place: format!("live_manifests key {k}"), what: format!("undecodable live manifest: {e}") });
+        }
+    }));
+    note(walk(rtx, LIVE_SEGMENTS, |k, v| {
+        if let Err(e) = dec::<crate::live::Segment>(v) {
+            undecodable.push(Damage { place: format!("live_segments key {}", hex(k)), what: format!("undecodable live segment: {e}") });
+        }
+    }));
+    note(walk(rtx, LIVE_SEGMENT_REFS, |_, _| {}));
     note(walk(rtx, JOURNAL, |k, v| {
         if let Err(e) = dec::<JournalRecord>(v) {
             undecodable.push(Damage { place: format!("journal key {k}"), what: format!("undecodable journal record: {e}") });

@@ -7,7 +7,7 @@
 //! object is left, and no pack holds dead bytes. fsck at the end.
 
 use super::*;
-use crate::schema::{dec, ChunkRef};
+use crate::schema::dec;
 use crate::snap::object::*;
 use crate::store::pack::Loc;
 use proptest::prelude::*;
@@ -148,10 +148,7 @@ fn check_after_gc(fs: &Fs, m: &Model, freed: &crate::GcReport, before: &HashSet<
         assert_eq!(files, m.commits[last].1, "the last commit's tree stays");
     }
     let rtx = store.begin_read().unwrap();
-    for r in rtx.open_table(crate::schema::MANIFESTS).unwrap().iter().unwrap() {
-        let (_, v) = r.unwrap();
-        want.extend(dec::<Vec<ChunkRef>>(v.value()).unwrap().into_iter().map(|c| c.hash));
-    }
+    crate::live::each(&rtx, &mut |_, m| want.extend(m.unwrap().into_iter().map(|c| c.hash))).unwrap();
     let have: HashSet<[u8; 32]> = rtx.open_table(crate::schema::CHUNKS).unwrap().iter().unwrap().map(|r| <[u8; 32]>::try_from(r.unwrap().0.value()).unwrap()).collect();
     assert_eq!(have, want, "the index holds exactly the chunks something names");
     let gone = before.difference(&have).count() as u64;
