@@ -62,6 +62,12 @@ fn rec_of(kind: EntryKind, m: &Meta, parent: u64, now: (i64, u32)) -> InodeRec {
     }
 }
 
+/// The record of a commit's root directory (`m`: its meta), before its
+/// entries are known (link count 2).
+pub(crate) fn root_rec_of(m: &Meta) -> InodeRec {
+    rec_of(EntryKind::Dir, m, ROOT, crate::posix::now())
+}
+
 /// Writes the tree of commit `c` into the (empty of synced inodes) live
 /// tables of `txn`: the root keeps inode 1, the others are numbered from
 /// `first_ino` in tree order. A hard link in the commit (one manifest
@@ -315,15 +321,15 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
         }
     }
     phase(&mut rep, "objects");
+    // The tree itself is deferred (snap/lazy.rs): the root's record and
+    // the marker naming the commit; its rows are written at the first
+    // mount. Its directory objects are read here, to count and check them.
     let mut load = |id: &ObjectId| -> Result<Vec<u8>, String> {
         src_objects.need(id)
     };
-    let w = write_tree(&txn, &mut load, &c, ROOT + 1).map_err(fatal)?;
+    (rep.files, rep.dirs) = crate::snap::lazy::count(&mut load, &c).map_err(fatal)?;
+    crate::snap::lazy::root_row(&txn, &c.root_meta).map_err(fatal)?;
     phase(&mut rep, "tree");
-    (rep.files, rep.dirs) = (w.files, w.dirs);
-    for (h, n) in w.uses {
-        *uses.entry(h).or_default() += n;
-    }
     // The chunk index entries used, and the packs holding them (and the objects).
     let (mut count, mut bytes) = (0u64, 0u64);
     {
@@ -364,7 +370,8 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     let next_pack = src_next_pack.max(live.keys().next_back().map(|m| *m as u64 + 1).unwrap_or(0));
     {
         let mut m = txn.open_table(META).map_err(|e| fatal(e.to_string()))?;
-        write_new_meta(&mut m, tmp, w.next_ino, count, bytes, next_pack).map_err(ee)?;
+        write_new_meta(&mut m, tmp, ROOT + 1, count, bytes, next_pack).map_err(ee)?;
+        crate::snap::lazy::mark(&mut m, &commit).map_err(ee)?;
         let mut refs = txn.open_table(REFS).map_err(|e| fatal(e.to_string()))?;
         refs.insert(branch, &commit[..]).map_err(ee)?;
         refs.insert(HEAD_KEY, format!("ref: {branch}").as_bytes()).map_err(ee)?;
