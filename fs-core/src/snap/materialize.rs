@@ -8,8 +8,9 @@
 //!   the file is first opened, `wc::Wc::open_wc`).
 //! - [`fork_from`]: a new store directory from a commit of this one: its
 //!   objects' `object_index` rows copied (their records stay in the linked
-//!   packs), the tree written, the chunk index entries the new
-//!   store's manifests and objects use (references counted afresh), the
+//!   packs), the tree deferred (`snap::lazy`: the commit named, only the
+//!   root's record written; [`write_tree`] runs at the first mount), the
+//!   chunk index entries its objects use (references counted afresh), the
 //!   packs holding them hard-linked and recorded sealed at their committed
 //!   length (docs/FORMATS.md "Shared packs"). Built in a temporary sibling
 //!   directory and renamed into place: a fork cut short leaves nothing
@@ -157,8 +158,9 @@ pub struct ForkReport {
     pub packs_linked: u64,
     pub new_bytes: u64,
     pub elapsed: Duration,
-    /// Where the time went, in order: `objects` (copied), `tree` (the
-    /// tables written), `chunks` (index entries and pack links), `commit`
+    /// Where the time went, in order: `objects` (copied), `tree` (its
+    /// directory objects read and counted, the root's record and the
+    /// deferred-tree rows written), `chunks` (index entries and pack links), `commit`
     /// (the durable transaction and directory syncs), `rename`.
     pub phases: Vec<(&'static str, Duration)>,
 }
