@@ -303,7 +303,7 @@ impl Fs {
         phases.open = t0.elapsed();
         // A fork's deferred tree (snap/lazy.rs) is written before the load
         // reads the tables; what the check read before it is stale then.
-        let pre = match guarded(|| crate::snap::lazy::materialize_db(&db, &packs)).map_err(|m| damaged(&dbpath, "writing the fork's tree", m))? {
+        let pre = match guarded(|| crate::snap::materialize::write_deferred_db(&db, &packs)).map_err(|m| damaged(&dbpath, "writing the fork's tree", m))? {
             Ok(true) => None,
             Ok(false) => pre,
             Err(e) => return Err(corrupt(&dbpath, format!("writing the fork's tree: {e}"))),

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use redb::{Durability, ReadableTable, WriteTransaction};
+use redb::{Durability, ReadableDatabase, ReadableTable, WriteTransaction};
 
 use crate::inode::ROOT;
 use crate::schema::*;
@@ -31,7 +31,7 @@ use crate::snap::object::*;
 use crate::snap::refs::{commit_obj, BASE_KEY, HEAD_KEY};
 use crate::snap::{se, SnapError};
 use crate::store::db::Store;
-use crate::store::pack::{pack_name, HEADER_LEN, RECORD_HEADER};
+use crate::store::pack::{pack_name, Packs, HEADER_LEN, RECORD_HEADER};
 
 /// What [`write_tree`] wrote: the next free inode number, counts, and the
 /// chunk entries of the live manifests (hash → entries naming it).
@@ -330,7 +330,7 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
         src_objects.need(id)
     };
     (rep.files, rep.dirs) = crate::snap::lazy::count(&mut load, &c).map_err(fatal)?;
-    crate::snap::lazy::root_row(&txn, &c.root_meta).map_err(fatal)?;
+    crate::snap::lazy::root_row(&txn, &root_rec_of(&c.root_meta)).map_err(fatal)?;
     phase(&mut rep, "tree");
     // The chunk index entries used, and the packs holding them (and the objects).
     let (mut count, mut bytes) = (0u64, 0u64);
@@ -382,7 +382,9 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     txn.commit().map_err(|e| fatal(e.to_string()))?;
     drop(db);
     std::fs::File::create(tmp.join("ringfs.lock")).map_err(|e| io(tmp, e))?;
-    for d in [tmp.join("packs"), tmp.join("wc"), tmp.to_path_buf()] {
+    // The links in packs/ and the entries of the store directory (wc/ is
+    // empty: its entry in the store directory is what must last).
+    for d in [tmp.join("packs"), tmp.to_path_buf()] {
         sync_dir(&d).map_err(|e| io(&d, e))?;
     }
     phase(&mut rep, "commit");
@@ -477,4 +479,63 @@ pub(crate) fn write_new_meta(
         m.insert(k, v)?;
     }
     Ok(())
+}
+
+/// Writes a deferred tree (`snap::lazy`) into the live tables of `txn`
+/// (which must hold no synced inode but the root), adds the live manifests' chunk
+/// references, sets `next_ino` and removes the marker. `None`: the store
+/// had no deferred tree (nothing written). Errors: a missing or
+/// undecodable object, a chunk missing from the index, redb (as text).
+pub(crate) fn write_deferred(txn: &WriteTransaction, packs: &Packs) -> Result<Option<Written>, String> {
+    let e = |x: redb::Error| x.to_string();
+    let Some(c) = crate::snap::lazy::pending(&txn.open_table(META).map_err(|x| e(x.into()))?)? else { return Ok(None) };
+    let w = {
+        let objects = crate::store::objects::read_in(txn, packs)?;
+        let commit = commit_obj(&objects, &c).map_err(|x| format!("the deferred tree's commit {}: {x}", hex_id(&c)))?;
+        let mut load = |id: &ObjectId| -> Result<Vec<u8>, String> { objects.need(id) };
+        write_tree(txn, &mut load, &commit, ROOT + 1)?
+    };
+    {
+        let mut chunks = txn.open_table(CHUNKS).map_err(|x| e(x.into()))?;
+        for (h, n) in &w.uses {
+            let Some((p, o, l, r)) = chunks.get(&h[..]).map_err(|x| e(x.into()))?.map(|g| g.value()) else {
+                return Err(format!("chunk {} of the deferred tree is not in the chunk index (run `ringfs fsck`)", hex(h)));
+            };
+            chunks.insert(&h[..], (p, o, l, r + n)).map_err(|x| e(x.into()))?;
+        }
+        let mut m = txn.open_table(META).map_err(|x| e(x.into()))?;
+        let next = m.get("next_ino").map_err(|x| e(x.into()))?.map(|g| g.value()).unwrap_or(2);
+        m.insert("next_ino", next.max(w.next_ino)).map_err(|x| e(x.into()))?;
+        m.remove(crate::snap::lazy::LAZY_KEY).map_err(|x| e(x.into()))?;
+        for k in crate::snap::lazy::BASE_KEYS {
+            m.remove(k).map_err(|x| e(x.into()))?;
+        }
+    }
+    Ok(Some(w))
+}
+
+/// [`write_deferred`] in its own durable transaction of `db`, if the store
+/// has a deferred tree (checked first in a read transaction: a store
+/// without one pays no write). `true`: the tree was written. Errors: as
+/// [`write_deferred`], redb (as text).
+pub(crate) fn write_deferred_db(db: &redb::Database, packs: &Packs) -> Result<bool, String> {
+    {
+        let rtx = db.begin_read().map_err(|x| x.to_string())?;
+        let meta = match rtx.open_table(META) {
+            Ok(m) => m,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(false),
+            Err(x) => return Err(x.to_string()),
+        };
+        if crate::snap::lazy::pending(&meta)?.is_none() {
+            return Ok(false);
+        }
+    }
+    let mut txn = db.begin_write().map_err(|x| x.to_string())?;
+    txn.set_durability(redb::Durability::Immediate).map_err(|x| x.to_string())?;
+    let w = write_deferred(&txn, packs)?;
+    txn.commit().map_err(|x| x.to_string())?;
+    if let Some(w) = &w {
+        tracing::info!("fork's tree written into the store's tables: {} files, {} directories", w.files, w.dirs);
+    }
+    Ok(w.is_some())
 }
