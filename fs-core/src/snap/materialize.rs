@@ -514,8 +514,9 @@ pub(crate) fn write_deferred(txn: &WriteTransaction, packs: &Packs) -> Result<Op
     Ok(Some(w))
 }
 
-/// [`write_deferred`] in its own durable transaction of `db`, if the store
-/// has a deferred tree (checked first in a read transaction: a store
+/// [`write_deferred`] in its own transaction of `db` (durable with the
+/// caller's next durable commit: the mount's load), if the store has a
+/// deferred tree (checked first in a read transaction: a store
 /// without one pays no write). `true`: the tree was written. Errors: as
 /// [`write_deferred`], redb (as text).
 pub(crate) fn write_deferred_db(db: &redb::Database, packs: &Packs) -> Result<bool, String> {
@@ -531,7 +532,10 @@ pub(crate) fn write_deferred_db(db: &redb::Database, packs: &Packs) -> Result<bo
         }
     }
     let mut txn = db.begin_write().map_err(|x| x.to_string())?;
-    txn.set_durability(redb::Durability::Immediate).map_err(|x| x.to_string())?;
+    // Made durable by the mount's loading transaction that follows (redb
+    // persists earlier non-durable commits with the next durable one); a
+    // crash before it leaves the deferred tree as it was.
+    txn.set_durability(redb::Durability::None).map_err(|x| x.to_string())?;
     let w = write_deferred(&txn, packs)?;
     txn.commit().map_err(|x| x.to_string())?;
     if let Some(w) = &w {
