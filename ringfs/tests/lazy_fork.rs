@@ -8,7 +8,8 @@
 //! fsck is clean on both stores, the never-mounted fork included; the
 //! origin's gc (after deleting everything) leaves the fork whole — the
 //! fork holds what it needs (its own object and chunk index rows, and
-//! hard links to the packs).
+//! hard links to the packs); a never-mounted fork mounted on another of
+//! its branches (the switch writes the deferred tree first).
 
 mod common;
 
@@ -141,4 +142,31 @@ fn lazy_fork_reads_as_its_commit_stays_independent_and_survives_kill() {
     m.unmount_checked();
     fsck_clean(f.store_dir());
     fsck_clean(m.store_dir());
+}
+
+/// A fork never mounted, then mounted on another of its branches: the
+/// switch writes the deferred tree first (in its own transaction) and then
+/// the branch's; the tree is the branch's, fsck clean.
+#[test]
+fn never_mounted_fork_mounted_on_another_branch() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    m.sh_ok("mkdir d && for i in $(seq 1 40); do echo $i > d/f$i; done && echo one > a");
+    let c1 = json(&["commit", mp(&m), "-m", "one"])["id"].as_str().unwrap().to_string();
+    let t1 = tree(m.path());
+    m.sh_ok("echo two > a && rm d/f1 && echo new > b");
+    json(&["commit", mp(&m), "-m", "two"]);
+    let mut f = TestMount::new(Backend::Store);
+    f.unmount_checked();
+    std::fs::remove_dir_all(f.store_dir()).unwrap();
+    json(&["fork", mp(&m), "--new-store", s(f.store_dir()), "--no-mount"]);
+    json(&["branch", "--store", s(f.store_dir()), "old", &c1]);
+    f.set_args(&["--branch", "old"]);
+    f.mount_again();
+    assert_eq!(tree(f.path()), t1);
+    f.unmount_checked();
+    fsck_clean(f.store_dir());
+    m.unmount_checked();
 }
