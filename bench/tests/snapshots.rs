@@ -24,6 +24,8 @@ const KEYS: &[&str] = &[
     "snap-fork",
     "snap-fork-disk",
     "snap-fork-mount",
+    "snap-fork-disk-mounted",
+    "snap-fork-remount",
     "snap-dedup-overwrite",
     "snap-dedup-prepend",
 ];

@@ -574,7 +574,8 @@ pub struct ForkArgs {
     #[arg(long, value_name = "NEWDIR")]
     pub new_store: Option<PathBuf>,
     /// Only create the new store (needs --new-store); mount it later with
-    /// `ringfs mount NEWMNT --store NEWDIR`.
+    /// `ringfs mount NEWMNT --store NEWDIR` (that first mount writes the
+    /// tree's rows: the fork itself writes none per file).
     #[arg(long, requires = "new_store")]
     pub no_mount: bool,
     /// Mount options for the new workspace, as `ringfs mount -o`.

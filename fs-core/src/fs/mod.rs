@@ -301,6 +301,13 @@ impl Fs {
         let roots_dir = local_dir.join("roots");
         let host = HostTrees::open_dir(&roots_dir).map_err(|e| io_err(&roots_dir, e))?;
         phases.open = t0.elapsed();
+        // A fork's deferred tree (snap/lazy.rs) is written before the load
+        // reads the tables; what the check read before it is stale then.
+        let pre = match guarded(|| crate::snap::materialize::write_deferred_db(&db, &packs)).map_err(|m| damaged(&dbpath, "writing the fork's tree", m))? {
+            Ok(true) => None,
+            Ok(false) => pre,
+            Err(e) => return Err(corrupt(&dbpath, format!("writing the fork's tree: {e}"))),
+        };
         let loaded = guarded(|| load(&db, &dbpath, &wc, &local, &packs, pre)).map_err(|m| damaged(&dbpath, "loading the inode table", m))??;
         phases.load = t0.elapsed();
         if loaded.migrated.is_some() {

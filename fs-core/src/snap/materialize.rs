@@ -8,8 +8,9 @@
 //!   the file is first opened, `wc::Wc::open_wc`).
 //! - [`fork_from`]: a new store directory from a commit of this one: its
 //!   objects' `object_index` rows copied (their records stay in the linked
-//!   packs), the tree written, the chunk index entries the new
-//!   store's manifests and objects use (references counted afresh), the
+//!   packs), the tree deferred (`snap::lazy`: the commit named, only the
+//!   root's record written; [`write_tree`] runs at the first mount), the
+//!   chunk index entries its objects use (references counted afresh), the
 //!   packs holding them hard-linked and recorded sealed at their committed
 //!   length (docs/FORMATS.md "Shared packs"). Built in a temporary sibling
 //!   directory and renamed into place: a fork cut short leaves nothing
@@ -22,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use redb::{Durability, ReadableTable, WriteTransaction};
+use redb::{Durability, ReadableDatabase, ReadableTable, WriteTransaction};
 
 use crate::inode::ROOT;
 use crate::schema::*;
@@ -30,7 +31,7 @@ use crate::snap::object::*;
 use crate::snap::refs::{commit_obj, BASE_KEY, HEAD_KEY};
 use crate::snap::{se, SnapError};
 use crate::store::db::Store;
-use crate::store::pack::{pack_name, HEADER_LEN, RECORD_HEADER};
+use crate::store::pack::{pack_name, Packs, HEADER_LEN, RECORD_HEADER};
 
 /// What [`write_tree`] wrote: the next free inode number, counts, and the
 /// chunk entries of the live manifests (hash → entries naming it).
@@ -60,6 +61,12 @@ fn rec_of(kind: EntryKind, m: &Meta, parent: u64, now: (i64, u32)) -> InodeRec {
         btime: now,
         flags: m.flags,
     }
+}
+
+/// The record of a commit's root directory (`m`: its meta), before its
+/// entries are known (link count 2).
+pub(crate) fn root_rec_of(m: &Meta) -> InodeRec {
+    rec_of(EntryKind::Dir, m, ROOT, crate::posix::now())
 }
 
 /// Writes the tree of commit `c` into the (empty of synced inodes) live
@@ -152,8 +159,9 @@ pub struct ForkReport {
     pub packs_linked: u64,
     pub new_bytes: u64,
     pub elapsed: Duration,
-    /// Where the time went, in order: `objects` (copied), `tree` (the
-    /// tables written), `chunks` (index entries and pack links), `commit`
+    /// Where the time went, in order: `objects` (copied), `tree` (its
+    /// directory objects read and counted, the root's record and the
+    /// deferred-tree rows written), `chunks` (index entries and pack links), `commit`
     /// (the durable transaction and directory syncs), `rename`.
     pub phases: Vec<(&'static str, Duration)>,
 }
@@ -316,15 +324,15 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
         }
     }
     phase(&mut rep, "objects");
+    // The tree itself is deferred (snap/lazy.rs): the root's record and
+    // the marker naming the commit; its rows are written at the first
+    // mount. Its directory objects are read here, to count and check them.
     let mut load = |id: &ObjectId| -> Result<Vec<u8>, String> {
         src_objects.need(id)
     };
-    let w = write_tree(&txn, &mut load, &c, ROOT + 1).map_err(fatal)?;
+    (rep.files, rep.dirs) = crate::snap::lazy::count(&mut load, &c).map_err(fatal)?;
+    crate::snap::lazy::root_row(&txn, &root_rec_of(&c.root_meta)).map_err(fatal)?;
     phase(&mut rep, "tree");
-    (rep.files, rep.dirs) = (w.files, w.dirs);
-    for (h, n) in w.uses {
-        *uses.entry(h).or_default() += n;
-    }
     // The chunk index entries used, and the packs holding them (and the objects).
     let (mut count, mut bytes) = (0u64, 0u64);
     {
@@ -365,7 +373,8 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     let next_pack = src_next_pack.max(live.keys().next_back().map(|m| *m as u64 + 1).unwrap_or(0));
     {
         let mut m = txn.open_table(META).map_err(|e| fatal(e.to_string()))?;
-        write_new_meta(&mut m, tmp, w.next_ino, count, bytes, next_pack).map_err(ee)?;
+        write_new_meta(&mut m, tmp, ROOT + 1, count, bytes, next_pack).map_err(ee)?;
+        crate::snap::lazy::mark(&mut m, &commit).map_err(ee)?;
         let mut refs = txn.open_table(REFS).map_err(|e| fatal(e.to_string()))?;
         refs.insert(branch, &commit[..]).map_err(ee)?;
         refs.insert(HEAD_KEY, format!("ref: {branch}").as_bytes()).map_err(ee)?;
@@ -374,7 +383,9 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     txn.commit().map_err(|e| fatal(e.to_string()))?;
     drop(db);
     std::fs::File::create(tmp.join("ringfs.lock")).map_err(|e| io(tmp, e))?;
-    for d in [tmp.join("packs"), tmp.join("wc"), tmp.to_path_buf()] {
+    // The links in packs/ and the entries of the store directory (wc/ is
+    // empty: its entry in the store directory is what must last).
+    for d in [tmp.join("packs"), tmp.to_path_buf()] {
         sync_dir(&d).map_err(|e| io(&d, e))?;
     }
     phase(&mut rep, "commit");
@@ -469,4 +480,67 @@ pub(crate) fn write_new_meta(
         m.insert(k, v)?;
     }
     Ok(())
+}
+
+/// Writes a deferred tree (`snap::lazy`) into the live tables of `txn`
+/// (which must hold no synced inode but the root), adds the live manifests' chunk
+/// references, sets `next_ino` and removes the marker. `None`: the store
+/// had no deferred tree (nothing written). Errors: a missing or
+/// undecodable object, a chunk missing from the index, redb (as text).
+pub(crate) fn write_deferred(txn: &WriteTransaction, packs: &Packs) -> Result<Option<Written>, String> {
+    let e = |x: redb::Error| x.to_string();
+    let Some(c) = crate::snap::lazy::pending(&txn.open_table(META).map_err(|x| e(x.into()))?)? else { return Ok(None) };
+    let w = {
+        let objects = crate::store::objects::read_in(txn, packs)?;
+        let commit = commit_obj(&objects, &c).map_err(|x| format!("the deferred tree's commit {}: {x}", hex_id(&c)))?;
+        let mut load = |id: &ObjectId| -> Result<Vec<u8>, String> { objects.need(id) };
+        write_tree(txn, &mut load, &commit, ROOT + 1)?
+    };
+    {
+        let mut chunks = txn.open_table(CHUNKS).map_err(|x| e(x.into()))?;
+        for (h, n) in &w.uses {
+            let Some((p, o, l, r)) = chunks.get(&h[..]).map_err(|x| e(x.into()))?.map(|g| g.value()) else {
+                return Err(format!("chunk {} of the deferred tree is not in the chunk index (run `ringfs fsck`)", hex(h)));
+            };
+            chunks.insert(&h[..], (p, o, l, r + n)).map_err(|x| e(x.into()))?;
+        }
+        let mut m = txn.open_table(META).map_err(|x| e(x.into()))?;
+        let next = m.get("next_ino").map_err(|x| e(x.into()))?.map(|g| g.value()).unwrap_or(2);
+        m.insert("next_ino", next.max(w.next_ino)).map_err(|x| e(x.into()))?;
+        m.remove(crate::snap::lazy::LAZY_KEY).map_err(|x| e(x.into()))?;
+        for k in crate::snap::lazy::BASE_KEYS {
+            m.remove(k).map_err(|x| e(x.into()))?;
+        }
+    }
+    Ok(Some(w))
+}
+
+/// [`write_deferred`] in its own transaction of `db` (durable with the
+/// caller's next durable commit: the mount's load), if the store has a
+/// deferred tree (checked first in a read transaction: a store
+/// without one pays no write). `true`: the tree was written. Errors: as
+/// [`write_deferred`], redb (as text).
+pub(crate) fn write_deferred_db(db: &redb::Database, packs: &Packs) -> Result<bool, String> {
+    {
+        let rtx = db.begin_read().map_err(|x| x.to_string())?;
+        let meta = match rtx.open_table(META) {
+            Ok(m) => m,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(false),
+            Err(x) => return Err(x.to_string()),
+        };
+        if crate::snap::lazy::pending(&meta)?.is_none() {
+            return Ok(false);
+        }
+    }
+    let mut txn = db.begin_write().map_err(|x| x.to_string())?;
+    // Made durable by the mount's loading transaction that follows (redb
+    // persists earlier non-durable commits with the next durable one); a
+    // crash before it leaves the deferred tree as it was.
+    txn.set_durability(redb::Durability::None).map_err(|x| x.to_string())?;
+    let w = write_deferred(&txn, packs)?;
+    txn.commit().map_err(|x| x.to_string())?;
+    if let Some(w) = &w {
+        tracing::info!("fork's tree written into the store's tables: {} files, {} directories", w.files, w.dirs);
+    }
+    Ok(w.is_some())
 }

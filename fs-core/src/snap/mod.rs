@@ -26,6 +26,7 @@ pub mod point;
 pub mod gc;
 pub mod diff;
 pub mod manifest;
+pub(crate) mod lazy;
 pub mod materialize;
 pub mod object;
 pub mod refs;

@@ -1,0 +1,172 @@
+//! Forks with a deferred tree (issue 13, DECISIONS D54) through real
+//! mounts: a fork writes no per-file rows (its store names the commit;
+//! the tree's rows are written at its first mount), and the fork then
+//! reads every file and stat of a few hundred files as the origin's
+//! commit; writes, renames, unlinks and mkdir in either never show in the
+//! other; a commit in the fork diffs to exactly what changed; a restore
+//! to its base; kill -9 of its daemon after fsynced writes loses nothing;
+//! fsck is clean on both stores, the never-mounted fork included; the
+//! origin's gc (after deleting everything) leaves the fork whole — the
+//! fork holds what it needs (its own object and chunk index rows, and
+//! hard links to the packs); a never-mounted fork mounted on another of
+//! its branches (the switch writes the deferred tree first).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use common::*;
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn fsck_clean(store: &Path) {
+    let o = ringfs(&["fsck", "--store", s(store), "--full"]);
+    assert!(o.status.success(), "fsck {}: {:?}", store.display(), out_str(&o));
+}
+
+/// Path → (kind and mode, uid, gid, size for files and links, mtime in ns)
+/// of everything below `root`.
+fn stats(root: &Path) -> BTreeMap<String, (u32, u32, u32, u64, i64)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if rel == "lost+found" {
+                continue;
+            }
+            let size = if m.is_dir() { 0 } else { m.size() };
+            out.insert(rel, (m.mode(), m.uid(), m.gid(), size, m.mtime() * 1_000_000_000 + m.mtime_nsec()));
+            if m.is_dir() {
+                stack.push(p);
+            }
+        }
+    }
+    out
+}
+
+fn changes(v: &serde_json::Value) -> BTreeMap<String, String> {
+    v["changes"].as_array().unwrap().iter().map(|c| (c["path"].as_str().unwrap().to_string(), c["change"].as_str().unwrap().to_string())).collect()
+}
+
+#[test]
+fn lazy_fork_reads_as_its_commit_stays_independent_and_survives_kill() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    // 300 small files in 10 directories (a few modes), a nested directory,
+    // larger files of several chunks, an empty file, a symlink, an xattr.
+    m.sh_ok(
+        "for d in $(seq 0 9); do mkdir -p d$d/sub; for i in $(seq 0 29); do echo \"file $d $i\" > d$d/f$i; done; done \
+         && chmod 600 d1/f1 && chmod 755 d2/f2 && chmod 700 d3 && touch -d '2001-02-03 04:05:06' d4/f4 \
+         && head -c 3000000 /dev/urandom > d5/big && head -c 70000 /dev/urandom > d6/sub/mid && : > d7/empty \
+         && ln -s ../d0/f0 d8/link && setfattr -n user.k -v val d9/f9",
+    );
+    let base = json(&["commit", mp(&m), "-m", "base"])["id"].as_str().unwrap().to_string();
+    let want_tree = tree(m.path());
+    let want_stats = stats(m.path());
+
+    // The fork's store at the place of a second mount's (same filesystem).
+    let mut f = TestMount::new(Backend::Store);
+    f.unmount_checked();
+    std::fs::remove_dir_all(f.store_dir()).unwrap();
+    let r = json(&["fork", mp(&m), "--new-store", s(f.store_dir()), "--no-mount"]);
+    assert_eq!((r["files"].as_u64(), r["commit"].as_str()), (Some(303), Some(base.as_str())), "{r}");
+    assert!(r["new_bytes"].as_u64().unwrap() < 1 << 20, "{r}");
+    // Never mounted: its tables hold the root only, and fsck accepts that.
+    fsck_clean(f.store_dir());
+    f.mount_again();
+    assert_eq!(tree(f.path()), want_tree);
+    assert_eq!(stats(f.path()), want_stats);
+    let o = std::process::Command::new("getfattr").args(["--only-values", "-n", "user.k"]).arg(f.p("d9/f9")).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "val");
+    // Nothing to commit or diff: the tree written builds to the same objects.
+    assert_eq!(json(&["diff", mp(&f)])["changes"].as_array().unwrap().len(), 0);
+
+    // Independent both ways.
+    f.sh_ok("echo changed > d0/f1 && mv d1/f2 d2/moved && rm d3/f3 && mkdir d4/new && echo n > d4/new/x && rm -r d6/sub && sync");
+    m.sh_ok("echo origin > d0/f5 && rm d5/big && mkdir only-origin && sync");
+    assert_eq!(std::fs::read_to_string(m.p("d0/f1")).unwrap(), "file 0 1\n");
+    assert!(m.p("d1/f2").exists() && m.p("d3/f3").exists() && !m.p("d4/new").exists() && m.p("d6/sub/mid").exists());
+    assert_eq!(std::fs::read_to_string(f.p("d0/f5")).unwrap(), "file 0 5\n");
+    assert!(f.p("d5/big").exists() && !f.p("only-origin").exists());
+    assert_eq!(std::fs::read(f.p("d5/big")).unwrap(), want_tree["d5/big"]);
+
+    // A commit in the fork: its diff names exactly what changed.
+    let c = json(&["commit", mp(&f), "-m", "fork work"]);
+    assert_eq!(c["parent"].as_str(), Some(base.as_str()), "{c}");
+    let d = changes(&json(&["diff", mp(&f), &base, c["id"].as_str().unwrap()]));
+    let want: BTreeMap<String, String> = [
+        ("d0/f1", "modified"),
+        ("d1/f2", "removed"),
+        ("d2/moved", "added"),
+        ("d3/f3", "removed"),
+        ("d4/new", "added"),
+        ("d4/new/x", "added"),
+        ("d6/sub", "removed"),
+        ("d6/sub/mid", "removed"),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(d, want);
+
+    // kill -9 after fsynced writes: nothing fsynced is lost.
+    f.sh_ok("printf durable > d7/empty && sync d7/empty && echo more > d8/new && sync d8/new && mv d9/f8 d9/f8b && sync d9");
+    f.kill_daemon();
+    f.mount_again();
+    assert_eq!(std::fs::read_to_string(f.p("d7/empty")).unwrap(), "durable");
+    assert_eq!(std::fs::read_to_string(f.p("d8/new")).unwrap(), "more\n");
+    assert!(f.p("d9/f8b").exists() && !f.p("d9/f8").exists());
+    assert_eq!(std::fs::read_to_string(f.p("d0/f1")).unwrap(), "changed\n");
+
+    // Restore to the base: the origin's commit again, byte for byte.
+    let o = ringfs(&["restore", mp(&f), &base]);
+    assert!(o.status.success(), "{:?}", out_str(&o));
+    assert_eq!(tree(f.path()), want_tree);
+
+    // The origin drops everything and collects: the fork keeps its files.
+    m.sh_ok("rm -rf d0 d1 d2 d3 d4 d5 d6 d7 d8 d9");
+    json(&["commit", mp(&m), "-m", "all gone"]);
+    assert!(ringfs(&["gc", mp(&m)]).status.success());
+    f.remount();
+    assert_eq!(tree(f.path()), want_tree);
+    f.unmount_checked();
+    m.unmount_checked();
+    fsck_clean(f.store_dir());
+    fsck_clean(m.store_dir());
+}
+
+/// A fork never mounted, then mounted on another of its branches: the
+/// switch writes the deferred tree first (in its own transaction) and then
+/// the branch's; the tree is the branch's, fsck clean.
+#[test]
+fn never_mounted_fork_mounted_on_another_branch() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    m.sh_ok("mkdir d && for i in $(seq 1 40); do echo $i > d/f$i; done && echo one > a");
+    let c1 = json(&["commit", mp(&m), "-m", "one"])["id"].as_str().unwrap().to_string();
+    let t1 = tree(m.path());
+    m.sh_ok("echo two > a && rm d/f1 && echo new > b");
+    json(&["commit", mp(&m), "-m", "two"]);
+    let mut f = TestMount::new(Backend::Store);
+    f.unmount_checked();
+    std::fs::remove_dir_all(f.store_dir()).unwrap();
+    json(&["fork", mp(&m), "--new-store", s(f.store_dir()), "--no-mount"]);
+    json(&["branch", "--store", s(f.store_dir()), "old", &c1]);
+    f.set_args(&["--branch", "old"]);
+    f.mount_again();
+    assert_eq!(tree(f.path()), t1);
+    f.unmount_checked();
+    fsck_clean(f.store_dir());
+    m.unmount_checked();
+}
