@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use redb::{ReadableDatabase, ReadableTable};
+use redb::ReadableDatabase;
 
 fn status(m: &TestMount) -> serde_json::Value {
     let o = run_timeout(Command::new(RINGFS).args(["status", "--json"]).arg(m.path()), Duration::from_secs(20));
