@@ -109,6 +109,7 @@ pub use snap::gc::gc_store;
 pub use store::compact::{GcReport, SnapGcReport};
 pub use damage::{fsck_store, FsckOptions};
 pub use local::IgnorePolicy;
+pub use wc::prebuild::{background_priority, WcPlan};
 pub use salvage::{salvage, salvage_packs, PackChunks, SalvageReport};
 pub use types::*;
 

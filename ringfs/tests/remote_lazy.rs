@@ -8,7 +8,9 @@
 //! store whose next mount fetches the rest; fsck reports remote-only chunks
 //! as such; a push from the clone sends only what it made; `--eager`
 //! fetches everything before returning; reading back many small files takes
-//! far fewer GETs than files, and reads during the prefetch are right (D56).
+//! far fewer GETs than files, and reads during the prefetch are right (D56);
+//! after the prefetch every file has a working copy before its first open
+//! (D58).
 
 mod common;
 
@@ -368,4 +370,68 @@ fn reads_during_the_prefetch_return_the_right_bytes() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(tree(c.path()), tree(m.path()));
+}
+
+/// D58: once the prefetch has stored every chunk, every file of the clone
+/// has a working copy in `STORE/wc/` before anything opened it (built in
+/// the background as batches completed its chunks), no half-built one is
+/// left, and every file then reads back byte-equal without a first open
+/// asking the remote.
+#[test]
+fn after_the_prefetch_every_file_has_a_working_copy_before_any_open() {
+    if raw_mode() {
+        return;
+    }
+    let n = 200;
+    let (m, url) = origin_of_small_files(n);
+    let (c, _) = clone_mount(
+        &url,
+        &[],
+        &[
+            ("RINGFS_TEST_PREFETCH_BATCH_BYTES", "16384"),
+            ("RINGFS_TEST_PREFETCH_WORKERS", "2"),
+        ],
+    );
+    let files = n as u64 + 1; // and `big`
+    let t = Instant::now();
+    let mut st;
+    loop {
+        st = json(&["remote", "status", mp(&c)]);
+        if st["remote_only_chunks"].as_u64() == Some(0)
+            && st["lazy_fetch"]["wc_built"].as_u64() == Some(files)
+        {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(40),
+            "working copies not built: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Every working copy is there, whole, under its inode number.
+    let mut built = 0;
+    for e in std::fs::read_dir(c.store_dir().join("wc")).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        assert!(
+            !name.starts_with(".restore-"),
+            "a half-built working copy left: {name}"
+        );
+        if name.parse::<u64>().is_ok() && e.metadata().unwrap().len() > 0 {
+            built += 1;
+        }
+    }
+    assert_eq!(built, files, "working copies in wc/ before any open");
+    assert_eq!(tree(c.path()), tree(m.path()));
+    let after = json(&["remote", "status", mp(&c)]);
+    assert_eq!(
+        after["lazy_fetch"]["first_opens"].as_u64(),
+        Some(0),
+        "{after}"
+    );
+    assert_eq!(
+        after["lazy_fetch"]["wc_built"].as_u64(),
+        Some(files),
+        "{after}"
+    );
 }

@@ -63,6 +63,8 @@ pub(crate) struct Inner {
     dirs: Dirs,
     /// Files waiting to be hashed.
     hasher: Hasher,
+    /// Working copies being built now (one builder per inode).
+    builds: crate::wc::prebuild::Builds,
     /// Ready backing files for new files.
     pools: Pools,
     /// Native-root trees (`LOCAL/roots`), served here until bind-mounted.
@@ -145,7 +147,7 @@ impl Inner {
     }
 
     fn wc(&self) -> Wc<'_> {
-        Wc { table: &self.state, store: &self.store, dirs: &self.dirs, hasher: &self.hasher }
+        Wc { table: &self.state, store: &self.store, dirs: &self.dirs, hasher: &self.hasher, builds: &self.builds }
     }
 
     /// Opens (and if needed restores) the working copy of a regular file.
@@ -201,6 +203,28 @@ impl Inner {
 }
 
 impl Fs {
+    /// The stored regular files that have no working copy yet, and which
+    /// of their chunks are still remote-only (see [`crate::WcPlan`]); for
+    /// building working copies ahead of the first open (a lazy clone's
+    /// prefetch). Errors: the store's, as one line.
+    pub fn wc_plan(&self) -> std::result::Result<crate::WcPlan, String> {
+        self.inner.wc().plan().map_err(|e| format!("planning working copies: {e}"))
+    }
+
+    /// Builds the working copy of `ino` from local chunks if it still has
+    /// none and nobody has the file open (nothing fetched; the same
+    /// per-inode guard as the open path; never replaces a working copy).
+    /// Returns whether it built one. Errors: I/O or the store's (a
+    /// damaged chunk: EIO, logged), as one line naming the inode.
+    pub fn prebuild_wc(&self, ino: u64) -> std::result::Result<bool, String> {
+        self.inner.wc().prebuild(ino).map_err(|e| format!("building the working copy of inode {ino}: {e}"))
+    }
+
+    /// Working copies built by [`Fs::prebuild_wc`] since the mount.
+    pub fn wc_prebuilt(&self) -> u64 {
+        self.inner.builds.built.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Opens (creating if missing) the store. (Named `open_store` because
     /// [`Fs::open`] is open(2).) For a `Dir` store takes an
     /// exclusive flock on `DIR/ringfs.lock` (holding our pid), opens
@@ -359,6 +383,7 @@ impl Fs {
             state: Mutex::new(loaded.state),
             next_fh: AtomicU64::new(1),
             hasher: Hasher::default(),
+            builds: Default::default(),
             pools: Pools::new(pool_sizes),
             stopping: AtomicBool::new(false),
             stop: Mutex::new(false),

@@ -11,6 +11,8 @@
 //! - [`hash`]: cutting and hashing working copies into the store, many
 //!   small files to a transaction, and the background priority of the hash
 //!   workers;
+//! - [`prebuild`]: working copies built ahead of their first open (a lazy
+//!   clone's prefetch), and the per-inode guard every rebuild takes;
 //! - [`queue`]: the files waiting to be hashed, their delays, the batches
 //!   the workers take.
 //!
@@ -18,6 +20,7 @@
 
 pub(crate) mod hash;
 pub(crate) mod pool;
+pub(crate) mod prebuild;
 pub(crate) mod queue;
 
 use std::fs::File;
@@ -58,6 +61,8 @@ pub(crate) struct Wc<'a> {
     pub(crate) dirs: &'a Dirs,
     /// The hash queue (a file busy hashing is queued again).
     pub(crate) hasher: &'a queue::Hasher,
+    /// Who builds which missing working copy now (one builder per inode).
+    pub(crate) builds: &'a prebuild::Builds,
 }
 
 impl Wc<'_> {
@@ -70,6 +75,9 @@ impl Wc<'_> {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
             Err(e) => return Err(e.into()),
         }
+        // One builder per inode (another open, or the background build of
+        // `prebuild`): wait for it, then look again below.
+        let _g = self.builds.claim(ino);
         // A rename across the local-only boundary may have moved the bytes
         // between reading the side and opening (`apply_sides` moves them
         // under the lock): look again with the lock held, so that ENOENT

@@ -110,6 +110,8 @@ struct Stats {
     waits: AtomicU64,
     chunks: AtomicU64,
     bytes: AtomicU64,
+    /// Working copies built in the background (D58).
+    built: AtomicU64,
 }
 
 static STATS: Stats = Stats {
@@ -118,6 +120,7 @@ static STATS: Stats = Stats {
     waits: AtomicU64::new(0),
     chunks: AtomicU64::new(0),
     bytes: AtomicU64::new(0),
+    built: AtomicU64::new(0),
 };
 
 /// The fetch counters of this process (a daemon's, when asked through its
@@ -130,6 +133,7 @@ pub fn stats() -> serde_json::Value {
         "waits": g(&STATS.waits),
         "chunks": g(&STATS.chunks),
         "bytes": g(&STATS.bytes),
+        "wc_built": g(&STATS.built),
     })
 }
 
@@ -589,7 +593,9 @@ impl Prefetch {
                     if std::env::var_os("RINGFS_TEST_NO_PREFETCH").is_none() {
                         let mut w = workers2.lock().unwrap_or_else(|p| p.into_inner());
                         if !stop2.load(Ordering::SeqCst) {
-                            *w = spawn_workers(fs, src, stop2);
+                            let (tx, builder) = spawn_builder(fs.clone(), stop2.clone());
+                            *w = spawn_workers(fs, src, stop2, tx);
+                            w.extend(builder);
                         }
                     }
                 }
@@ -653,21 +659,25 @@ fn setup(fs: &Fs, dir: &Path, names: Vec<String>) -> Result<Option<Arc<Source>>>
 /// The prefetch threads: each claims the next batch nobody fetched yet, in
 /// bundle order, fetches and stores it, until none is left, `stop` is set
 /// or it failed 3 times.
-fn spawn_workers(fs: Arc<Fs>, src: Arc<Source>, stop: Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<()>> {
+fn spawn_workers(fs: Arc<Fs>, src: Arc<Source>, stop: Arc<AtomicBool>, stored: std::sync::mpsc::Sender<Vec<Hash>>) -> Vec<std::thread::JoinHandle<()>> {
     let n = std::env::var("RINGFS_TEST_PREFETCH_WORKERS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(WORKERS);
     let mut threads = Vec::new();
     for i in 0..n {
-        let (fs, stop, src) = (fs.clone(), stop.clone(), src.clone());
+        let (fs, stop, src, stored) = (fs.clone(), stop.clone(), src.clone(), stored.clone());
         let t = std::thread::Builder::new().name(format!("ringfs-prefetch{i}")).spawn(move || {
             let mut failures = 0u32;
             while !stop.load(Ordering::SeqCst) {
                 let Some(b) = src.claim_next() else { break };
-                let r = src
-                    .fetch_claimed(&[b])
-                    .and_then(|got| fs.transfer().store_remote_chunks(&got));
+                let r = src.fetch_claimed(&[b]).and_then(|got| {
+                    let (n, bad) = fs.transfer().store_remote_chunks(&got)?;
+                    // Local now (stored here or before): their files' working
+                    // copies can be built (a chunk that failed stays remote).
+                    let _ = stored.send(got.into_iter().map(|g| g.0).filter(|h| !bad.contains(h)).collect());
+                    Ok((n, bad))
+                });
                 match r {
                     Ok((_, bad)) => {
                         for h in bad {
@@ -692,6 +702,64 @@ fn spawn_workers(fs: Arc<Fs>, src: Arc<Source>, stop: Arc<AtomicBool>) -> Vec<st
         }
     }
     threads
+}
+
+/// The thread that builds working copies ahead of their first open (D58):
+/// it plans the stored files without one ([`Fs::wc_plan`]), builds those
+/// whose chunks are all local, then each file as the prefetch's batches
+/// (the hashes sent on the returned channel) complete it, and when the
+/// prefetch ended (every sender dropped) whatever is left whose chunks a
+/// first open fetched. One thread at the hash workers' priority; it stops
+/// early when `stop` is set. None: it could not start (logged).
+fn spawn_builder(fs: Arc<Fs>, stop: Arc<AtomicBool>) -> (std::sync::mpsc::Sender<Vec<Hash>>, Option<std::thread::JoinHandle<()>>) {
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<Hash>>();
+    let t = std::thread::Builder::new().name("ringfs-wcbuild".into()).spawn(move || {
+        fs_core::background_priority();
+        let t0 = std::time::Instant::now();
+        let mut plan = match fs.wc_plan() {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("working copies are built at first open: {e}");
+                return;
+            }
+        };
+        tracing::info!("{} working copies to build ahead of their first open (planned in {:.1} ms)", plan.len(), t0.elapsed().as_secs_f64() * 1e3);
+        let build = |inos: Vec<u64>| -> bool {
+            for ino in inos {
+                if stop.load(Ordering::SeqCst) {
+                    return false;
+                }
+                match fs.prebuild_wc(ino) {
+                    Ok(true) => {
+                        STATS.built.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(false) => {}
+                    // Its first open builds it (and reports the error).
+                    Err(e) => tracing::debug!("{e}"),
+                }
+            }
+            true
+        };
+        if !build(plan.take_ready()) {
+            return;
+        }
+        while let Ok(hashes) = rx.recv() {
+            if plan.is_empty() {
+                continue;
+            }
+            if !build(plan.stored(&hashes)) {
+                return;
+            }
+        }
+        build(plan.rest());
+    });
+    match t {
+        Ok(t) => (tx, Some(t)),
+        Err(e) => {
+            tracing::warn!("prefetch: starting the working-copy builder: {e}");
+            (tx, None)
+        }
+    }
 }
 
 /// Remote-only chunks and bytes of the store `src` reads.
