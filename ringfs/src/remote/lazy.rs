@@ -705,12 +705,12 @@ fn spawn_workers(fs: Arc<Fs>, src: Arc<Source>, stop: Arc<AtomicBool>, stored: s
 }
 
 /// The thread that builds working copies ahead of their first open (D58):
-/// it plans the stored files without one ([`Fs::wc_plan`]), builds those
-/// whose chunks are all local, then each file as the prefetch's batches
-/// (the hashes sent on the returned channel) complete it, and when the
-/// prefetch ended (every sender dropped) whatever is left whose chunks a
-/// first open fetched. One thread at the hash workers' priority; it stops
-/// early when `stop` is set. None: it could not start (logged).
+/// it plans the stored files without one ([`Fs::wc_plan`]), notes those
+/// whose chunks are all local and each file the prefetch's batches (the
+/// hashes sent on the returned channel) complete, and once the prefetch
+/// ended (every sender dropped) builds them and whatever is left whose
+/// chunks a first open fetched. One thread at the hash workers' priority;
+/// it stops early when `stop` is set. None: it could not start (logged).
 fn spawn_builder(fs: Arc<Fs>, stop: Arc<AtomicBool>) -> (std::sync::mpsc::Sender<Vec<Hash>>, Option<std::thread::JoinHandle<()>>) {
     let (tx, rx) = std::sync::mpsc::channel::<Vec<Hash>>();
     let t = std::thread::Builder::new().name("ringfs-wcbuild".into()).spawn(move || {
@@ -740,18 +740,21 @@ fn spawn_builder(fs: Arc<Fs>, stop: Arc<AtomicBool>) -> (std::sync::mpsc::Sender
             }
             true
         };
-        if !build(plan.take_ready()) {
-            return;
-        }
+        // Nothing is built while the prefetch runs: on two cores the builds
+        // competed with it and with the reader and made the benchmark's
+        // read-back slower (D58); the files its batches complete are only
+        // noted, and built once every sender is gone.
+        let mut ready = plan.take_ready();
         while let Ok(hashes) = rx.recv() {
-            if plan.is_empty() {
-                continue;
-            }
-            if !build(plan.stored(&hashes)) {
+            if stop.load(Ordering::SeqCst) {
                 return;
             }
+            if !plan.is_empty() {
+                ready.extend(plan.stored(&hashes));
+            }
         }
-        build(plan.rest());
+        ready.extend(plan.rest());
+        build(ready);
     });
     match t {
         Ok(t) => (tx, Some(t)),
