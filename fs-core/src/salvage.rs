@@ -226,7 +226,9 @@ fn read_meta(rtx: &ReadTransaction, damage: &mut Vec<Damage>) -> Meta {
 /// directories whose names are lost go to `lost+found/<ino>` in the new
 /// workspace, as do the files `from/lost+found` kept after earlier crashes.
 ///
-/// Errors: [`StoreError::Locked`] while a daemon serves `from`; errors
+/// Errors: [`StoreError::Locked`] while a daemon serves `from`;
+/// [`StoreError::Unusable`] for a fork never mounted (D54: its live tree
+/// is a commit, not rows; nothing is created); errors
 /// creating the new store (`to`) as [`Fs::open_store`] gives them.
 pub fn salvage(from: &Path, to: &Path) -> Result<SalvageReport, StoreError> {
     let _lock = shared_lock(from)?;
