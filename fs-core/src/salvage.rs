@@ -226,7 +226,9 @@ fn read_meta(rtx: &ReadTransaction, damage: &mut Vec<Damage>) -> Meta {
 /// directories whose names are lost go to `lost+found/<ino>` in the new
 /// workspace, as do the files `from/lost+found` kept after earlier crashes.
 ///
-/// Errors: [`StoreError::Locked`] while a daemon serves `from`; errors
+/// Errors: [`StoreError::Locked`] while a daemon serves `from`;
+/// [`StoreError::Unusable`] for a fork never mounted (D54: its live tree
+/// is a commit, not rows; nothing is created); errors
 /// creating the new store (`to`) as [`Fs::open_store`] gives them.
 pub fn salvage(from: &Path, to: &Path) -> Result<SalvageReport, StoreError> {
     let _lock = shared_lock(from)?;
@@ -279,6 +281,20 @@ pub fn salvage(from: &Path, to: &Path) -> Result<SalvageReport, StoreError> {
     let rtx = db.as_ref().and_then(|d| guarded(|| d.begin_read()).ok().and_then(|r| r.ok()));
     if db.is_some() && rtx.is_none() {
         rep.metadata = "none: store.redb opens but no read transaction can begin on it; what follows was recovered from the working copies and pack files alone, every file under lost+found".into();
+    }
+    // A fork never mounted (D54) keeps its live tree as a commit, not as
+    // rows: rebuilt from its tables it would be an empty workspace reported
+    // whole. Refused before anything is created; its tree is recovered by
+    // what reads commits (a mount writes it, a fork copies it).
+    if let Some(c) = rtx.as_ref().and_then(|r| r.open_table(META).ok()).and_then(|m| crate::snap::lazy::pending(&m).ok().flatten()) {
+        let d = from.display();
+        return Err(StoreError::Unusable {
+            dir: from.to_path_buf(),
+            what: format!(
+                "store {d} is a fork that was never mounted: its live tree is commit {} (kept as snapshot objects, not as the table rows salvage rebuilds from), so salvage would build an empty workspace; nothing was written. Mount it once (`ringfs mount MOUNTPOINT --store {d}` writes its tree; `ringfs fsck --store {d}` checks it first), or fork that commit into a new store (`ringfs fork --store {d} --to NEWMNT --new-store NEWDIR`)",
+                crate::snap::object::hex_id(&c)
+            ),
+        });
     }
     let mut damage = Vec::new();
     let meta = rtx.as_ref().map(|r| read_meta(r, &mut damage)).unwrap_or_default();

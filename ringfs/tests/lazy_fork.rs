@@ -170,3 +170,33 @@ fn never_mounted_fork_mounted_on_another_branch() {
     fsck_clean(f.store_dir());
     m.unmount_checked();
 }
+
+/// D59: `ringfs salvage` of a never-mounted fork refused (exit 2, nothing
+/// created at --to, the fix named) instead of building an empty workspace
+/// and reporting it whole; the fork itself then mounts with its tree.
+#[test]
+fn salvage_of_a_never_mounted_fork_is_refused_not_emptied() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    m.sh_ok("mkdir d && echo one > d/a && echo two > b");
+    json(&["commit", mp(&m), "-m", "one"]);
+    let t = tree(m.path());
+    let mut f = TestMount::new(Backend::Store);
+    f.unmount_checked();
+    std::fs::remove_dir_all(f.store_dir()).unwrap();
+    json(&["fork", mp(&m), "--new-store", s(f.store_dir()), "--no-mount"]);
+    let to = f.store_dir().with_extension("salvaged");
+    let o = ringfs(&["salvage", "--store", s(f.store_dir()), "--to", s(&to)]);
+    let (out, err) = out_str(&o);
+    assert_eq!(o.status.code(), Some(2), "salvage of a never-mounted fork: {out} {err}");
+    assert!(err.contains("never mounted") && err.contains("ringfs mount"), "the refusal names the fix: {err}");
+    assert!(!to.exists() || std::fs::read_dir(&to).unwrap().next().is_none(), "nothing built at --to");
+    let _ = std::fs::remove_dir_all(&to);
+    f.mount_again();
+    assert_eq!(tree(f.path()), t);
+    f.unmount_checked();
+    fsck_clean(f.store_dir());
+    m.unmount_checked();
+}

@@ -435,3 +435,38 @@ fn after_the_prefetch_every_file_has_a_working_copy_before_any_open() {
         "{after}"
     );
 }
+
+/// D59: a fork (and `mount --at`) of a lazy clone whose chunks are still
+/// remote-only is refused with the way out (was: "pack ffffffff.pack is in
+/// the origin's chunk or object index but not its pack table (run `ringfs
+/// fsck`)" while fsck was clean); once the clone fetched everything, the
+/// fork reads every byte.
+#[test]
+fn fork_of_an_unfetched_lazy_clone_is_refused_with_the_way_out() {
+    if raw_mode() {
+        return;
+    }
+    let (m, url) = origin();
+    let (mut c, _) = clone_mount(&url, &[], &[("RINGFS_TEST_NO_PREFETCH", "1")]);
+    c.unmount_checked();
+    let new = c.store_dir().parent().unwrap().join("fork-store");
+    let o = ringfs(&["fork", "--store", s(c.store_dir()), "--new-store", s(&new), "--no-mount"]);
+    let (out, err) = out_str(&o);
+    assert!(!o.status.success(), "fork of an unfetched lazy clone: {out}");
+    assert!(err.contains("lazy clone") && err.contains("remote status") && !err.contains("ffffffff"), "{err}");
+    assert!(!new.exists() || std::fs::read_dir(&new).unwrap().next().is_none(), "nothing left at --new-store");
+    // Fetched (read back), the same fork works and reads as the origin.
+    c.mount_again();
+    assert_eq!(tree(c.path()), tree(m.path()));
+    assert_eq!(remote_only(&c), 0);
+    c.unmount_checked();
+    let _ = std::fs::remove_dir_all(&new);
+    json(&["fork", "--store", s(c.store_dir()), "--new-store", s(&new), "--no-mount"]);
+    let mut f = TestMount::builder(Backend::Store).name("fork").mount();
+    f.unmount_checked();
+    std::fs::remove_dir_all(f.store_dir()).unwrap();
+    std::fs::rename(&new, f.store_dir()).unwrap();
+    f.mount_again();
+    assert_eq!(tree(f.path()), tree(m.path()));
+    f.unmount_checked();
+}

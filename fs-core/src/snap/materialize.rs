@@ -337,14 +337,27 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     let (mut count, mut bytes) = (0u64, 0u64);
     {
         let mut chunks = txn.open_table(CHUNKS).map_err(|e| fatal(e.to_string()))?;
+        let (mut remote_only, mut remote_bytes) = (0u64, 0u64);
         for (h, n) in &uses {
             let Some((pack, off, len, _)) = src_chunks.get(&h[..]).map_err(ee)?.map(|g| g.value()) else {
                 return Err(fatal(format!("chunk {} named by the commit's objects is not in the origin's chunk index (run `ringfs fsck` on it)", hex(h))));
             };
+            // A lazy clone's chunk not fetched yet (D51): in no pack, so
+            // nothing a fork could share by hard link. Counted, refused below.
+            if pack == crate::store::REMOTE_PACK {
+                remote_only += 1;
+                remote_bytes += len as u64;
+                continue;
+            }
             chunks.insert(&h[..], (pack, off, len, *n)).map_err(ee)?;
             *live.entry(pack).or_default() += RECORD_HEADER + len as u64;
             count += 1;
             bytes += len as u64;
+        }
+        if remote_only > 0 {
+            return Err(fatal(format!(
+                "the origin is a lazy clone: {remote_only} chunks ({remote_bytes} bytes) its commits name are still only on its remote, and a fork (or `mount --at`) shares only chunks in the origin's packs; mount the origin (`ringfs mount MOUNTPOINT --store DIR`) until `ringfs remote status` shows no chunk still only on the remote, or clone with --eager, then try again"
+            )));
         }
         let mut packs = txn.open_table(PACKS).map_err(|e| fatal(e.to_string()))?;
         for (&id, &l) in &live {
