@@ -202,6 +202,23 @@ pub struct ChunkRef {
     pub hash: [u8; 32],
 }
 
+/// `st_blocks` (512-byte units) of a file whose data is `chunks` (sorted
+/// by offset, holes between them): the 4 KiB pages the chunks touch, as a
+/// working copy restored sparse from them allocates on ext4 — not the size,
+/// which would count a sparse file's holes (stat(2) `st_blocks`).
+pub fn data_blocks(chunks: &[ChunkRef]) -> u64 {
+    let (mut pages, mut next) = (0u64, 0u64);
+    for c in chunks.iter().filter(|c| c.len > 0) {
+        let first = (c.offset / 4096).max(next);
+        let end = (c.offset + c.len as u64).div_ceil(4096);
+        if end > first {
+            pages += end - first;
+            next = end;
+        }
+    }
+    pages * 8
+}
+
 /// A journal entry: what changed at a sync position. Within one commit,
 /// changes to the same inode or name are coalesced into one record.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]

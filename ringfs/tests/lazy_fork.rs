@@ -200,3 +200,34 @@ fn salvage_of_a_never_mounted_fork_is_refused_not_emptied() {
     fsck_clean(f.store_dir());
     m.unmount_checked();
 }
+
+/// D59 finding 3: a sparse file written from a commit (a fork's first
+/// mount) counts the blocks its data takes, not its size, before and after
+/// its working copy is restored and after a remount (`du`, `cp --sparse`).
+#[test]
+fn sparse_file_of_a_fork_keeps_its_holes_in_st_blocks() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    m.sh_ok("truncate -s 64M sparse && printf x | dd of=sparse bs=1 seek=33554432 conv=notrunc status=none");
+    json(&["commit", mp(&m), "-m", "sparse"]);
+    let mut f = TestMount::new(Backend::Store);
+    f.unmount_checked();
+    std::fs::remove_dir_all(f.store_dir()).unwrap();
+    json(&["fork", mp(&m), "--new-store", s(f.store_dir()), "--no-mount"]);
+    f.mount_again();
+    let p = f.path().join("sparse");
+    let md = std::fs::metadata(&p).unwrap();
+    assert_eq!(md.len(), 64 << 20);
+    assert!(md.blocks() < 2048, "before the first open: {} blocks for 1 written byte", md.blocks());
+    let b = std::fs::read(&p).unwrap();
+    assert_eq!((b.len(), b[33554432]), (64 << 20, b'x'));
+    assert!(std::fs::metadata(&p).unwrap().blocks() < 2048, "after a read");
+    f.unmount_checked();
+    f.mount_again();
+    assert!(std::fs::metadata(&p).unwrap().blocks() < 2048, "after a remount");
+    f.unmount_checked();
+    fsck_clean(f.store_dir());
+    m.unmount_checked();
+}

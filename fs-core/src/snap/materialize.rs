@@ -119,6 +119,12 @@ pub(crate) fn write_tree(txn: &WriteTransaction, load: &mut dyn FnMut(&ObjectId)
                     sizes.insert(ino, f.size).map_err(s)?;
                     snap.insert(ino, &enc(&SnapEntry { id: *fid, links })[..]).map_err(s)?;
                     w.files += 1;
+                    // A sparse file's holes take no blocks (du, cp --sparse).
+                    let mut r = rec_of(en.kind, &en.meta, d, now);
+                    r.blocks = crate::schema::data_blocks(&f.chunks);
+                    inodes.insert(ino, &enc(&r)[..]).map_err(s)?;
+                    put_xattrs(&mut xattrs, ino, &en.meta)?;
+                    continue;
                 }
                 (EntryKind::Symlink, Target::Symlink(t)) => {
                     symlinks.insert(ino, &t[..]).map_err(s)?;
