@@ -286,7 +286,9 @@ pub fn salvage(from: &Path, to: &Path) -> Result<SalvageReport, StoreError> {
     // rows: rebuilt from its tables it would be an empty workspace reported
     // whole. Refused before anything is created; its tree is recovered by
     // what reads commits (a mount writes it, a fork copies it).
-    if let Some(c) = rtx.as_ref().and_then(|r| r.open_table(META).ok()).and_then(|m| crate::snap::lazy::pending(&m).ok().flatten()) {
+    // Guarded: reading meta of a damaged database can panic inside redb.
+    let pending = rtx.as_ref().and_then(|r| guarded(|| r.open_table(META).ok().and_then(|m| crate::snap::lazy::pending(&m).ok().flatten())).ok().flatten());
+    if let Some(c) = pending {
         let d = from.display();
         return Err(StoreError::Unusable {
             dir: from.to_path_buf(),
