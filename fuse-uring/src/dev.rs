@@ -105,10 +105,16 @@ pub(crate) fn read_request(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usi
 /// Writes one reply with one write(2) of the whole message. ENOENT (request
 /// interrupted and gone) is not an error.
 pub(crate) fn write_reply(fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<()> {
+    // SAFETY: writes from a live slice of bytes.len() bytes.
+    retry_write(|| unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr() as *const _, bytes.len()) })
+}
+
+/// Runs one write to /dev/fuse (`write` returns what write(2)/writev(2)
+/// does) until it is not EINTR/EAGAIN; ENOENT is success (the request was
+/// interrupted and is gone, or nothing is cached for a notification).
+fn retry_write(mut write: impl FnMut() -> isize) -> io::Result<()> {
     loop {
-        // SAFETY: writes from a live slice of bytes.len() bytes.
-        let r = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr() as *const _, bytes.len()) };
-        if r >= 0 {
+        if write() >= 0 {
             return Ok(());
         }
         let e = io::Error::last_os_error();
@@ -125,19 +131,8 @@ pub(crate) fn write_reply(fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<()> {
 /// is gone, or (notifications) nothing is cached for that inode or entry.
 fn write_parts(fd: BorrowedFd<'_>, parts: &[&[u8]]) -> io::Result<()> {
     let iov: Vec<libc::iovec> = parts.iter().map(|p| libc::iovec { iov_base: p.as_ptr() as *mut _, iov_len: p.len() }).collect();
-    loop {
-        // SAFETY: every iovec points into a live slice borrowed for this call.
-        let r = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), iov.len() as i32) };
-        if r >= 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
-            Some(libc::ENOENT) => return Ok(()),
-            _ => return Err(e),
-        }
-    }
+    // SAFETY: every iovec points into a live slice borrowed for this call.
+    retry_write(|| unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), iov.len() as i32) })
 }
 
 /// Sends kernel cache invalidations (`FUSE_NOTIFY_*`, kernel doc: fuse.h
