@@ -21,6 +21,15 @@ use crate::store::db::Store;
 pub use super::source::{ChunkSource, REMOTE_PACK};
 
 impl Store {
+    /// For each of `hashes`, whether the chunk index names it remote-only
+    /// ([`REMOTE_PACK`]) now, read in one read transaction.
+    fn remote_only_flags<'a>(&self, hashes: impl Iterator<Item = &'a [u8; 32]>) -> Result<Vec<bool>, String> {
+        let e = |x: &dyn std::fmt::Display| format!("reading the chunk index: {x}");
+        let rtx = self.begin_read().map_err(|x| e(&x))?;
+        let index = rtx.open_table(CHUNKS).map_err(|x| e(&x))?;
+        hashes.map(|h| Ok(index.get(&h[..]).map_err(|x| e(&x))?.map(|g| g.value().0) == Some(REMOTE_PACK))).collect()
+    }
+
     /// Every remote-only chunk: (hash, length).
     pub(crate) fn remote_only(&self) -> Result<Vec<([u8; 32], u32)>, redb::Error> {
         let rtx = self.begin_read()?;
@@ -55,24 +64,9 @@ impl Store {
         // Only what is still remote-only, each chunk once: a first open and
         // the prefetch asking for the same chunks download them once.
         let want: Vec<([u8; 32], u32)> = {
-            let rtx = self
-                .begin_read()
-                .map_err(|x| format!("reading the chunk index: {x}"))?;
-            let index = rtx
-                .open_table(CHUNKS)
-                .map_err(|x| format!("reading the chunk index: {x}"))?;
+            let remote = self.remote_only_flags(want.iter().map(|w| &w.0))?;
             let mut seen = HashSet::new();
-            let mut v = Vec::new();
-            for w in want {
-                let cur = index
-                    .get(&w.0[..])
-                    .map_err(|x| format!("reading the chunk index: {x}"))?
-                    .map(|g| g.value().0);
-                if cur == Some(REMOTE_PACK) && seen.insert(w.0) {
-                    v.push(*w);
-                }
-            }
-            v
+            want.iter().zip(remote).filter(|(w, r)| *r && seen.insert(w.0)).map(|(w, _)| *w).collect()
         };
         if want.is_empty() {
             return Ok(0);
@@ -97,24 +91,9 @@ impl Store {
         }
         // Every wanted chunk is local now: fetched here, or by another
         // thread meanwhile (a source may leave those out).
-        let rtx = self
-            .begin_read()
-            .map_err(|x| format!("reading the chunk index: {x}"))?;
-        let index = rtx
-            .open_table(CHUNKS)
-            .map_err(|x| format!("reading the chunk index: {x}"))?;
-        for (h, _) in &want {
-            let cur = index
-                .get(&h[..])
-                .map_err(|x| format!("reading the chunk index: {x}"))?
-                .map(|g| g.value().0);
-            if cur == Some(REMOTE_PACK) {
-                return Err(format!(
-                    "{}: chunk {} was not fetched",
-                    src.describe(),
-                    hex(h)
-                ));
-            }
+        let remote = self.remote_only_flags(want.iter().map(|w| &w.0))?;
+        if let Some((h, _)) = want.iter().zip(remote).find(|(_, r)| *r).map(|(w, _)| *w) {
+            return Err(format!("{}: chunk {} was not fetched", src.describe(), hex(&h)));
         }
         Ok(n)
     }
@@ -142,24 +121,7 @@ impl Store {
         // Nothing to write when every chunk is local already (a waiter on
         // another thread's fetch): no write transaction.
         {
-            let rtx = self
-                .begin_read()
-                .map_err(|x| format!("reading the chunk index: {x}"))?;
-            let index = rtx
-                .open_table(CHUNKS)
-                .map_err(|x| format!("reading the chunk index: {x}"))?;
-            let mut any = false;
-            for (h, _) in &good {
-                if index
-                    .get(&h[..])
-                    .map_err(|x| format!("reading the chunk index: {x}"))?
-                    .map(|g| g.value().0)
-                    == Some(REMOTE_PACK)
-                {
-                    any = true;
-                    break;
-                }
-            }
+            let any = self.remote_only_flags(good.iter().map(|g| &g.0))?.into_iter().any(|r| r);
             if !any {
                 return Ok((0, bad));
             }
