@@ -32,6 +32,7 @@ LAYERS = {
         "stats": 1,  # per-opcode counters (abi only)
         "fs": 2,  # the Filesystem trait and its values
         "reply": 3,  # protocol: the encoder (of the trait's values)
+        "slow": 3,  # the pool of threads for slow requests (reply buffers only)
         "dispatch": 4,  # request -> Filesystem call -> reply; INIT negotiation
         "transport": 5,  # choosing/reporting the transport; /sys and /proc facts
         "dev": 5,  # the /dev/fuse device: fd, read/write loop, notify, backing ids

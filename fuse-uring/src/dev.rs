@@ -1,6 +1,6 @@
 //! The `/dev/fuse` device: the session's fd ([`FuseDev`]), the classic
 //! read/write transport (`worker_loop`: read one request, dispatch, write
-//! one reply; slow requests handed to a `SlowPool`), cloned per-worker fds ([`clone_fd`]), kernel notifications
+//! one reply; slow requests handed to a [`SlowPool`](crate::slow)), cloned per-worker fds ([`clone_fd`]), kernel notifications
 //! ([`Notifier`]) and passthrough backing ids ([`backing_open`],
 //! [`backing_close`]).
 //!
@@ -9,18 +9,17 @@
 //! INIT, choose a transport or know about io_uring rings (the ring transport
 //! builds on [`FuseDev`]; the session on both).
 
-use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 
 use crate::abi::*;
 use crate::dispatch::Dispatcher;
 use crate::fs::Filesystem;
 use crate::reply::ReplyBuf;
+use crate::slow::SlowPool;
 
 /// A shared handle on the session's `/dev/fuse` fd (the one `mount(2)` was
 /// given). Needed for notifications and passthrough backing ids; cheap to clone.
@@ -275,75 +274,6 @@ fn serve_one<F: Filesystem>(fd: BorrowedFd<'_>, d: &Dispatcher<F>, req: &[u8], r
         }
     }
     true
-}
-
-/// One slow request for a [`SlowPool`] thread: dispatch and reply, given
-/// that thread's reply buffer.
-pub(crate) type SlowJob = Box<dyn FnOnce(&mut ReplyBuf) + Send>;
-
-/// The `/dev/fuse` transport's threads for slow requests
-/// ([`Filesystem::is_slow`]: fsync, release, large reads and writes), so
-/// that the readers, one per CPU, keep serving fast requests meanwhile.
-pub(crate) struct SlowPool {
-    jobs: Mutex<(VecDeque<SlowJob>, bool)>,
-    cv: Condvar,
-    started: AtomicUsize,
-}
-
-impl SlowPool {
-    /// Starts `n` (≥ 1) threads named `fuse-slow-K`. With none started
-    /// (spawn failed), readers serve slow requests themselves.
-    pub(crate) fn start(n: usize) -> (Arc<SlowPool>, Vec<std::thread::JoinHandle<()>>) {
-        let pool = Arc::new(SlowPool { jobs: Mutex::new((VecDeque::new(), false)), cv: Condvar::new(), started: AtomicUsize::new(0) });
-        let mut handles = Vec::new();
-        for k in 0..n.max(1) {
-            let p = pool.clone();
-            match std::thread::Builder::new().name(format!("fuse-slow-{k}")).spawn(move || p.work()) {
-                Ok(h) => handles.push(h),
-                Err(e) => tracing::warn!("slow-request worker {k}: {e}"),
-            }
-        }
-        pool.started.store(handles.len(), Ordering::Release);
-        (pool, handles)
-    }
-
-    fn started(&self) -> bool {
-        self.started.load(Ordering::Acquire) > 0
-    }
-
-    fn work(&self) {
-        let mut reply = ReplyBuf::with_capacity(64 * 1024);
-        loop {
-            let job = {
-                let mut g = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
-                loop {
-                    if let Some(j) = g.0.pop_front() {
-                        break j;
-                    }
-                    if g.1 {
-                        return;
-                    }
-                    g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
-                }
-            };
-            job(&mut reply);
-            if reply.body_len() > 4 << 20 {
-                reply = ReplyBuf::with_capacity(64 * 1024);
-            }
-        }
-    }
-
-    fn submit(&self, job: SlowJob) {
-        self.jobs.lock().unwrap_or_else(|e| e.into_inner()).0.push_back(job);
-        self.cv.notify_one();
-    }
-
-    /// Lets the threads finish queued jobs (their replies fail harmlessly
-    /// once the connection is gone) and exit.
-    pub(crate) fn shutdown(&self) {
-        self.jobs.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
-        self.cv.notify_all();
-    }
 }
 
 #[allow(dead_code)]

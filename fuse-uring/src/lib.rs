@@ -13,7 +13,8 @@
 //! 3. [`reply`]: the one reply encoder, a reusable [`ReplyBuf`]
 //!    (`fuse_out_header` + body) plus the READDIR/READDIRPLUS sinks. With
 //!    `abi` and `request` it is the protocol, but it encodes the trait's
-//!    values and implements its sinks, hence sits above `fs`.
+//!    values and implements its sinks, hence sits above `fs`. `slow` (private):
+//!    the pool of threads both transports hand slow requests to.
 //! 4. [`dispatch`]: [`Dispatcher`] ties decoder, trait and encoder together
 //!    for every transport; [`negotiate`] answers INIT from [`InitOptions`].
 //! 5. Transport foundations. [`dev`]: the `/dev/fuse` device ([`FuseDev`],
@@ -23,7 +24,7 @@
 //!    ([`TransportInfo`]) the transport, and the facts that rests on
 //!    ([`uring_available`], [`possible_cpus`], aborting a connection).
 //! 6. [`ring`]: the FUSE-over-io_uring transport (one queue per possible
-//!    CPU, a worker pool for slow requests) on a [`FuseDev`].
+//!    CPU, slow requests handed to the pool) on a [`FuseDev`].
 //! 7. [`session`]: [`mount`] (`mount(2)`, INIT, starting and probing the
 //!    ring when [`MountOptions::transport`] allows it, else or on failure
 //!    `/dev/fuse`), [`Session::run`], [`unmount`] / [`Unmounter`].
@@ -85,6 +86,7 @@ pub mod reply;
 pub mod request;
 pub mod ring;
 pub mod session;
+mod slow;
 pub mod stats;
 pub mod transport;
 

@@ -30,7 +30,7 @@
 //! - Slow requests ([`Filesystem::is_slow`](crate::Filesystem::is_slow),
 //!   default [`is_slow_default`](crate::is_slow_default): fsync, release,
 //!   fallocate, copy_file_range, large reads/writes) are
-//!   handed to a `Pool` thread; the entry stays owned by that job until the
+//!   handed to a [`SlowPool`] thread; the entry stays owned by that job until the
 //!   ring thread commits it (a hop costs two thread wake-ups, measured
 //!   +25..70 µs on a loaded 2-CPU machine). The job writes the
 //!   reply into the entry's buffers, queues the entry index on the queue's
@@ -69,11 +69,10 @@
 //! connection when the last `/dev/fuse` reference goes: callers get
 //! ENOTCONN and `umount` succeeds.
 
-use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
@@ -81,6 +80,7 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use crate::abi::*;
 use crate::dev::FuseDev;
 use crate::reply::ReplyBuf;
+use crate::slow::SlowPool;
 
 mod entry;
 use entry::{ent_in_out, io_size, process_entry, put_reply, QueueMem, ENT_IN_OUT, OP_IN};
@@ -123,7 +123,7 @@ impl RingFault {
 /// Told to a ring thread once start-up is over.
 pub(crate) enum Start {
     /// Serve requests.
-    Serve { handler: Arc<dyn Handler>, pool: Arc<Pool> },
+    Serve { handler: Arc<dyn Handler>, pool: Arc<SlowPool> },
     /// The start failed or the session was dropped unserved: exit now
     /// (closing the ring cancels its entries).
     Stop,
@@ -391,7 +391,7 @@ impl Rings {
     }
 
     /// Lets every ring thread serve with `handler`; returns their handles.
-    pub(crate) fn serve(mut self, handler: Arc<dyn Handler>, pool: Arc<Pool>) -> Vec<std::thread::JoinHandle<io::Result<()>>> {
+    pub(crate) fn serve(mut self, handler: Arc<dyn Handler>, pool: Arc<SlowPool>) -> Vec<std::thread::JoinHandle<io::Result<()>>> {
         self.tell(|| Start::Serve { handler: handler.clone(), pool: pool.clone() });
         std::mem::take(&mut self.threads)
     }
@@ -441,74 +441,6 @@ impl Wakeup {
         let mut v: u64 = 0;
         // SAFETY: reads 8 bytes into a live u64 (non-blocking fd).
         unsafe { libc::read(self.efd.as_raw_fd(), &mut v as *mut u64 as *mut _, 8) };
-    }
-}
-
-struct Job {
-    mem: Arc<QueueMem>,
-    i: usize,
-    wake: Arc<Wakeup>,
-    handler: Arc<dyn Handler>,
-}
-
-/// The worker pool for slow requests, shared by all ring threads.
-pub(crate) struct Pool {
-    jobs: Mutex<(VecDeque<Job>, bool)>,
-    cv: Condvar,
-    /// Worker threads actually started; with none, slow requests run inline.
-    workers: std::sync::atomic::AtomicUsize,
-}
-
-impl Pool {
-    /// Starts `n` (≥ 1) worker threads.
-    pub(crate) fn start(n: usize) -> (Arc<Pool>, Vec<std::thread::JoinHandle<()>>) {
-        let pool = Arc::new(Pool {
-            jobs: Mutex::new((VecDeque::new(), false)),
-            cv: Condvar::new(),
-            workers: Default::default(),
-        });
-        let mut handles = Vec::new();
-        for k in 0..n.max(1) {
-            let p = pool.clone();
-            match std::thread::Builder::new().name(format!("fuse-slow-{k}")).spawn(move || p.work()) {
-                Ok(h) => handles.push(h),
-                Err(e) => tracing::warn!("slow-request worker {k}: {e}"),
-            }
-        }
-        pool.workers.store(handles.len(), Ordering::Release);
-        (pool, handles)
-    }
-
-    fn work(&self) {
-        let mut reply = ReplyBuf::with_capacity(64 * 1024);
-        loop {
-            let job = {
-                let mut g = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
-                loop {
-                    if let Some(j) = g.0.pop_front() {
-                        break j;
-                    }
-                    if g.1 {
-                        return;
-                    }
-                    g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
-                }
-            };
-            // SAFETY: the ring thread handed entry job.i to this job.
-            unsafe { process_entry(&job.mem, job.i, &*job.handler, &mut reply) };
-            job.wake.finish(job.i);
-        }
-    }
-
-    fn submit(&self, job: Job) {
-        self.jobs.lock().unwrap_or_else(|e| e.into_inner()).0.push_back(job);
-        self.cv.notify_one();
-    }
-
-    /// Lets the workers finish queued jobs and exit.
-    pub(crate) fn shutdown(&self) {
-        self.jobs.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
-        self.cv.notify_all();
     }
 }
 
@@ -665,9 +597,14 @@ fn queue_thread(
                 let opcode = fuse_in_header::read_from(hdr).map_or(0, |h| h.opcode);
                 (opcode, handler.is_slow(opcode, io_size(opcode, &hdr[OP_IN..ENT_IN_OUT])))
             };
-            if slow && pool.workers.load(Ordering::Acquire) > 0 {
+            if slow && pool.started() {
                 tracing::trace!(qid, opcode, "to the pool");
-                pool.submit(Job { mem: q.mem.clone(), i, wake: wake.clone(), handler: handler.clone() });
+                let (mem, wake, handler) = (q.mem.clone(), wake.clone(), handler.clone());
+                pool.submit(Box::new(move |reply: &mut ReplyBuf| {
+                    // SAFETY: the ring thread handed entry i to this job.
+                    unsafe { process_entry(&mem, i, &*handler, reply) };
+                    wake.finish(i);
+                }));
             } else {
                 // SAFETY: as above.
                 unsafe { process_entry(&q.mem, i, &*handler, &mut reply) };

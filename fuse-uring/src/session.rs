@@ -25,7 +25,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::abi::*;
-use crate::dev::{clone_fd, cvt, open_dev_fuse, read_request, worker_loop, write_reply, FuseDev, Notifier, SlowPool};
+use crate::dev::{clone_fd, cvt, open_dev_fuse, read_request, worker_loop, write_reply, FuseDev, Notifier};
+use crate::slow::SlowPool;
 use crate::dispatch::{negotiate, Dispatcher, InitDecision, InitOptions};
 use crate::fs::{ConnInfo, Filesystem};
 use crate::reply::ReplyBuf;
@@ -668,7 +669,7 @@ impl Session {
     fn run_uring<F: Filesystem>(&self, fs: Arc<F>, workers: usize, rings: Rings) -> io::Result<()> {
         fs.init(&self.info);
         let d = Arc::new(Dispatcher::new(fs, self.info, self.stats.clone()));
-        let (pool, pool_threads) = ring::Pool::start(workers.max(1));
+        let (pool, pool_threads) = SlowPool::start(workers.max(1));
         let reader = {
             let fd = clone_fd(&self.dev).or_else(|_| self.dev.as_fd().try_clone_to_owned())?;
             let (d, bufsize) = (d.clone(), self.bufsize);
