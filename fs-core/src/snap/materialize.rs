@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use redb::{Durability, ReadableDatabase, ReadableTable, WriteTransaction};
+use redb::{Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, WriteTransaction};
 
 use crate::inode::ROOT;
 use crate::schema::*;
@@ -353,8 +353,31 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     {
         let mut chunks = txn.open_table(CHUNKS).map_err(|e| fatal(e.to_string()))?;
         let (mut remote_only, mut remote_bytes) = (0u64, 0u64);
+        // The origin's entries: one ordered pass over its index when it is
+        // not much larger than what the fork names (both in key order),
+        // else a lookup each.
+        let mut scan = if src_chunks.len().map_err(ee)? <= 4 * uses.len() as u64 { Some(src_chunks.iter().map_err(ee)?) } else { None };
+        let mut cur: Option<(Vec<u8>, (u32, u64, u32, u64))> = None;
         for (h, n) in &uses {
-            let Some((pack, off, len, _)) = src_chunks.get(&h[..]).map_err(ee)?.map(|g| g.value()) else {
+            let found = match scan.as_mut() {
+                None => src_chunks.get(&h[..]).map_err(ee)?.map(|g| g.value()),
+                Some(it) => {
+                    while cur.as_ref().is_none_or(|(k, _)| k.as_slice() < &h[..]) {
+                        match it.next() {
+                            Some(r) => {
+                                let (k, v) = r.map_err(ee)?;
+                                cur = Some((k.value().to_vec(), v.value()));
+                            }
+                            None => {
+                                cur = None;
+                                break;
+                            }
+                        }
+                    }
+                    cur.as_ref().filter(|(k, _)| k.as_slice() == &h[..]).map(|(_, v)| *v)
+                }
+            };
+            let Some((pack, off, len, _)) = found else {
                 return Err(fatal(format!("chunk {} named by the commit's objects is not in the origin's chunk index (run `ringfs fsck` on it)", hex(h))));
             };
             // A lazy clone's chunk not fetched yet (D51): in no pack, so
