@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use redb::{Durability, ReadableDatabase, ReadableTable, WriteTransaction};
+use redb::{Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, WriteTransaction};
 
 use crate::inode::ROOT;
 use crate::schema::*;
@@ -305,16 +305,26 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     let ee = |e: redb::StorageError| fatal(e.to_string());
     // Every object of the origin (the new store's history, and what a
     // diff or a fork of it may name): its `object_index` row, the record
-    // staying in the linked pack; their chunk entries count.
-    let mut uses: HashMap<[u8; 32], u64> = HashMap::new();
+    // staying in the linked pack; their chunk entries count. Rows go in in
+    // key order (the source's order), which fills redb's leaves (D62);
+    // the records are then read in pack order (sequential reads).
+    let mut uses: BTreeMap<[u8; 32], u64> = BTreeMap::new();
     let mut live: BTreeMap<u32, u64> = BTreeMap::new();
     {
         let mut objects = crate::store::objects::write(&txn, &store.packs).map_err(fatal)?;
-        let mut buf = Vec::new();
+        let mut rows: Vec<(ObjectId, (u32, u64, u32))> = Vec::new();
         for r in src_objects.index.iter().map_err(ee)? {
             let (k, v) = r.map_err(ee)?;
-            let (pack, offset, len) = v.value();
             let Ok(id) = <ObjectId>::try_from(k.value()) else { continue };
+            let row = v.value();
+            objects.insert_row(&id, row).map_err(fatal)?;
+            *live.entry(row.0).or_default() += RECORD_HEADER + row.2 as u64;
+            rows.push((id, row));
+        }
+        rep.objects = rows.len() as u64;
+        rows.sort_unstable_by_key(|(_, (pack, offset, _))| (*pack, *offset));
+        let mut buf = Vec::new();
+        for (id, (pack, offset, len)) in rows {
             store
                 .packs
                 .read(crate::store::pack::Loc { pack, offset, len }, &mut buf)
@@ -324,9 +334,6 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
             for h in crate::snap::manifest::own_chunks(&buf).map_err(fatal)? {
                 *uses.entry(h).or_default() += 1;
             }
-            objects.insert_row(&id, (pack, offset, len)).map_err(fatal)?;
-            *live.entry(pack).or_default() += RECORD_HEADER + len as u64;
-            rep.objects += 1;
         }
     }
     phase(&mut rep, "objects");
@@ -339,13 +346,38 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     (rep.files, rep.dirs) = crate::snap::lazy::count(&mut load, &c).map_err(fatal)?;
     crate::snap::lazy::root_row(&txn, &root_rec_of(&c.root_meta)).map_err(fatal)?;
     phase(&mut rep, "tree");
-    // The chunk index entries used, and the packs holding them (and the objects).
+    // The chunk index entries used, and the packs holding them (and the
+    // objects); in key order, as above (a hash order left the leaves about
+    // two-thirds full: 2.05 MiB of new disk where 1.67 do, D62).
     let (mut count, mut bytes) = (0u64, 0u64);
     {
         let mut chunks = txn.open_table(CHUNKS).map_err(|e| fatal(e.to_string()))?;
         let (mut remote_only, mut remote_bytes) = (0u64, 0u64);
+        // The origin's entries: one ordered pass over its index when it is
+        // not much larger than what the fork names (both in key order),
+        // else a lookup each.
+        let mut scan = if src_chunks.len().map_err(ee)? <= 4 * uses.len() as u64 { Some(src_chunks.iter().map_err(ee)?) } else { None };
+        let mut cur: Option<(Vec<u8>, (u32, u64, u32, u64))> = None;
         for (h, n) in &uses {
-            let Some((pack, off, len, _)) = src_chunks.get(&h[..]).map_err(ee)?.map(|g| g.value()) else {
+            let found = match scan.as_mut() {
+                None => src_chunks.get(&h[..]).map_err(ee)?.map(|g| g.value()),
+                Some(it) => {
+                    while cur.as_ref().is_none_or(|(k, _)| k.as_slice() < &h[..]) {
+                        match it.next() {
+                            Some(r) => {
+                                let (k, v) = r.map_err(ee)?;
+                                cur = Some((k.value().to_vec(), v.value()));
+                            }
+                            None => {
+                                cur = None;
+                                break;
+                            }
+                        }
+                    }
+                    cur.as_ref().filter(|(k, _)| k.as_slice() == &h[..]).map(|(_, v)| *v)
+                }
+            };
+            let Some((pack, off, len, _)) = found else {
                 return Err(fatal(format!("chunk {} named by the commit's objects is not in the origin's chunk index (run `ringfs fsck` on it)", hex(h))));
             };
             // A lazy clone's chunk not fetched yet (D51): in no pack, so
