@@ -33,6 +33,7 @@ ap.add_argument("--mib", type=int, default=100)
 ap.add_argument("--env", action="append", default=[], help="K=V for the daemon (e.g. RINGFS_TEST_NO_PREFETCH=1)")
 ap.add_argument("--wait-prefetch", action="store_true", help="read only after nothing is remote-only")
 ap.add_argument("--perf", help="perf record the daemon during the read-back into PERF.RUN")
+ap.add_argument("--perf-prefetch", help="with --wait-prefetch: perf record the daemon from its mount until nothing is remote-only into PERF.RUN")
 ap.add_argument("--keep", action="store_true")
 a = ap.parse_args()
 BINS = [os.path.abspath(b) for b in (a.bin or [os.path.join(os.path.dirname(__file__), "..", "target", "release", "ringfs")])]
@@ -152,11 +153,18 @@ try:
         t2 = time.time()
         pid = int(out.split("daemon pid ")[1].split(",")[0])
         c0 = cpu(pid)
+        pre = None
+        if a.perf_prefetch:
+            pre = subprocess.Popen(["perf", "record", "-F", "999", "-g", "-p", str(pid), "-o", f"{a.perf_prefetch}.{r}"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         run("ls", "-R", m)
         t3 = time.time()
         if a.wait_prefetch:
             while rf("remote", "status", m).get("remote_only_chunks"):
                 time.sleep(0.01)
+            if pre is not None:
+                pre.send_signal(signal.SIGINT)
+                pre.wait()
             print(f"  prefetch alone done {(time.time() - t0) * 1e3:.0f} ms after the clone started, daemon cpu {cpu(pid) - c0:.2f} s")
             t3 = time.time()
             c0 = cpu(pid)

@@ -152,10 +152,13 @@ enum State {
     InFlight {
         waiters: usize,
     },
-    /// Fetched; its bytes kept until the `left` waiters took them.
+    /// Fetched; its bytes kept until the `left` waiters took them;
+    /// `storing`: by the prefetch, which has not yet ended storing it
+    /// (Storing once the waiters took it, if it still has not).
     Ready {
         got: Arc<Vec<(Hash, Vec<u8>)>>,
         left: usize,
+        storing: bool,
     },
     /// Fetched by the prefetch, which is storing it now ([`Source::stored`]
     /// makes it Done): a first open that needs one of its chunks waits for
@@ -346,6 +349,7 @@ impl Source {
                                 State::Ready {
                                     got: a,
                                     left: waiters,
+                                    storing: prefetch,
                                 }
                             }
                             _ => {
@@ -386,11 +390,11 @@ impl Source {
         loop {
             match &mut s.states[i] {
                 State::InFlight { .. } => s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner()),
-                State::Ready { got, left } => {
+                State::Ready { got, left, storing } => {
                     let got = got.clone();
                     *left -= 1;
                     if *left == 0 {
-                        s.states[i] = State::Done;
+                        s.states[i] = if *storing { State::Storing } else { State::Done };
                     }
                     return Ok((got.to_vec(), false));
                 }
@@ -410,19 +414,24 @@ impl Source {
     /// and first opens waiting for that go on.
     fn stored(&self, i: usize) {
         let mut s = self.lock();
-        if matches!(s.states[i], State::Storing) {
-            s.states[i] = State::Done;
+        match &mut s.states[i] {
+            State::Storing => s.states[i] = State::Done,
+            State::Ready { storing, .. } => *storing = false,
+            _ => {}
         }
         drop(s);
         self.cv.notify_all();
     }
 
-    /// Waits until none of the batches `is` is Storing any more (at most
+    /// Waits until the prefetch ended storing each of the batches `is` (at most
     /// [`SETTLE`]: the prefetch stores a batch in milliseconds).
     fn settle(&self, is: &[usize]) {
         let t0 = std::time::Instant::now();
         let mut s = self.lock();
-        while is.iter().any(|&i| matches!(s.states[i], State::Storing)) {
+        while is
+            .iter()
+            .any(|&i| matches!(s.states[i], State::Storing | State::Ready { storing: true, .. }))
+        {
             let Some(left) = SETTLE.checked_sub(t0.elapsed()) else {
                 return;
             };
@@ -482,7 +491,7 @@ impl ChunkSource for Source {
                         *waiters += 1;
                         waits.push(i);
                     }
-                    State::Storing => {
+                    State::Storing | State::Ready { storing: true, .. } => {
                         storing.push(i);
                         alone.push(*h);
                     }
