@@ -176,6 +176,51 @@ impl BackDir {
         Ok(())
     }
 
+    /// A new file with no name in this directory (O_TMPFILE), for reading
+    /// and writing: its inode is allocated without taking the directory's
+    /// lock, and it vanishes if never linked (a crash leaves nothing).
+    /// Errors: open(2)'s — EOPNOTSUPP (or EISDIR, EINVAL on old kernels)
+    /// where the filesystem has no O_TMPFILE; callers then create a named
+    /// temporary instead.
+    pub(crate) fn tmpfile(&self) -> std::io::Result<File> {
+        let fd = rustix::fs::openat(
+            self.fd.as_fd(),
+            ".",
+            OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )?;
+        Ok(File::from(fd))
+    }
+
+    /// Names the unnamed file `f` (from [`BackDir::tmpfile`] of this
+    /// directory) `name`, failing with EEXIST if `name` exists (never
+    /// replaces anything). linkat(2) of the descriptor (AT_EMPTY_PATH,
+    /// which needs CAP_DAC_READ_SEARCH), else of its /proc/self/fd link.
+    pub(crate) fn link_tmpfile(&self, f: &File, name: &str) -> std::io::Result<()> {
+        use rustix::fs::AtFlags;
+        let r = rustix::fs::linkat(f.as_fd(), "", self.fd.as_fd(), name, AtFlags::EMPTY_PATH);
+        match r {
+            Err(e)
+                if e == rustix::io::Errno::NOENT
+                    || e == rustix::io::Errno::PERM
+                    || e == rustix::io::Errno::ACCESS =>
+            {
+                use std::os::fd::AsRawFd;
+                let proc = format!("/proc/self/fd/{}", f.as_raw_fd());
+                rustix::fs::linkat(
+                    rustix::fs::CWD,
+                    proc.as_str(),
+                    self.fd.as_fd(),
+                    name,
+                    AtFlags::SYMLINK_FOLLOW,
+                )?
+            }
+            r => r?,
+        }
+        self.made.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
     /// Does the entry `name` exist (as anything, symlinks not followed)?
     pub(crate) fn exists(&self, name: &str) -> bool {
         rustix::fs::statat(self.fd.as_fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok()

@@ -10,7 +10,7 @@
 //! fetches everything before returning; reading back many small files takes
 //! far fewer GETs than files, and reads during the prefetch are right (D56);
 //! after the prefetch every file has a working copy before its first open
-//! (D58).
+//! (D58); a reader racing the prefetch downloads each chunk once (D63).
 
 mod common;
 
@@ -434,6 +434,48 @@ fn after_the_prefetch_every_file_has_a_working_copy_before_any_open() {
         Some(files),
         "{after}"
     );
+}
+
+/// D63: a reader going through the files in the prefetch's order (so it
+/// catches up with it, waits on its fetches in flight and opens files of
+/// batches it is still storing) gets every byte right, every chunk is
+/// downloaded once (D59 finding 4: an open fetched a chunk the prefetch was
+/// storing a second time), and no `.restore-*` name is left in `wc/`
+/// (working copies are restored into unnamed files and linked into place).
+#[test]
+fn a_reader_racing_the_prefetch_downloads_each_chunk_once() {
+    if raw_mode() {
+        return;
+    }
+    let n = 300;
+    let (m, url) = origin_of_small_files(n);
+    let (c, v) = clone_mount(
+        &url,
+        &[],
+        &[
+            ("RINGFS_TEST_PREFETCH_BATCH_BYTES", "16384"),
+            ("RINGFS_TEST_PREFETCH_WORKERS", "2"),
+        ],
+    );
+    let remote = v["remote_only_chunks"].as_u64().unwrap();
+    let mut names: Vec<String> = (0..n).map(|i| format!("d{}/f{i}", i / 50)).collect();
+    names.push("big".into());
+    for f in &names {
+        let got = std::fs::read(c.path().join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(got == std::fs::read(m.path().join(f)).unwrap(), "{f} differs from the origin");
+    }
+    let t = Instant::now();
+    while remote_only(&c) > 0 {
+        assert!(t.elapsed() < Duration::from_secs(30), "the prefetch did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let st = json(&["remote", "status", mp(&c)]);
+    assert_eq!(st["lazy_fetch"]["chunks"].as_u64(), Some(remote), "chunks downloaded for {remote} remote-only: {st}");
+    for e in std::fs::read_dir(c.store_dir().join("wc")).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        assert!(!name.starts_with(".restore-"), "a restore's temporary left: {name}");
+    }
+    assert_eq!(tree(c.path()), tree(m.path()));
 }
 
 /// D59: a fork (and `mount --at`) of a lazy clone whose chunks are still

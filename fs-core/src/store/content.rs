@@ -141,10 +141,13 @@ impl Store {
             rtx = self.begin_read().map_err(db_errno)?;
         }
         let mut buf = Vec::new();
+        // One table for every chunk (opened again only after compaction
+        // moved a chunk).
+        let mut table = rtx.open_table(CHUNKS).map_err(db_errno)?;
         for c in &manifest {
             let mut looked = 0;
             loop {
-                let loc = rtx.open_table(CHUNKS).map_err(db_errno)?.get(&c.hash[..]).map_err(db_errno)?.map(|g| g.value());
+                let loc = table.get(&c.hash[..]).map_err(db_errno)?.map(|g| g.value());
                 let Some((pack, offset, len, _)) = loc else {
                     tracing::error!("restore of inode {ino}: chunk {} missing from the index", hex(&c.hash));
                     return Err(Errno::EIO);
@@ -155,6 +158,7 @@ impl Store {
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound && looked < 3 => {
                         looked += 1;
                         rtx = self.begin_read().map_err(db_errno)?;
+                        table = rtx.open_table(CHUNKS).map_err(db_errno)?;
                     }
                     Err(e) => {
                         tracing::error!("restore of inode {ino}: chunk {} in {}: {e}", hex(&c.hash), self.packs.path(pack).display());

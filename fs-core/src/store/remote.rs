@@ -71,7 +71,12 @@ impl Store {
         if want.is_empty() {
             return Ok(0);
         }
-        let got = src.fetch(&want)?;
+        // A chunk whose row cannot be read counts as remote (fetched).
+        let still_remote = |h: &[u8; 32]| {
+            self.remote_only_flags(std::iter::once(h))
+                .map_or(true, |v| v[0])
+        };
+        let got = src.fetch(&want, &still_remote)?;
         let (n, bad) = self.store_fetched(&got)?;
         for (h, _) in &want {
             if bad.contains(h) {

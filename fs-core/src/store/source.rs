@@ -19,10 +19,17 @@ pub trait ChunkSource: Send + Sync {
     /// source may fetch a wanted chunk's neighbours on the remote in the
     /// same request, so the next first opens find them local); a wanted
     /// chunk may be left out only when it was stored meanwhile by
-    /// [`Transfer::store_remote_chunks`](crate::snap::transfer::Transfer::store_remote_chunks).
+    /// [`Transfer::store_remote_chunks`](crate::snap::transfer::Transfer::store_remote_chunks)
+    /// (`still_remote(hash)` answers whether the chunk index still names
+    /// it remote-only now: a source asks it before fetching a chunk alone,
+    /// so a chunk another thread stored meanwhile is not downloaded twice).
     /// They need not be checked (the store checks each against its hash).
     /// Errors: one line naming the remote and the chunk that failed.
-    fn fetch(&self, want: &[([u8; 32], u32)]) -> Result<Vec<([u8; 32], Vec<u8>)>, String>;
+    fn fetch(
+        &self,
+        want: &[([u8; 32], u32)],
+        still_remote: &dyn Fn(&[u8; 32]) -> bool,
+    ) -> Result<Vec<([u8; 32], Vec<u8>)>, String>;
     /// The remote's name and URL, for log lines.
     fn describe(&self) -> String;
 }

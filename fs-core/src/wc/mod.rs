@@ -100,15 +100,32 @@ impl Wc<'_> {
             set_mtime(&f, mtime);
             return Ok(f);
         }
-        // Missing: rebuild from the manifest, or start empty.
-        let tmp = format!(".restore-{ino}");
-        let f = dir.create(&tmp, true)?;
-        let size = lock(self.table).node(ino)?.rec.size;
-        self.store.restore_content(ino, &f)?;
-        f.set_len(size)?;
-        set_mtime(&f, mtime);
-        dir.rename_to(&tmp, dir, &name)?;
-        Ok(f)
+        // Missing: rebuild from the manifest, or start empty, in a file
+        // that gets its name only once it is whole.
+        let staged = Staged::new(dir, format!(".restore-{ino}"))?;
+        let r = (|| -> Result<()> {
+            let size = lock(self.table).node(ino)?.rec.size;
+            self.store.restore_content(ino, &staged.file)?;
+            staged.file.set_len(size)?;
+            set_mtime(&staged.file, mtime);
+            match staged.install(dir, &name) {
+                // Nothing else makes this name while we hold the build
+                // guard (it was missing under the table lock); should
+                // something have, the restored bytes replace it, as a
+                // rename would.
+                Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                    dir.unlink(&name)?;
+                    staged.install(dir, &name)?;
+                }
+                r => r?,
+            }
+            Ok(())
+        })();
+        if r.is_err() {
+            staged.discard(dir);
+        }
+        r?;
+        Ok(staged.file)
     }
 
     /// The working copy `f` of `ino` as it was just opened — unless the file
@@ -137,6 +154,53 @@ impl Wc<'_> {
         dir.rename_to(&tmp, dir, &ino.to_string())?;
         drop(st);
         Ok(g)
+    }
+}
+
+/// A working copy being restored before it gets its name: an unnamed file
+/// (O_TMPFILE: its inode allocated outside the directory's lock, nothing
+/// left by a crash) where the filesystem allows, else a named temporary
+/// (`.restore-*`, which recovery removes).
+pub(crate) struct Staged {
+    pub(crate) file: File,
+    /// The named temporary, when O_TMPFILE is not available.
+    tmp: Option<String>,
+}
+
+impl Staged {
+    /// A new empty file in `dir`; `tmp` names the fallback temporary.
+    pub(crate) fn new(dir: &BackDir, tmp: String) -> std::io::Result<Staged> {
+        match dir.tmpfile() {
+            Ok(file) => Ok(Staged { file, tmp: None }),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
+                ) =>
+            {
+                Ok(Staged {
+                    file: dir.create(&tmp, true)?,
+                    tmp: Some(tmp),
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Gives the file `name` in `dir`, never replacing anything (EEXIST).
+    pub(crate) fn install(&self, dir: &BackDir, name: &str) -> std::io::Result<()> {
+        match &self.tmp {
+            None => dir.link_tmpfile(&self.file, name),
+            Some(t) => dir.rename_noreplace(t, dir, name),
+        }
+    }
+
+    /// Removes the named temporary of a file not installed (an unnamed one
+    /// goes with its last descriptor).
+    pub(crate) fn discard(&self, dir: &BackDir) {
+        if let Some(t) = &self.tmp {
+            let _ = dir.unlink(t);
+        }
     }
 }
 

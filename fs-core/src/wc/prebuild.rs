@@ -7,9 +7,10 @@
 //!
 //! One build per file at a time: [`Builds`] is the per-inode guard that
 //! [`Wc::open_wc`] takes too before it rebuilds a missing working copy; a
-//! build writes `.restore-<ino>-pre` and renames it into place without
-//! replacing anything (under the inode table's lock, after checking the
-//! file is unchanged), so a half-written working copy is never served.
+//! build writes an unnamed file (O_TMPFILE; else `.restore-<ino>-pre`) and
+//! links it into place without replacing anything (under the inode table's
+//! lock, after checking the file is unchanged), so a half-written working
+//! copy is never served.
 //!
 //! Owns: the plan, the guard, the background build. Must not know: remotes,
 //! batches, FUSE.
@@ -24,7 +25,7 @@ use crate::schema::CHUNKS;
 use crate::store::db::db_errno;
 use crate::store::remote::REMOTE_PACK;
 use crate::types::Result;
-use crate::wc::{set_mtime, Wc};
+use crate::wc::{set_mtime, Staged, Wc};
 
 /// Lowers the calling thread's CPU and I/O priority to the hash workers'
 /// (nice 5, lowest best-effort I/O level): for a thread that builds
@@ -231,13 +232,14 @@ impl Wc<'_> {
             }
         }
         let dir = &self.dirs.wc;
-        // Not open_wc's name: recovery removes both (`.restore-` names).
-        let tmp = format!(".restore-{ino}-pre");
-        let f = dir.create(&tmp, true)?;
+        // Unnamed until whole; the fallback's name is not open_wc's
+        // (recovery removes both: `.restore-` names).
+        let staged = Staged::new(dir, format!(".restore-{ino}-pre"))?;
+        let f = &staged.file;
         let built = (|| -> Result<bool> {
-            self.store.restore_content(ino, &f)?;
+            self.store.restore_content(ino, f)?;
             f.set_len(rec.0)?;
-            set_mtime(&f, rec.1);
+            set_mtime(f, rec.1);
             let st = lock(self.table);
             let Ok(n) = st.node(ino) else {
                 return Ok(false);
@@ -252,14 +254,14 @@ impl Wc<'_> {
             {
                 return Ok(false);
             }
-            match dir.rename_noreplace(&tmp, dir, &name) {
+            match staged.install(dir, &name) {
                 Ok(()) => Ok(true),
                 Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(false),
                 Err(e) => Err(e.into()),
             }
         })();
         if !matches!(built, Ok(true)) {
-            let _ = dir.unlink(&tmp);
+            staged.discard(dir);
         }
         if matches!(built, Ok(true)) {
             self.builds.built.fetch_add(1, Ordering::Relaxed);

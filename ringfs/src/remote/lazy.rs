@@ -152,11 +152,18 @@ enum State {
     InFlight {
         waiters: usize,
     },
-    /// Fetched; its bytes kept until the `left` waiters took them.
+    /// Fetched; its bytes kept until the `left` waiters took them;
+    /// `storing`: by the prefetch, which has not yet ended storing it
+    /// (Storing once the waiters took it, if it still has not).
     Ready {
         got: Arc<Vec<(Hash, Vec<u8>)>>,
         left: usize,
+        storing: bool,
     },
+    /// Fetched by the prefetch, which is storing it now ([`Source::stored`]
+    /// makes it Done): a first open that needs one of its chunks waits for
+    /// that instead of fetching the chunk again.
+    Storing,
     Done,
 }
 
@@ -187,6 +194,9 @@ pub struct Source {
 
 const TRIES: u32 = 3;
 const PAUSE: Duration = Duration::from_millis(200);
+/// How long a first open waits for the prefetch to end storing a batch it
+/// fetched, at most (then it fetches the chunks it needs itself).
+const SETTLE: Duration = Duration::from_secs(10);
 
 impl Source {
     /// The source of remote `name` of `store`, for the chunks of `places`;
@@ -304,9 +314,12 @@ impl Source {
     /// Fetches the batches `claimed` (each InFlight, claimed by the
     /// caller), one GET per bundle, and hands their bytes to the waiters.
     /// On an error they are Pending again (a waiter then fetches itself).
+    /// `prefetch`: the caller stores them and then calls [`Source::stored`]
+    /// (they are Storing until then; else Done at once).
     fn fetch_claimed(
         &self,
         claimed: &[usize],
+        prefetch: bool,
     ) -> std::result::Result<Vec<(Hash, Vec<u8>)>, String> {
         let mut by: Vec<(&str, Vec<usize>)> = Vec::new();
         for &i in claimed {
@@ -336,11 +349,16 @@ impl Source {
                                 State::Ready {
                                     got: a,
                                     left: waiters,
+                                    storing: prefetch,
                                 }
                             }
                             _ => {
                                 out.extend(mine);
-                                State::Done
+                                if prefetch {
+                                    State::Storing
+                                } else {
+                                    State::Done
+                                }
                             }
                         };
                     }
@@ -372,23 +390,56 @@ impl Source {
         loop {
             match &mut s.states[i] {
                 State::InFlight { .. } => s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner()),
-                State::Ready { got, left } => {
+                State::Ready { got, left, storing } => {
                     let got = got.clone();
                     *left -= 1;
                     if *left == 0 {
-                        s.states[i] = State::Done;
+                        s.states[i] = if *storing { State::Storing } else { State::Done };
                     }
                     return Ok((got.to_vec(), false));
                 }
                 State::Pending => {
                     s.states[i] = State::InFlight { waiters: 0 };
                     drop(s);
-                    return self.fetch_claimed(&[i]).map(|v| (v, true));
+                    return self.fetch_claimed(&[i], false).map(|v| (v, true));
                 }
                 // Not reached (a waiter is counted in `left`): its chunks
                 // are stored, or the caller finds them still remote-only.
-                State::Done => return Ok((Vec::new(), false)),
+                State::Storing | State::Done => return Ok((Vec::new(), false)),
             }
+        }
+    }
+
+    /// The prefetch stored batch `i` (or failed to): Storing becomes Done,
+    /// and first opens waiting for that go on.
+    fn stored(&self, i: usize) {
+        let mut s = self.lock();
+        match &mut s.states[i] {
+            State::Storing => s.states[i] = State::Done,
+            State::Ready { storing, .. } => *storing = false,
+            _ => {}
+        }
+        drop(s);
+        self.cv.notify_all();
+    }
+
+    /// Waits until the prefetch ended storing each of the batches `is` (at most
+    /// [`SETTLE`]: the prefetch stores a batch in milliseconds).
+    fn settle(&self, is: &[usize]) {
+        let t0 = std::time::Instant::now();
+        let mut s = self.lock();
+        while is
+            .iter()
+            .any(|&i| matches!(s.states[i], State::Storing | State::Ready { storing: true, .. }))
+        {
+            let Some(left) = SETTLE.checked_sub(t0.elapsed()) else {
+                return;
+            };
+            s = self
+                .cv
+                .wait_timeout(s, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 
@@ -409,13 +460,18 @@ impl Source {
 }
 
 impl ChunkSource for Source {
-    fn fetch(&self, want: &[(Hash, u32)]) -> std::result::Result<Vec<(Hash, Vec<u8>)>, String> {
+    fn fetch(
+        &self,
+        want: &[(Hash, u32)],
+        still_remote: &dyn Fn(&Hash) -> bool,
+    ) -> std::result::Result<Vec<(Hash, Vec<u8>)>, String> {
         STATS.opens.fetch_add(1, Ordering::Relaxed);
         // Each wanted chunk's batch: claimed (fetched here, whole), waited
-        // for (in flight elsewhere), or — fetched already but the chunk is
-        // still remote-only (its store failed), or in no batch — asked for
-        // alone.
+        // for (in flight elsewhere), or — fetched already (once the
+        // prefetch's store of it ended) yet the chunk still remote-only
+        // (its store failed), or in no batch — asked for alone.
         let (mut claimed, mut waits, mut alone) = (Vec::new(), Vec::new(), Vec::new());
+        let mut storing = Vec::new();
         {
             let mut s = self.lock();
             for (h, _) in want {
@@ -435,6 +491,10 @@ impl ChunkSource for Source {
                         *waiters += 1;
                         waits.push(i);
                     }
+                    State::Storing | State::Ready { storing: true, .. } => {
+                        storing.push(i);
+                        alone.push(*h);
+                    }
                     State::Ready { .. } | State::Done => alone.push(*h),
                 }
             }
@@ -445,7 +505,7 @@ impl ChunkSource for Source {
         let mut out = Vec::new();
         let mut first_err = None;
         if !claimed.is_empty() {
-            match self.fetch_claimed(&claimed) {
+            match self.fetch_claimed(&claimed, false) {
                 Ok(v) => out.extend(v),
                 Err(e) => first_err = Some(e),
             }
@@ -464,6 +524,13 @@ impl ChunkSource for Source {
         if let Some(e) = first_err {
             return Err(e);
         }
+        // Only what is still remote-only once the prefetch's stores of
+        // those batches ended: the rest was stored meanwhile (DECISIONS
+        // D59 finding 4: a chunk fetched twice).
+        if !storing.is_empty() {
+            self.settle(&storing);
+        }
+        alone.retain(|h| still_remote(h));
         let mut by: HashMap<&str, Vec<(Hash, u64, u32)>> = HashMap::new();
         for h in &alone {
             let Some((bk, off, len)) = self.places.get(h) else {
@@ -530,8 +597,12 @@ impl Deferred {
 }
 
 impl ChunkSource for Deferred {
-    fn fetch(&self, want: &[(Hash, u32)]) -> std::result::Result<Vec<(Hash, Vec<u8>)>, String> {
-        self.get()?.fetch(want)
+    fn fetch(
+        &self,
+        want: &[(Hash, u32)],
+        still_remote: &dyn Fn(&Hash) -> bool,
+    ) -> std::result::Result<Vec<(Hash, Vec<u8>)>, String> {
+        self.get()?.fetch(want, still_remote)
     }
 
     fn describe(&self) -> String {
@@ -671,8 +742,11 @@ fn spawn_workers(fs: Arc<Fs>, src: Arc<Source>, stop: Arc<AtomicBool>, stored: s
             let mut failures = 0u32;
             while !stop.load(Ordering::SeqCst) {
                 let Some(b) = src.claim_next() else { break };
-                let r = src.fetch_claimed(&[b]).and_then(|got| {
-                    let (n, bad) = fs.transfer().store_remote_chunks(&got)?;
+                let r = src.fetch_claimed(&[b], true).and_then(|got| {
+                    let r = fs.transfer().store_remote_chunks(&got);
+                    // Stored (or not): first opens waiting for it go on.
+                    src.stored(b);
+                    let (n, bad) = r?;
                     // Local now (stored here or before): their files' working
                     // copies can be built (a chunk that failed stays remote).
                     let _ = stored.send(got.into_iter().map(|g| g.0).filter(|h| !bad.contains(h)).collect());
@@ -754,6 +828,13 @@ fn spawn_builder(fs: Arc<Fs>, stop: Arc<AtomicBool>) -> (std::sync::mpsc::Sender
             }
         }
         ready.extend(plan.rest());
+        // Last first: a reader that started at the first files (the bundle
+        // order is the tree's) and this thread meet in the middle instead
+        // of both going for the same files (one of them waiting on the
+        // other's build). Each build's inode is allocated unnamed
+        // (O_TMPFILE), outside the directory's lock, so the two do work
+        // side by side.
+        ready.reverse();
         build(ready);
     });
     match t {
