@@ -86,6 +86,7 @@ mod fs;
 mod fsck;
 mod host;
 mod inode;
+mod laps;
 pub mod live;
 mod local;
 mod posix;

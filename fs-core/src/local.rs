@@ -115,6 +115,14 @@ impl BackDir {
         Ok(())
     }
 
+    /// Counts entries that may not be durable yet although this process
+    /// made none (those a mount finds): the next [`BackDir::sync_entries`]
+    /// syncs the directory. (What a mount of a cleanly shut down store
+    /// does instead of syncing both directories itself, D61.)
+    pub(crate) fn note_unsynced(&self) {
+        self.made.fetch_add(1, Ordering::SeqCst);
+    }
+
     /// fsync(2) of the directory, whatever was made in it.
     pub(crate) fn sync(&self) -> std::io::Result<()> {
         let made = self.made.load(Ordering::SeqCst);

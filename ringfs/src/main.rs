@@ -83,7 +83,8 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("RINGFS_LOG").unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // `mount --daemon` forks the daemon, whose stderr is its log file.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()) && !matches!(&cli.command, Command::Mount(a) if a.daemon))
         .init();
     let result = match cli.command {
         Command::Mount(args) => mount::cmd_mount(args, &argv[1..]),

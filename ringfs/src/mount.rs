@@ -79,9 +79,11 @@ fn remount(args: &MountArgs) -> Result<()> {
     })
 }
 
-/// Re-run ourselves without `--daemon` in a new session and wait until the
-/// child reports the mount ready (or fails). Everything is checked, and the
-/// mountpoint claimed, before the log is created; the child takes the claim over.
+/// Start the daemon in a new session — a fork of this process, or (when
+/// it has other threads) ourselves re-run without `--daemon` — and wait
+/// until it reports the mount ready (or fails). Everything is checked, and
+/// the mountpoint claimed, before the log is created; the child takes the
+/// claim over.
 fn daemonize(args: &MountArgs, argv: &[OsString]) -> Result<()> {
     let plan = plan::check(args)?;
     crate::remote::sync::check(args)?;
@@ -99,6 +101,39 @@ fn daemonize(args: &MountArgs, argv: &[OsString]) -> Result<()> {
         .append(true)
         .open(&log)
         .with_context(|| format!("opening log file {}", log.display()))?;
+    // This process has one thread (nothing above starts any): the daemon
+    // is a fork of it, without a second exec of the binary (D61). A
+    // process with more threads (not expected) re-runs the binary instead.
+    if single_threaded() {
+        let devnull = std::fs::File::open("/dev/null").context("opening /dev/null")?;
+        // SAFETY: fork in a process with one thread; the child goes on
+        // with this process's memory as it is now, as a new daemon.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(std::io::Error::last_os_error()).context("starting the daemon (fork)");
+        }
+        if pid == 0 {
+            drop(read_end);
+            // SAFETY: setsid and dup2 on descriptors we own.
+            unsafe {
+                libc::setsid();
+                libc::dup2(devnull.as_raw_fd(), 0);
+                libc::dup2(log_file.as_raw_fd(), 1);
+                libc::dup2(log_file.as_raw_fd(), 2);
+            }
+            drop((devnull, log_file));
+            claim.pass_to_forked_child();
+            let mut ready = Some(std::fs::File::from(write_end));
+            let result = serve(args, &mut ready);
+            if let (Err(e), Some(pipe)) = (&result, ready.as_mut()) {
+                let _ = writeln!(pipe, "error: {e:#}");
+            }
+            return result;
+        }
+        claim.handed_over();
+        drop(write_end);
+        return wait_ready(read_end, pid as u32, &mp, &log);
+    }
     let child_args: Vec<&OsString> = argv.iter().filter(|a| *a != "--daemon").collect();
     let mut cmd = std::process::Command::new(std::env::current_exe()?);
     cmd.args(child_args)
@@ -119,11 +154,22 @@ fn daemonize(args: &MountArgs, argv: &[OsString]) -> Result<()> {
     let child = cmd.spawn().context("starting the daemon")?;
     claim.handed_over();
     drop(write_end);
+    wait_ready(read_end, child.id(), &mp, &log)
+}
+
+/// Whether this process has one thread (`/proc/self/task` lists one).
+fn single_threaded() -> bool {
+    std::fs::read_dir("/proc/self/task").map(|d| d.count() == 1).unwrap_or(false)
+}
+
+/// The `--daemon` parent's wait for daemon `pid` to report on the pipe
+/// `read_end`: `ok` (the mount is ready: say so) or `error: MESSAGE`.
+fn wait_ready(read_end: OwnedFd, pid: u32, mp: &std::path::Path, log: &std::path::Path) -> Result<()> {
     let mut msg = String::new();
     std::fs::File::from(read_end).read_to_string(&mut msg)?;
     let msg = msg.trim();
     if msg == "ok" {
-        println!("ringfs: mounted {} (daemon pid {}, log {})", mp.display(), child.id(), log.display());
+        println!("ringfs: mounted {} (daemon pid {pid}, log {})", mp.display(), log.display());
         return Ok(());
     }
     if let Some(e) = msg.strip_prefix("error: ") {

@@ -260,6 +260,16 @@ impl Claim {
         }
     }
 
+    /// In the child a `--daemon` parent forked without exec: the claim is
+    /// this process's, and [`Claim::take`] takes it over (as an exec'd
+    /// child's does, from the same descriptor).
+    pub fn pass_to_forked_child(mut self) {
+        self.handed_over = true;
+        std::env::set_var(CLAIM_FD_ENV, self.file.as_raw_fd().to_string());
+        // The descriptor stays open for `take`; nothing is removed.
+        std::mem::forget(self);
+    }
+
     /// The child now holds the claim: do not remove it when this process exits.
     pub fn handed_over(&mut self) {
         self.handed_over = true;

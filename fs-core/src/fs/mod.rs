@@ -34,6 +34,7 @@ use redb::{Database, Durability};
 
 use crate::host::HostTrees;
 use crate::inode::{self, meta_key, Freed, State, POOL_LOCAL, ROOT};
+use crate::laps::Laps;
 use crate::local::{BackDir, IgnorePolicy};
 use crate::posix::*;
 use crate::schema::SCHEMA_VERSION;
@@ -113,18 +114,21 @@ struct OpenPhases {
     open: std::time::Duration,
     load: std::time::Duration,
     total: std::time::Duration,
+    /// The same time in finer parts (the log line's split).
+    laps: Laps,
 }
 
 impl OpenPhases {
     fn log(&self, desc: &str, inodes: usize) {
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         tracing::info!(
-            "store {desc} opened in {:.1} ms ({inodes} inodes): check {:.1} ms, database {:.1} ms, load {:.1} ms, threads and sides {:.1} ms",
+            "store {desc} opened in {:.1} ms ({inodes} inodes): check {:.1} ms, database {:.1} ms, load {:.1} ms, threads and sides {:.1} ms [{}]",
             ms(self.total),
             ms(self.check),
             ms(self.open - self.check),
             ms(self.load - self.open),
-            ms(self.total - self.load)
+            ms(self.total - self.load),
+            self.laps
         );
     }
 }
@@ -270,8 +274,9 @@ impl Fs {
                 std::fs::create_dir_all(d).map_err(|e| io_err(d, e))?;
                 let (lock, before) = take_lock_noting(d)?;
                 let lock_empty = before.as_deref().is_some_and(<[u8]>::is_empty);
+                phases.laps.lap("files and lock");
                 if has_db {
-                    match check_for_mount(d, lock_empty, check == OpenCheck::Full) {
+                    match check_for_mount(d, lock_empty, check == OpenCheck::Full, &mut phases.laps) {
                         Ok(r) => pre = r,
                         Err(e) => {
                             restore_lock(d, lock, before);
@@ -286,6 +291,7 @@ impl Fs {
                 // the check, such damage (a page it did not read) is refused
                 // the same way, not a crash.
                 let db = guarded(|| open_db(d)).map_err(|m| damaged(d, "opening store.redb", m))??;
+                phases.laps.lap("read-write open");
                 // A store of an earlier schema is migrated by `load`; its
                 // database is copied first (kept until a clean shutdown).
                 if let Some(v) = migrate::schema_of(&db).filter(|v| *v < SCHEMA_VERSION) {
@@ -294,6 +300,7 @@ impl Fs {
                 let (known, next) = guarded(|| known_packs(&db)).map_err(|m| damaged(d, "table packs", m))?.map_err(|e| corrupt(&d.join("store.redb"), e))?;
                 let pd = d.join("packs");
                 let packs = Packs::open(pd.clone(), None, &known, next).map_err(|e| io_err(&pd, e))?;
+                phases.laps.lap("packs");
                 (db, wc, d.display().to_string(), Some(d.clone()), Some(lock), None, d.join("store.redb"), packs)
             }
             StoreLocation::Memory => {
@@ -325,6 +332,7 @@ impl Fs {
         let roots_dir = local_dir.join("roots");
         let host = HostTrees::open_dir(&roots_dir).map_err(|e| io_err(&roots_dir, e))?;
         phases.open = t0.elapsed();
+        phases.laps.lap("directories");
         // A fork's deferred tree (snap/lazy.rs) is written before the load
         // reads the tables; what the check read before it is stale then.
         let pre = match guarded(|| crate::snap::materialize::write_deferred_db(&db, &packs)).map_err(|m| damaged(&dbpath, "writing the fork's tree", m))? {
@@ -332,17 +340,26 @@ impl Fs {
             Ok(false) => pre,
             Err(e) => return Err(corrupt(&dbpath, format!("writing the fork's tree: {e}"))),
         };
+        phases.laps.lap("deferred tree");
         let loaded = guarded(|| load(&db, &dbpath, &wc, &local, &packs, pre)).map_err(|m| damaged(&dbpath, "loading the inode table", m))??;
         phases.load = t0.elapsed();
+        phases.laps.lap("load");
         if loaded.migrated.is_some() {
             migrate::compact_db(&mut db, &dbpath);
         }
         // Whatever working copies exist now are durable before an fsync
         // relies on them (the directories are synced again only when an
-        // entry is made, `BackDir::sync_entries`).
+        // entry is made, `BackDir::sync_entries`): after a crash (whose
+        // recovery renamed and removed some) now; after a clean shutdown
+        // at the first fsync, off the mount path (D61).
         for (d, p) in [(&wc, &wc_dir), (&local, &local_dir)] {
-            d.sync().map_err(|e| io_err(p, e))?;
+            if loaded.clean {
+                d.note_unsynced();
+            } else {
+                d.sync().map_err(|e| io_err(p, e))?;
+            }
         }
+        phases.laps.lap("directory syncs");
         if !loaded.clean {
             tracing::warn!("store {desc} was not shut down cleanly; recovered");
         }
@@ -369,6 +386,7 @@ impl Fs {
         // The local-only directory may be another one than last time (--local-dir).
         saved_pool[POOL_LOCAL].retain(|i| local.exists(&i.to_string()));
         let pool_sizes = saved_pool.each_ref().map(Vec::len);
+        phases.laps.lap("durable marks, pool");
         loaded.state.pool = saved_pool;
         let local_tables = policy.is_some() || loaded.state.nodes.values().any(|n| n.local);
         let store = Store::new(db, dir, desc, lock, loaded.sync_pos, (loaded.chunk_count, loaded.chunk_bytes), packs);
@@ -412,6 +430,7 @@ impl Fs {
             }
         }));
         inner.attach_roots();
+        phases.laps.lap("roots");
         let mut threads = Vec::new();
         inner.hasher.open();
         for i in 0..cfg.hash_threads.max(1) {
@@ -454,6 +473,7 @@ impl Fs {
                 Ok(())
             })
         })?);
+        phases.laps.lap("threads");
         {
             let mut st = inner.lock();
             for ino in loaded.rehash {
@@ -483,6 +503,7 @@ impl Fs {
         if inner.native_roots {
             inner.migrate_flat_roots();
         }
+        phases.laps.lap("sides");
         phases.total = t0.elapsed();
         phases.log(&inner.store.desc, inner.lock().nodes.len());
         Ok(Fs { inner, threads: Mutex::new(threads) })

@@ -9,12 +9,14 @@
 //! in-memory inode table ([`crate::inode`]). Must not touch: FUSE, threads.
 
 use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
 use std::path::Path;
 use std::time::SystemTime;
 
 use redb::{Database, Durability, Key, ReadableTable, TableDefinition, TableHandle, Value};
 
-use crate::inode::{root_rec, Node, State, ROOT};
+use crate::inode::{root_rec, InoHasher, Name, Node, State, ROOT};
+use crate::store::readonly::guarded;
 use crate::local::BackDir;
 use crate::posix::is_reg;
 use crate::live::remove_manifest;
@@ -24,6 +26,9 @@ use crate::store::migrate;
 use crate::store::pack::Packs;
 use crate::types::StoreError;
 
+/// A set of inode numbers (hashed with [`InoHasher`]).
+pub(crate) type InoSet = HashSet<u64, BuildHasherDefault<InoHasher>>;
+
 /// What [`read_state`] read of a store's tables: the inode table with its
 /// directory entries, symlinks and xattrs, the inodes that have a manifest,
 /// the journal's last position, and directory entries that name no inode
@@ -31,9 +36,18 @@ use crate::types::StoreError;
 /// [`load`]).
 pub(crate) struct Read {
     pub(crate) st: State,
-    pub(crate) has_manifest: HashSet<u64>,
+    pub(crate) has_manifest: InoSet,
     pub(crate) sync_pos: u64,
     pub(crate) bad: Vec<(bool, u64, Vec<u8>)>,
+}
+
+/// What [`read_links`] read: directory entries as `(parent, name, child,
+/// cookie)` (synced, then local-only), the inodes with a live manifest,
+/// the journal's last key.
+pub(crate) struct Links {
+    dirents: [Vec<(u64, Name, u64, u64)>; 2],
+    has_manifest: InoSet,
+    sync_pos: u64,
 }
 
 /// A transaction the tables can be read from: a read transaction (of the
@@ -99,6 +113,31 @@ impl_tables!(redb::WriteTransaction);
 /// Errors: a message naming the table (and inode) that could not be read
 /// or decoded.
 pub(crate) fn read_state(src: &impl Tables, next_ino: u64) -> Result<Read, String> {
+    let st = read_nodes(src, next_ino)?;
+    let links = read_links(src)?;
+    Ok(link(st, links))
+}
+
+/// [`read_state`] of a read transaction, in two threads (D61): the
+/// directory entries and manifest keys are read ([`read_links`]) while
+/// this thread reads the inodes; each thread's redb panics (a damaged
+/// page) are caught as errors. Sequential when no thread can be started.
+pub(crate) fn read_state_parallel(rtx: &redb::ReadTransaction, next_ino: u64) -> Result<Read, String> {
+    std::thread::scope(|s| {
+        let other = std::thread::Builder::new().name("ringfs-load".into()).spawn_scoped(s, || guarded(|| read_links(rtx)));
+        let Ok(other) = other else {
+            return read_state(rtx, next_ino);
+        };
+        let st = guarded(|| read_nodes(rtx, next_ino));
+        let links = other.join().unwrap_or_else(|_| Err("reading directory entries: the thread panicked".into()));
+        let (st, links) = (st??, links??);
+        Ok(link(st, links))
+    })
+}
+
+/// The inodes, symlinks and xattrs, synced and local-only, of `src`
+/// (directories still empty).
+fn read_nodes(src: &impl Tables, next_ino: u64) -> Result<State, String> {
     let mut st = State { next_ino: next_ino.max(2), ..Default::default() };
     // Sized once: growing a map of 10 000 boxes rehashes it a dozen times.
     st.nodes.reserve((src.count(INODES) + src.count(LOCAL_INODES)) as usize);
@@ -145,30 +184,68 @@ pub(crate) fn read_state(src: &impl Tables, next_ino: u64) -> Result<Read, Strin
         }
         Ok(())
     })?;
-    let mut has_manifest = HashSet::new();
+    Ok(st)
+}
+
+/// The directory entries (names allocated as they will be kept), the
+/// inodes with a live manifest and the journal's last key of `src`.
+fn read_links(src: &impl Tables) -> Result<Links, String> {
+    let mut has_manifest = InoSet::with_capacity_and_hasher(src.count(LIVE_ROOTS) as usize, Default::default());
     src.each(LIVE_ROOTS, |k, _| {
         has_manifest.insert(k);
         Ok(())
     })?;
     let sync_pos = src.journal_last()?;
-    let mut bad = Vec::new();
-    for (table, synced) in [(DIRENTS, true), (LOCAL_DIRENTS, false)] {
+    let mut dirents: [Vec<(u64, Name, u64, u64)>; 2] = Default::default();
+    for (v, table) in dirents.iter_mut().zip([DIRENTS, LOCAL_DIRENTS]) {
+        v.reserve(src.count(table) as usize);
         src.each(table, |(parent, name), (child, cookie)| {
-            let ok = st.nodes.contains_key(&child) && st.nodes.get(&parent).and_then(|p| p.dir.as_ref()).is_some_and(|d| !d.by_name.contains_key(name));
-            if !ok {
-                bad.push((synced, parent, name.to_vec()));
-                return Ok(());
-            }
-            let p = st.nodes.get_mut(&parent).unwrap();
-            p.rec.next_cookie = p.rec.next_cookie.max(cookie + 1);
-            p.dir.as_mut().unwrap().insert(name, child, cookie);
-            if let Some(d) = st.nodes.get_mut(&child).and_then(|ch| ch.dir.as_mut()) {
-                d.dname = name.into();
-            }
+            v.push((parent, Name::from(name), child, cookie));
             Ok(())
         })?;
     }
-    Ok(Read { st, has_manifest, sync_pos, bad })
+    Ok(Links { dirents, has_manifest, sync_pos })
+}
+
+/// Puts `links`' directory entries into `st`'s directories; an entry that
+/// names no inode, a parent that is no directory, or a name its parent
+/// already has is left out and listed in [`Read::bad`].
+fn link(mut st: State, links: Links) -> Read {
+    let Links { dirents, has_manifest, sync_pos } = links;
+    let mut bad = Vec::new();
+    for (entries, synced) in dirents.into_iter().zip([true, false]) {
+        for (parent, name, child, cookie) in entries {
+            let child_dir = match st.nodes.get(&child) {
+                Some(c) => c.dir.is_some(),
+                None => {
+                    bad.push((synced, parent, name.to_vec()));
+                    continue;
+                }
+            };
+            let Some(p) = st.nodes.get_mut(&parent).filter(|p| p.dir.is_some()) else {
+                bad.push((synced, parent, name.to_vec()));
+                continue;
+            };
+            let d = p.dir.as_mut().expect("a directory");
+            match d.by_name.entry(name.clone()) {
+                std::collections::hash_map::Entry::Occupied(_) => {
+                    bad.push((synced, parent, name.to_vec()));
+                    continue;
+                }
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert((child, cookie));
+                    d.by_cookie.insert(cookie, name.clone());
+                }
+            }
+            p.rec.next_cookie = p.rec.next_cookie.max(cookie + 1);
+            if child_dir {
+                if let Some(d) = st.nodes.get_mut(&child).and_then(|ch| ch.dir.as_mut()) {
+                    d.dname = name[..].into();
+                }
+            }
+        }
+    }
+    Read { st, has_manifest, sync_pos, bad }
 }
 
 /// The inode table and counters of a store just opened.

@@ -14,9 +14,10 @@ use std::path::Path;
 
 use redb::{Key, ReadTransaction, ReadableTable, TableDefinition, TableHandle, Value};
 
+use crate::laps::Laps;
 use crate::schema::*;
 use crate::store::readonly::{guarded, open_read_only, RoDb};
-use crate::store::recovery::{read_state, Read};
+use crate::store::recovery::{read_state_parallel, Read};
 use crate::types::StoreError;
 
 /// Damage found in one table: where and what.
@@ -322,20 +323,22 @@ pub(crate) fn check_before_open(dir: &Path) -> Result<(), StoreError> {
 /// it read-only, and no damage is visible from outside ([`damage_outside`]).
 /// A store shut down cleanly (meta `clean` = 1) of the current schema,
 /// unless `full`: the pack list, meta and the chunk index are read
-/// (undecoded), and the inode tables into memory ([`read_state`], returned
+/// (undecoded), and the inode tables into memory ([`read_state_parallel`], returned
 /// for `load`; what a mount loads anyway) — manifest and journal records
 /// are decoded, and snapshot tables read, when used. Otherwise (an unclean shutdown, a migration ahead,
 /// or `full`): every table read ([`scan_tables`]), `Ok(None)`. Errors:
 /// [`StoreError::Damaged`] naming the table (and key) that cannot be read.
-pub(crate) fn check_for_mount(dir: &Path, lock_empty: bool, full: bool) -> Result<Option<Read>, StoreError> {
+pub(crate) fn check_for_mount(dir: &Path, lock_empty: bool, full: bool, laps: &mut Laps) -> Result<Option<Read>, StoreError> {
     let (_ro, rtx) = begin_read_only(dir)?;
     if let Some(what) = damage_outside(dir, &rtx, lock_empty) {
         return Err(StoreError::Damaged { dir: dir.to_path_buf(), what });
     }
     let meta = |k: &str| guarded(|| rtx.open_table(META).ok().and_then(|t| t.get(k).ok().flatten().map(|g| g.value()))).ok().flatten();
     let clean = meta("clean") == Some(1);
+    laps.lap("read-only open");
     if full || !clean || schema_of(&rtx) != Some(SCHEMA_VERSION) {
         full_scan(dir, &rtx)?;
+        laps.lap("every table");
         return Ok(None);
     }
     let damaged = |what: String| StoreError::Damaged { dir: dir.to_path_buf(), what };
@@ -348,8 +351,11 @@ pub(crate) fn check_for_mount(dir: &Path, lock_empty: bool, full: bool) -> Resul
             return Err(damaged(format!("table {}: {}", d.place, d.what)));
         }
     }
-    match guarded(|| read_state(&rtx, meta("next_ino").unwrap_or(2))) {
+    laps.lap("packs, meta, chunks");
+    let r = match guarded(|| read_state_parallel(&rtx, meta("next_ino").unwrap_or(2))) {
         Ok(Ok(r)) => Ok(Some(r)),
         Ok(Err(m)) | Err(m) => Err(damaged(m)),
-    }
+    };
+    laps.lap("inode tables");
+    r
 }

@@ -39,7 +39,7 @@ use crate::schema::{StoreResult, META, PACKS, PACK_RECORD_HEADER};
 
 pub use scan::scan_pack;
 pub(crate) use scan::header as scan_header;
-pub(crate) use scan::scan_pack_until;
+pub(crate) use scan::{scan_pack_from, scan_pack_until};
 
 /// Magic at the start of every pack file.
 pub const MAGIC: &[u8; 8] = b"RFSPACK1";
@@ -206,23 +206,26 @@ impl Packs {
         if let Some(id) = rolled.iter().next_back().copied() {
             let path = dir.join(pack_name(id));
             if files.contains(&id) {
-                let valid = scan_pack_until(&path, |_, _, _| true)?;
+                // Only bytes past what a durable commit recorded can be a
+                // torn tail: those are scanned (the records before were
+                // synced before that commit, and are neither read nor
+                // hashed here: damage to them is disk corruption, found
+                // when a chunk is read, and by `ringfs fsck --full`), and
+                // nothing the index knows is ever cut. After a clean
+                // shutdown the file ends there: nothing is read (D61).
+                let durable = known[&id].total;
+                let valid = scan_pack_from(&path, durable, |_, _, _| true)?;
                 let f = OpenOptions::new().read(true).write(true).open(&path)?;
                 let len = f.metadata()?.len();
-                // Only bytes past what a durable commit recorded can be a
-                // torn tail: a record that fails its hash before that is
-                // damage, and the records after it are still committed, so
-                // nothing the index knows is ever cut.
-                let durable = known[&id].total;
                 let keep = valid.max(durable).min(len);
                 if len > keep {
                     tracing::warn!("packs: {} ends in {} bytes of a torn record (a crash while appending): truncated", pack_name(id), len - keep);
                     f.set_len(keep)?;
                     f.sync_data()?;
                 }
-                if valid < durable {
+                if len < durable {
                     tracing::error!(
-                        "packs: {} is damaged at byte {valid} (the index expects {durable} bytes): kept as it is; `ringfs fsck --full --store {}` (unmounted) lists the damaged chunks, the files' working copies still hold their bytes",
+                        "packs: {} is {len} bytes, shorter than the {durable} bytes the index expects: kept as it is; `ringfs fsck --full --store {}` (unmounted) lists the damaged chunks, the files' working copies still hold their bytes",
                         pack_name(id),
                         dir.parent().unwrap_or(&dir).display()
                     );

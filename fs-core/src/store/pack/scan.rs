@@ -26,14 +26,33 @@ pub(crate) fn header() -> [u8; HEADER_LEN as usize] {
 /// records before the first short or invalid one, or before the stop).
 /// Errors: I/O errors opening or reading; a file whose header is not pack
 /// format v1 is `InvalidData`.
-pub(crate) fn scan_pack_until(path: &Path, mut f: impl FnMut(u64, &[u8; 32], &[u8]) -> bool) -> std::io::Result<u64> {
+pub(crate) fn scan_pack_until(path: &Path, f: impl FnMut(u64, &[u8; 32], &[u8]) -> bool) -> std::io::Result<u64> {
+    scan_pack_from(path, HEADER_LEN, f)
+}
+
+/// [`scan_pack_until`] from byte `start`, which must be where a record
+/// begins (the header's end, or the end of a record an index row
+/// recorded): the header is still checked, the records before `start` are
+/// neither read nor hashed. Returns the valid length (at least `start`
+/// when the file is that long; the file's length when it is shorter).
+/// Errors: those of [`scan_pack_until`].
+pub(crate) fn scan_pack_from(path: &Path, start: u64, mut f: impl FnMut(u64, &[u8; 32], &[u8]) -> bool) -> std::io::Result<u64> {
+    use std::io::{Seek, SeekFrom};
     let file = File::open(path)?;
-    let mut r = BufReader::with_capacity(1 << 20, file);
+    let len = file.metadata()?.len();
+    let mut r = BufReader::with_capacity(if len.saturating_sub(start) < (1 << 20) { 64 << 10 } else { 1 << 20 }, file);
     let mut h = [0u8; HEADER_LEN as usize];
     if read_full(&mut r, &mut h)? < h.len() || h[..12] != header()[..12] {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: not a ringfs pack file (format v1)", path.display())));
     }
     let mut pos = HEADER_LEN;
+    if start > HEADER_LEN {
+        if start >= len {
+            return Ok(len);
+        }
+        r.seek(SeekFrom::Start(start))?;
+        pos = start;
+    }
     let mut rec = [0u8; RECORD_HEADER as usize];
     let mut buf = Vec::new();
     loop {

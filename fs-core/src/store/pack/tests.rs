@@ -187,3 +187,50 @@ proptest! {
         prop_assert_eq!(valid, end);
     }
 }
+
+#[test]
+fn open_scans_only_past_the_durable_length() {
+    // Packs::open reads and hashes only the bytes past what the index
+    // recorded (D61): a record damaged before that is not looked at, a
+    // valid record after it is kept, a torn record after that is cut.
+    let t = tempfile::tempdir().unwrap();
+    let p = fresh(t.path());
+    let mut locs = Vec::new();
+    for i in 0..4u64 {
+        let b = bytes(i, 30_000);
+        locs.push((p.append(&hash(&b), &b).unwrap(), b));
+    }
+    p.sync().unwrap();
+    let open = p.open_id().unwrap();
+    drop(p);
+    let path = t.path().join("packs").join(pack_name(open));
+    // The index knows the first three records; the fourth came later.
+    let durable = locs[2].0.offset + locs[2].0.len as u64;
+    let len = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(len, locs[3].0.offset + locs[3].0.len as u64);
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&[0x55u8; 100], locs[0].0.offset + 10).unwrap();
+    f.write_all_at(&[7u8; 50], len).unwrap();
+    drop(f);
+    let mut known = BTreeMap::new();
+    known.insert(open, PackInfo { total: durable, live: durable - HEADER_LEN, sealed: false });
+    let p = Packs::open(t.path().join("packs"), None, &known, 0).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), len, "the torn tail cut, the valid record past the index kept");
+    let mut buf = Vec::new();
+    for (l, b) in &locs[1..] {
+        p.read(*l, &mut buf).unwrap();
+        assert_eq!(&buf, b);
+    }
+    p.read(locs[0].0, &mut buf).unwrap();
+    assert_ne!(hash(&buf), hash(&locs[0].1), "the damaged record kept as it is (its readers check its hash)");
+    let b = bytes(99, 1000);
+    assert_eq!(p.append(&hash(&b), &b).unwrap().offset, len + RECORD_HEADER, "appends go after the kept bytes");
+    drop(p);
+    // Clean: the file ends where the index says; nothing to scan or cut.
+    let mut known = BTreeMap::new();
+    let end = std::fs::metadata(&path).unwrap().len();
+    known.insert(open, PackInfo { total: end, live: end - HEADER_LEN, sealed: false });
+    let p = Packs::open(t.path().join("packs"), None, &known, 0).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), end);
+    assert_eq!(p.open_id(), Some(open));
+}
