@@ -288,6 +288,11 @@ pub(crate) struct State {
     /// (`fs::snap::note_local`). A hint: checked against the parent's
     /// entries when used. Dropped when the node is freed.
     pub(crate) local_names: HashMap<u64, (u64, Name)>,
+    /// While a fork's tree is deferred (D60): inodes whose atime a read
+    /// moved (relatime), kept in memory and not a change of their own;
+    /// they are written with the first real change (which writes the tree).
+    /// `None` for other stores and after that change.
+    pub(crate) lazy_atime: Option<HashSet<u64>>,
 }
 
 impl State {
@@ -436,6 +441,13 @@ impl State {
     /// (the store sees only synced ones).
     pub(crate) fn drain(&mut self, any_local: bool) -> Batch {
         let st = self;
+        let changed = !(st.dirty_inodes.is_empty() && st.dirty_dirents.is_empty() && st.dirty_xattrs.is_empty() && st.freed.is_empty() && st.freed_local.is_empty());
+        if changed {
+            if let Some(a) = st.lazy_atime.take() {
+                let nodes = &st.nodes;
+                st.dirty_inodes.extend(a.into_iter().filter(|i| nodes.contains_key(i)));
+            }
+        }
         let inodes: Vec<InodeChange> = std::mem::take(&mut st.dirty_inodes)
             .into_iter()
             .map(|i| {

@@ -133,7 +133,7 @@ fn switch(store: &crate::store::db::Store, dir: &Path, name: &str, refresh: bool
         objects.need(id)
     };
     let next = meta_get(&txn, "next_ino").map_err(se)?.unwrap_or(2).max(2);
-    let w = write_tree(&txn, &mut load, &c, next).map_err(SnapError::Store)?;
+    let w = write_tree(&txn, &mut load, &c, next, crate::posix::now()).map_err(SnapError::Store)?;
     drop(objects);
     {
         let mut chunks = txn.open_table(CHUNKS).map_err(se)?;

@@ -112,9 +112,20 @@ impl Store {
     /// nothing written. EIO if the manifest cannot be decoded or a chunk is
     /// missing or damaged (logged with its hash).
     pub(crate) fn restore_content(&self, ino: u64, f: &File) -> Result<()> {
+        // Taken before the read begins: when it is `None` the tables held
+        // the tree before this read did.
+        let deferred = self.deferred();
         let rtx = self.begin_read().map_err(db_errno)?;
         let manifest: Vec<ChunkRef> = match crate::live::read_tx(&rtx, ino) {
-            Ok(m) => m.unwrap_or_default(),
+            Ok(Some(m)) => m,
+            // A file of a fork's deferred tree: its base object's chunks.
+            Ok(None) => match deferred.map(|t| t.chunks(self, &rtx, ino)).transpose() {
+                Ok(m) => m.flatten().unwrap_or_default(),
+                Err(e) => {
+                    tracing::error!("restore of inode {ino}: {e}");
+                    return Err(Errno::EIO);
+                }
+            },
             Err(e) => {
                 tracing::error!("restore of inode {ino}: {e}");
                 return Err(Errno::EIO);
