@@ -327,7 +327,7 @@ impl Fs {
         phases.open = t0.elapsed();
         // A fork's deferred tree (snap/lazy.rs) is served from its objects:
         // no rows are written until its first change (D60).
-        let (base, deferred) = match guarded(|| crate::snap::overlay::read_base(&db, &packs)).map_err(|m| damaged(&dbpath, "reading the fork's tree", m))? {
+        let (base, deferred) = match guarded(|| crate::snap::materialize::read_base(&db, &packs)).map_err(|m| damaged(&dbpath, "reading the fork's tree", m))? {
             Ok(Some((b, d))) => (Some(b), Some(d)),
             Ok(None) => (None, None),
             Err(e) => return Err(corrupt(&dbpath, format!("reading the fork's tree: {e}"))),

@@ -10,7 +10,8 @@
 //! changes the live tree writes the rows first (`Store::begin_write`, the
 //! group commit), so every reader of the tables stays unchanged. Until
 //! then a file's content is its base file object's chunk list
-//! ([`BaseTree::files`], `Store::restore_content`).
+//! ([`BaseTree::files`], `Store::restore_content`). The store's hook and
+//! the mount's read are `snap::materialize::Deferred` and `read_base`.
 //!
 //! Must not touch: the tables (only objects are read here), working copies.
 
@@ -168,48 +169,3 @@ pub(crate) fn load_base(load: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, Strin
     Ok(BaseTree { nodes, files, next_ino, dirs })
 }
 
-/// What a mount keeps of a deferred tree beside its nodes: each regular
-/// file's manifest object, for its content until the rows are written.
-pub(crate) struct Deferred {
-    files: HashMap<u64, ObjectId>,
-}
-
-impl crate::store::db::DeferredTree for Deferred {
-    fn write(&self, store: &crate::store::db::Store, txn: &redb::WriteTransaction) -> Result<bool, String> {
-        Ok(crate::snap::materialize::write_deferred(txn, &store.packs)?.is_some())
-    }
-
-    fn chunks(&self, store: &crate::store::db::Store, rtx: &redb::ReadTransaction, ino: u64) -> Result<Option<Vec<crate::schema::ChunkRef>>, String> {
-        let Some(fid) = self.files.get(&ino) else { return Ok(None) };
-        let meta = rtx.open_table(crate::schema::META).map_err(|e| e.to_string())?;
-        if crate::snap::lazy::pending(&meta)?.is_none() {
-            return Ok(None);
-        }
-        let objects = crate::store::objects::read(rtx, &store.packs)?;
-        let b = objects.need(fid)?;
-        let f = crate::snap::manifest::read_file(&b, &mut |n: &ObjectId| objects.need(n)).map_err(|x| format!("file object {}: {x}", hex_id(fid)))?;
-        Ok(Some(f.chunks))
-    }
-}
-
-/// The deferred tree of the store in `db` (whose packs are `packs`), read
-/// from its commit's objects for a mount: its nodes for the load, and what
-/// the store keeps. `None`: the store has no deferred tree. Errors: a
-/// format version this build does not know, a missing or undecodable
-/// object, redb (as text).
-pub(crate) fn read_base(db: &redb::Database, packs: &crate::store::pack::Packs) -> Result<Option<(crate::store::recovery::BaseNodes, Deferred)>, String> {
-    use redb::ReadableDatabase;
-    let rtx = db.begin_read().map_err(|e| e.to_string())?;
-    let meta = match rtx.open_table(crate::schema::META) {
-        Ok(m) => m,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-        Err(e) => return Err(e.to_string()),
-    };
-    let Some(c) = crate::snap::lazy::pending(&meta)? else { return Ok(None) };
-    let objects = crate::store::objects::read(&rtx, packs)?;
-    let commit = crate::snap::refs::commit_obj(&objects, &c).map_err(|x| format!("the deferred tree's commit {}: {x}", hex_id(&c)))?;
-    let t = load_base(&mut |id: &ObjectId| objects.need(id), &commit)?;
-    tracing::info!("fork's tree served from commit {} ({} files, {} directories): no rows written until its first change", hex_id(&c), t.files.len(), t.dirs);
-    let nodes = crate::store::recovery::BaseNodes { nodes: t.nodes, files: t.files.keys().copied().collect(), next_ino: t.next_ino };
-    Ok(Some((nodes, Deferred { files: t.files })))
-}

@@ -71,7 +71,8 @@ fn switch(store: &crate::store::db::Store, dir: &Path, name: &str, refresh: bool
         return Ok(rep);
     }
     let dirty = |why: String| SnapError::Dirty { branch: cur.clone(), why };
-    // A fork never mounted: its tree is written first (snap/lazy.rs), in
+    // A fork whose tree is unwritten (never mounted or never changed, D60):
+    // its tree is written first (snap/lazy.rs), in
     // this transaction, so the check below sees it.
     crate::snap::materialize::write_deferred(&txn, &store.packs).map_err(SnapError::Store)?;
     if meta_get(&txn, "clean").map_err(se)? != Some(1) {
