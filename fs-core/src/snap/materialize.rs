@@ -538,10 +538,17 @@ pub(crate) fn read_base(db: &redb::Database, packs: &crate::store::pack::Packs) 
         Err(e) => return Err(e.to_string()),
     };
     let Some(c) = crate::snap::lazy::pending(&meta)? else { return Ok(None) };
+    let t0 = Instant::now();
     let objects = crate::store::objects::read(&rtx, packs)?;
     let commit = crate::snap::refs::commit_obj(&objects, &c).map_err(|x| format!("the deferred tree's commit {}: {x}", hex_id(&c)))?;
     let t = crate::snap::overlay::load_base(&mut |id: &ObjectId| objects.need(id), &commit)?;
-    tracing::info!("fork's tree served from commit {} ({} files, {} directories): no rows written until its first change", hex_id(&c), t.files.len(), t.dirs);
+    tracing::info!(
+        "fork's tree served from commit {} ({} files, {} directories, read from its objects in {:.1} ms): no rows written until its first change",
+        hex_id(&c),
+        t.files.len(),
+        t.dirs,
+        t0.elapsed().as_secs_f64() * 1000.0
+    );
     let nodes = crate::store::recovery::BaseNodes { nodes: t.nodes, files: t.files.keys().copied().collect(), next_ino: t.next_ino };
     Ok(Some((nodes, Deferred { files: t.files })))
 }

@@ -71,6 +71,8 @@ pub(crate) fn walk_tree(
     visit: &mut dyn FnMut(Visit) -> Result<(), String>,
 ) -> Result<u64, String> {
     let mut next = first_ino;
+    // Files of equal content share their manifest object: decoded once.
+    let mut decoded: HashMap<ObjectId, FileObj> = HashMap::new();
     // (directory inode, its object, its meta, its parent, its name there)
     let mut stack: Vec<(u64, ObjectId, Meta, u64, Vec<u8>)> = vec![(ROOT, c.root, c.root_meta.clone(), ROOT, Vec::new())];
     while let Some((d, id, meta, parent, name)) = stack.pop() {
@@ -87,8 +89,15 @@ pub(crate) fn walk_tree(
                     stack.push((ino, *sub, en.meta.clone(), d, en.name.clone()));
                 }
                 (EntryKind::File, Target::Object(fid)) => {
-                    let b = load(fid)?;
-                    let f = crate::snap::manifest::read_file(&b, &mut |n: &ObjectId| load(n)).map_err(|x| format!("file object {}: {x}", hex_id(fid)))?;
+                    let f = match decoded.get(fid) {
+                        Some(f) => f.clone(),
+                        None => {
+                            let b = load(fid)?;
+                            let f = crate::snap::manifest::read_file(&b, &mut |n: &ObjectId| load(n)).map_err(|x| format!("file object {}: {x}", hex_id(fid)))?;
+                            decoded.insert(*fid, f.clone());
+                            f
+                        }
+                    };
                     // A sparse file's holes take no blocks (du, cp --sparse).
                     r.blocks = crate::schema::data_blocks(&f.chunks);
                     file = Some((*fid, f));
