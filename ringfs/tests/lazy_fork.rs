@@ -226,19 +226,32 @@ fn salvage_of_a_never_mounted_fork_is_refused_not_emptied() {
 /// D59 finding 3: a sparse file written from a commit (a fork's first
 /// mount) counts the blocks its data takes, not its size, before and after
 /// its working copy is restored and after a remount (`du`, `cp --sparse`).
+/// D60: the mount reads no file object, so the count is found when first
+/// needed — a listing's attributes (readdirplus where the kernel uses it)
+/// or a stat — and the rows written by the first change (a chmod of
+/// another file) hold it too (a remount serves them).
 #[test]
 fn sparse_file_of_a_fork_keeps_its_holes_in_st_blocks() {
     if raw_mode() {
         return;
     }
     let mut m = TestMount::new(Backend::Store);
-    m.sh_ok("truncate -s 64M sparse && printf x | dd of=sparse bs=1 seek=33554432 conv=notrunc status=none");
+    m.sh_ok("truncate -s 64M sparse && printf x | dd of=sparse bs=1 seek=33554432 conv=notrunc status=none && cp sparse sparse2 && echo hi > other");
     json(&["commit", mp(&m), "-m", "sparse"]);
     let mut f = TestMount::new(Backend::Store);
     f.unmount_checked();
     std::fs::remove_dir_all(f.store_dir()).unwrap();
     json(&["fork", mp(&m), "--new-store", s(f.store_dir()), "--no-mount"]);
     f.mount_again();
+    // `ls -s` prints each file's blocks (KiB) from the listing's attributes.
+    let ls = f.sh_ok("ls -s1 --block-size=1K");
+    let kib = |name: &str| -> u64 {
+        let l = ls.lines().find(|l| l.ends_with(&format!(" {name}"))).unwrap_or_else(|| panic!("{name} in {ls}"));
+        l.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    assert!(kib("sparse") < 1024 && kib("sparse2") < 1024 && kib("other") > 0, "a listing before any stat or open: {ls}");
+    let p2 = f.path().join("sparse2");
+    assert!(std::fs::metadata(&p2).unwrap().blocks() < 2048, "a stat before any open");
     let p = f.path().join("sparse");
     let md = std::fs::metadata(&p).unwrap();
     assert_eq!(md.len(), 64 << 20);
@@ -249,6 +262,17 @@ fn sparse_file_of_a_fork_keeps_its_holes_in_st_blocks() {
     f.unmount_checked();
     f.mount_again();
     assert!(std::fs::metadata(&p).unwrap().blocks() < 2048, "after a remount");
+    // The first change writes the rows (from the objects); sparse2's
+    // record is written again by the chmod's group commit.
+    f.sh_ok("chmod 600 other sparse2");
+    f.unmount_checked();
+    assert!(rows(f.store_dir()).0 > 1, "the first change wrote the tree's rows");
+    f.mount_again();
+    for q in [&p, &p2] {
+        let md = std::fs::metadata(q).unwrap();
+        assert!(md.len() == 64 << 20 && md.blocks() < 2048, "{} from the rows: {} blocks", q.display(), md.blocks());
+    }
+    assert_eq!(std::fs::metadata(&p2).unwrap().mode() & 0o777, 0o600);
     f.unmount_checked();
     fsck_clean(f.store_dir());
     m.unmount_checked();

@@ -25,6 +25,13 @@ use batch::{Batch, DirentChanges, InodeChange, XattrChanges};
 /// The root directory's inode number (FUSE_ROOT_ID).
 pub(crate) const ROOT: u64 = 1;
 
+/// `InodeRec::blocks` of a file of a fork's deferred tree whose block
+/// count nobody needed yet (D60: the mount reads no file object). Never
+/// in a reply nor a row: `Fs::known_blocks` finds it from the file's
+/// object before a reply, `store::batch` from the row the tree's writing
+/// made before it writes the record.
+pub(crate) const BLOCKS_UNKNOWN: u64 = u64::MAX;
+
 /// Pool index: working copies of synced files (`wc/`).
 pub(crate) const POOL_WC: usize = 0;
 /// Pool index: bytes of local-only files (the local directory).

@@ -73,12 +73,12 @@ pub(crate) fn write_tree(txn: &WriteTransaction, load: &mut dyn FnMut(&ObjectId)
         }
         Ok(())
     };
-    w.next_ino = crate::snap::overlay::walk_tree(load, c, first_ino, now, &mut |v| {
+    w.next_ino = crate::snap::overlay::walk_tree(load, c, first_ino, now, true, &mut |v| {
         match v {
-            Visit::Entry { dir: d, ino, cookie, en, rec, file } => {
+            Visit::Entry { dir: d, ino, cookie, en, rec, fid, file } => {
                 dirents.insert((d, &en.name[..]), (ino, cookie)).map_err(s)?;
                 let links = vec![(d, en.name.clone())];
-                match (&en.kind, &en.target, file) {
+                match (&en.kind, &en.target, fid.zip(file)) {
                     (EntryKind::Dir, _, _) => return Ok(()),
                     (_, _, Some((fid, f))) => {
                         // Live manifests share segments: only the entries of
@@ -521,6 +521,25 @@ impl crate::store::db::DeferredTree for Deferred {
         let b = objects.need(fid)?;
         let f = crate::snap::manifest::read_file(&b, &mut |n: &ObjectId| objects.need(n)).map_err(|x| format!("file object {}: {x}", hex_id(fid)))?;
         Ok(Some(f.chunks))
+    }
+
+    fn blocks(&self, store: &crate::store::db::Store, rtx: &redb::ReadTransaction, inos: &[u64]) -> Result<Vec<Option<u64>>, String> {
+        let meta = rtx.open_table(crate::schema::META).map_err(|e| e.to_string())?;
+        if crate::snap::lazy::pending(&meta)?.is_none() {
+            return Ok(vec![None; inos.len()]);
+        }
+        let objects = crate::store::objects::read(rtx, &store.packs)?;
+        let mut out = Vec::with_capacity(inos.len());
+        for ino in inos {
+            let Some(fid) = self.files.get(ino) else {
+                out.push(None);
+                continue;
+            };
+            let b = objects.need(fid)?;
+            let f = crate::snap::manifest::read_file(&b, &mut |n: &ObjectId| objects.need(n)).map_err(|x| format!("file object {}: {x}", hex_id(fid)))?;
+            out.push(Some(crate::schema::data_blocks(&f.chunks)));
+        }
+        Ok(out)
     }
 }
 

@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 
-use crate::inode::{Node, NodeMap, ROOT};
+use crate::inode::{Node, NodeMap, BLOCKS_UNKNOWN, ROOT};
 use crate::schema::InodeRec;
 use crate::snap::object::*;
 
@@ -25,9 +25,10 @@ use crate::snap::object::*;
 pub(crate) enum Visit<'a> {
     /// Entry `en` of directory `dir`: inode `ino`, readdir cookie `cookie`,
     /// its record `rec` (a directory's is replaced by its [`Visit::Dir`]),
-    /// and for a regular file its decoded manifest object `file` (id, size
-    /// and chunks).
-    Entry { dir: u64, ino: u64, cookie: u64, en: &'a Entry, rec: InodeRec, file: Option<(ObjectId, FileObj)> },
+    /// for a regular file its manifest object's id `fid` and, when the walk
+    /// reads file objects, that object decoded (`file`: size and chunks;
+    /// then `rec.blocks` counts its chunks, else the size's 512-byte units).
+    Entry { dir: u64, ino: u64, cookie: u64, en: &'a Entry, rec: InodeRec, fid: Option<ObjectId>, file: Option<FileObj> },
     /// Directory `ino` (object `id`, attributes `meta`, in `parent` under
     /// `name`; the root is its own parent with an empty name) after all its
     /// entries: its record (link count and next cookie counted).
@@ -60,14 +61,16 @@ pub(crate) fn rec_of(kind: EntryKind, m: &Meta, parent: u64, now: (i64, u32)) ->
 /// from `first_ino` in the order this walk meets them (a stack of
 /// directories; entries in name order), each handed to `visit`. `load`
 /// gives an object's bytes by id; `now` is every record's ctime and birth
-/// time. Returns the next free inode number. Errors: a missing or
-/// undecodable object, an entry whose target is of the wrong kind,
-/// `visit`'s.
+/// time; `files`: read (and decode) each regular file's object too, else
+/// only directory objects. Returns the next free inode number. Errors: a
+/// missing or undecodable object, an entry whose target is of the wrong
+/// kind, `visit`'s.
 pub(crate) fn walk_tree(
     load: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, String>,
     c: &CommitObj,
     first_ino: u64,
     now: (i64, u32),
+    files: bool,
     visit: &mut dyn FnMut(Visit) -> Result<(), String>,
 ) -> Result<u64, String> {
     let mut next = first_ino;
@@ -82,25 +85,26 @@ pub(crate) fn walk_tree(
             let ino = next;
             next += 1;
             let mut r = rec_of(en.kind, &en.meta, d, now);
-            let mut file = None;
+            let (mut fid, mut file) = (None, None);
             match (&en.kind, &en.target) {
                 (EntryKind::Dir, Target::Object(sub)) => {
                     rec.nlink += 1;
                     stack.push((ino, *sub, en.meta.clone(), d, en.name.clone()));
                 }
-                (EntryKind::File, Target::Object(fid)) => {
-                    let f = match decoded.get(fid) {
+                (EntryKind::File, Target::Object(id)) if !files => fid = Some(*id),
+                (EntryKind::File, Target::Object(id)) => {
+                    let f = match decoded.get(id) {
                         Some(f) => f.clone(),
                         None => {
-                            let b = load(fid)?;
-                            let f = crate::snap::manifest::read_file(&b, &mut |n: &ObjectId| load(n)).map_err(|x| format!("file object {}: {x}", hex_id(fid)))?;
-                            decoded.insert(*fid, f.clone());
+                            let b = load(id)?;
+                            let f = crate::snap::manifest::read_file(&b, &mut |n: &ObjectId| load(n)).map_err(|x| format!("file object {}: {x}", hex_id(id)))?;
+                            decoded.insert(*id, f.clone());
                             f
                         }
                     };
                     // A sparse file's holes take no blocks (du, cp --sparse).
                     r.blocks = crate::schema::data_blocks(&f.chunks);
-                    file = Some((*fid, f));
+                    (fid, file) = (Some(*id), Some(f));
                 }
                 (EntryKind::Symlink, Target::Symlink(_)) => {}
                 (EntryKind::File | EntryKind::Dir | EntryKind::Symlink, _) => {
@@ -108,7 +112,7 @@ pub(crate) fn walk_tree(
                 }
                 _ => {}
             }
-            visit(Visit::Entry { dir: d, ino, cookie: 3 + i as u64, en, rec: r, file })?;
+            visit(Visit::Entry { dir: d, ino, cookie: 3 + i as u64, en, rec: r, fid, file })?;
         }
         rec.next_cookie = 3 + obj.entries.len() as u64;
         visit(Visit::Dir { ino: d, id, meta: &meta, parent, name: &name, rec })?;
@@ -136,17 +140,27 @@ pub(crate) fn tree_time(c: &CommitObj) -> (i64, u32) {
 }
 
 /// Reads commit `c`'s tree into nodes (see [`BaseTree`]). Reads every
-/// directory and file object once (a file's blocks count its chunks).
+/// directory object once and no file object: a file's size, mode, times
+/// and object id are in its directory entry, and its blocks (which count
+/// its chunks, so a sparse file's holes take none) are left
+/// [`BLOCKS_UNKNOWN`] (0 for an empty file), found from its object when a
+/// reply or a row first needs them (`Fs::known_blocks`, `store::batch`).
 /// Errors: as [`walk_tree`].
 pub(crate) fn load_base(load: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, String>, c: &CommitObj) -> Result<BaseTree, String> {
     let mut nodes = NodeMap::default();
     let mut files = HashMap::new();
     let mut dirs = 0;
-    let next_ino = walk_tree(load, c, ROOT + 1, tree_time(c), &mut |v| {
+    let next_ino = walk_tree(load, c, ROOT + 1, tree_time(c), false, &mut |v| {
         match v {
-            Visit::Entry { dir, ino, cookie, en, rec, file } => {
+            Visit::Entry { dir, ino, cookie, en, mut rec, fid, .. } => {
                 let p = nodes.entry(dir).or_insert_with(|| Box::new(Node::new(rec_of(EntryKind::Dir, &Meta::default(), ROOT, (0, 0)))));
                 p.dir.as_mut().expect("a directory").insert(&en.name, ino, cookie);
+                if let Some(fid) = fid {
+                    if rec.size > 0 {
+                        rec.blocks = BLOCKS_UNKNOWN;
+                    }
+                    files.insert(ino, fid);
+                }
                 let mut n = Node::new(rec);
                 if let Some(d) = n.dir.as_mut() {
                     d.dname = en.name.clone().into();
@@ -156,9 +170,6 @@ pub(crate) fn load_base(load: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, Strin
                 }
                 for (k, v) in &en.meta.xattrs {
                     n.xattrs_mut().insert(k.clone(), v.clone());
-                }
-                if let Some((fid, _)) = file {
-                    files.insert(ino, fid);
                 }
                 // A directory met as an entry before its own entries: its
                 // node (entries added later) keeps its place.

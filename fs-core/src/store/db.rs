@@ -90,6 +90,10 @@ pub(crate) trait DeferredTree: Send + Sync {
     /// The chunk list of file `ino` of the deferred tree, when `rtx` still
     /// defers it (`None`: not a file of the tree, or the tables hold it).
     fn chunks(&self, store: &Store, rtx: &redb::ReadTransaction, ino: u64) -> Result<Option<Vec<crate::schema::ChunkRef>>, String>;
+    /// The block counts (`schema::data_blocks` of their chunks) of files
+    /// `inos` of the deferred tree, in their order, when `rtx` still
+    /// defers it (`None`s: not files of the tree, or the tables hold it).
+    fn blocks(&self, store: &Store, rtx: &redb::ReadTransaction, inos: &[u64]) -> Result<Vec<Option<u64>>, String>;
 }
 
 impl Store {
