@@ -227,7 +227,7 @@ fn read_meta(rtx: &ReadTransaction, damage: &mut Vec<Damage>) -> Meta {
 /// workspace, as do the files `from/lost+found` kept after earlier crashes.
 ///
 /// Errors: [`StoreError::Locked`] while a daemon serves `from`;
-/// [`StoreError::Unusable`] for a fork never mounted (D54: its live tree
+/// [`StoreError::Unusable`] for a fork whose tree is unwritten (D54, D60: its live tree
 /// is a commit, not rows; nothing is created); errors
 /// creating the new store (`to`) as [`Fs::open_store`] gives them.
 pub fn salvage(from: &Path, to: &Path) -> Result<SalvageReport, StoreError> {
@@ -282,10 +282,11 @@ pub fn salvage(from: &Path, to: &Path) -> Result<SalvageReport, StoreError> {
     if db.is_some() && rtx.is_none() {
         rep.metadata = "none: store.redb opens but no read transaction can begin on it; what follows was recovered from the working copies and pack files alone, every file under lost+found".into();
     }
-    // A fork never mounted (D54) keeps its live tree as a commit, not as
-    // rows: rebuilt from its tables it would be an empty workspace reported
+    // A fork whose tree is unwritten (never mounted, or mounted and never
+    // changed: D54, D60) keeps its live tree as a commit, not as rows:
+    // rebuilt from its tables it would be an empty workspace reported
     // whole. Refused before anything is created; its tree is recovered by
-    // what reads commits (a mount writes it, a fork copies it).
+    // what reads commits (a commit in a mount writes it, a fork copies it).
     // Guarded: reading meta of a damaged database can panic inside redb.
     let pending = rtx.as_ref().and_then(|r| guarded(|| r.open_table(META).ok().and_then(|m| crate::snap::lazy::pending(&m).ok().flatten())).ok().flatten());
     if let Some(c) = pending {
@@ -293,7 +294,7 @@ pub fn salvage(from: &Path, to: &Path) -> Result<SalvageReport, StoreError> {
         return Err(StoreError::Unusable {
             dir: from.to_path_buf(),
             what: format!(
-                "store {d} is a fork that was never mounted: its live tree is commit {} (kept as snapshot objects, not as the table rows salvage rebuilds from), so salvage would build an empty workspace; nothing was written. Mount it once (`ringfs mount MOUNTPOINT --store {d}` writes its tree; `ringfs fsck --store {d}` checks it first), or fork that commit into a new store (`ringfs fork --store {d} --to NEWMNT --new-store NEWDIR`)",
+                "store {d} is a fork whose tree was never written (never mounted, or mounted and never changed): its live tree is commit {} (kept as snapshot objects, not as the table rows salvage rebuilds from), so salvage would build an empty workspace; nothing was written. Mount it and commit (`ringfs mount MOUNTPOINT --store {d}`, then `ringfs commit MOUNTPOINT` writes its tree; `ringfs fsck --store {d}` checks it first), or fork that commit into a new store (`ringfs fork --store {d} --to NEWMNT --new-store NEWDIR`)",
                 crate::snap::object::hex_id(&c)
             ),
         });

@@ -51,6 +51,20 @@ fn stats(root: &Path) -> BTreeMap<String, (u32, u32, u32, u64, i64)> {
     out
 }
 
+/// (inodes, directory entries, manifests) rows of an unmounted store, as
+/// fsck counts them.
+fn rows(store: &Path) -> (u64, u64, u64) {
+    let o = ringfs(&["fsck", "--store", s(store)]);
+    let (out, err) = out_str(&o);
+    assert!(o.status.success(), "fsck {}: {out} {err}", store.display());
+    let line = out.lines().find(|l| l.contains(" inodes, ")).unwrap_or_else(|| panic!("no counts in fsck's report: {out}"));
+    let n = |word: &str| -> u64 {
+        let before = &line[..line.find(word).unwrap_or_else(|| panic!("{word} in {line}"))];
+        before.trim_end().rsplit([' ', ',']).next().unwrap().parse().unwrap()
+    };
+    (n(" inodes"), n(" directory entries"), n(" manifests"))
+}
+
 fn changes(v: &serde_json::Value) -> BTreeMap<String, String> {
     v["changes"].as_array().unwrap().iter().map(|c| (c["path"].as_str().unwrap().to_string(), c["change"].as_str().unwrap().to_string())).collect()
 }
@@ -144,9 +158,10 @@ fn lazy_fork_reads_as_its_commit_stays_independent_and_survives_kill() {
     fsck_clean(m.store_dir());
 }
 
-/// A fork never mounted, then mounted on another of its branches: the
-/// switch writes the deferred tree first (in its own transaction) and then
-/// the branch's; the tree is the branch's, fsck clean.
+/// A fork mounted and read but never changed (its tree still deferred),
+/// then mounted on another of its branches: the switch writes the
+/// deferred tree first (in its own transaction) and then the branch's; the
+/// tree is the branch's, fsck clean.
 #[test]
 fn never_mounted_fork_mounted_on_another_branch() {
     if raw_mode() {
@@ -162,6 +177,13 @@ fn never_mounted_fork_mounted_on_another_branch() {
     f.unmount_checked();
     std::fs::remove_dir_all(f.store_dir()).unwrap();
     json(&["fork", mp(&m), "--new-store", s(f.store_dir()), "--no-mount"]);
+    // Mounted once and read, never changed (D60: still deferred, with
+    // working copies of its files): the switch writes the tree, then drops it.
+    let t2 = tree(m.path());
+    f.mount_again();
+    assert_eq!(tree(f.path()), t2);
+    f.unmount_checked();
+    assert_eq!(rows(f.store_dir()), (1, 0, 0));
     json(&["branch", "--store", s(f.store_dir()), "old", &c1]);
     f.set_args(&["--branch", "old"]);
     f.mount_again();
@@ -204,19 +226,32 @@ fn salvage_of_a_never_mounted_fork_is_refused_not_emptied() {
 /// D59 finding 3: a sparse file written from a commit (a fork's first
 /// mount) counts the blocks its data takes, not its size, before and after
 /// its working copy is restored and after a remount (`du`, `cp --sparse`).
+/// D60: the mount reads no file object, so the count is found when first
+/// needed — a listing's attributes (readdirplus where the kernel uses it)
+/// or a stat — and the rows written by the first change (a chmod of
+/// another file) hold it too (a remount serves them).
 #[test]
 fn sparse_file_of_a_fork_keeps_its_holes_in_st_blocks() {
     if raw_mode() {
         return;
     }
     let mut m = TestMount::new(Backend::Store);
-    m.sh_ok("truncate -s 64M sparse && printf x | dd of=sparse bs=1 seek=33554432 conv=notrunc status=none");
+    m.sh_ok("truncate -s 64M sparse && printf x | dd of=sparse bs=1 seek=33554432 conv=notrunc status=none && cp sparse sparse2 && echo hi > other");
     json(&["commit", mp(&m), "-m", "sparse"]);
     let mut f = TestMount::new(Backend::Store);
     f.unmount_checked();
     std::fs::remove_dir_all(f.store_dir()).unwrap();
     json(&["fork", mp(&m), "--new-store", s(f.store_dir()), "--no-mount"]);
     f.mount_again();
+    // `ls -s` prints each file's blocks (KiB) from the listing's attributes.
+    let ls = f.sh_ok("ls -s1 --block-size=1K");
+    let kib = |name: &str| -> u64 {
+        let l = ls.lines().find(|l| l.ends_with(&format!(" {name}"))).unwrap_or_else(|| panic!("{name} in {ls}"));
+        l.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    assert!(kib("sparse") < 1024 && kib("sparse2") < 1024 && kib("other") > 0, "a listing before any stat or open: {ls}");
+    let p2 = f.path().join("sparse2");
+    assert!(std::fs::metadata(&p2).unwrap().blocks() < 2048, "a stat before any open");
     let p = f.path().join("sparse");
     let md = std::fs::metadata(&p).unwrap();
     assert_eq!(md.len(), 64 << 20);
@@ -227,7 +262,98 @@ fn sparse_file_of_a_fork_keeps_its_holes_in_st_blocks() {
     f.unmount_checked();
     f.mount_again();
     assert!(std::fs::metadata(&p).unwrap().blocks() < 2048, "after a remount");
+    // The first change writes the rows (from the objects); sparse2's
+    // record is written again by the chmod's group commit.
+    f.sh_ok("chmod 600 other sparse2");
+    f.unmount_checked();
+    assert!(rows(f.store_dir()).0 > 1, "the first change wrote the tree's rows");
+    f.mount_again();
+    for q in [&p, &p2] {
+        let md = std::fs::metadata(q).unwrap();
+        assert!(md.len() == 64 << 20 && md.blocks() < 2048, "{} from the rows: {} blocks", q.display(), md.blocks());
+    }
+    assert_eq!(std::fs::metadata(&p2).unwrap().mode() & 0o777, 0o600);
     f.unmount_checked();
     fsck_clean(f.store_dir());
     m.unmount_checked();
+}
+
+/// D60: a fork's mounts serve its tree from the commit's objects and write
+/// no per-file rows until its first change. Counted with fsck: the fork's
+/// tables hold the root's record only after a first mount that read every
+/// file and stat, after a second mount, after a fork of it (mounted too)
+/// and after the origin's gc of everything; then a write to a base file
+/// and a chmod, fsynced, survive kill -9 (the first change writes the
+/// tree); a commit diffs from the base to exactly those two; a restore to
+/// the base gives the commit's tree; fsck --full clean on every store.
+#[test]
+fn mounts_of_a_fork_write_no_rows_until_its_first_change() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    m.sh_ok(
+        "for d in $(seq 0 3); do mkdir -p d$d/sub; for i in $(seq 0 49); do echo \"file $d $i\" > d$d/f$i; done; done \
+         && echo deep > d0/sub/x && ln -s ../d1/f1 d2/link && setfattr -n user.k -v val d3/f3 && head -c 200000 /dev/urandom > d1/big",
+    );
+    let base = json(&["commit", mp(&m), "-m", "base"])["id"].as_str().unwrap().to_string();
+    let want_tree = tree(m.path());
+    let want_stats = stats(m.path());
+    let mut f = TestMount::new(Backend::Store);
+    f.unmount_checked();
+    std::fs::remove_dir_all(f.store_dir()).unwrap();
+    json(&["fork", mp(&m), "--new-store", s(f.store_dir()), "--no-mount"]);
+    assert_eq!(rows(f.store_dir()), (1, 0, 0), "a fork writes the root's record only");
+
+    // First mount: every file read, every stat as the commit's.
+    f.mount_again();
+    assert_eq!(tree(f.path()), want_tree);
+    assert_eq!(stats(f.path()), want_stats);
+    let o = std::process::Command::new("getfattr").args(["--only-values", "-n", "user.k"]).arg(f.p("d3/f3")).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "val");
+    f.unmount_checked();
+    assert_eq!(rows(f.store_dir()), (1, 0, 0), "the first mount and the reads wrote no rows");
+    fsck_clean(f.store_dir());
+    // Second mount (its working copies are there now).
+    f.mount_again();
+    assert_eq!(tree(f.path()), want_tree);
+    // A fork of the mounted, never-changed fork.
+    let mut g = TestMount::new(Backend::Store);
+    g.unmount_checked();
+    std::fs::remove_dir_all(g.store_dir()).unwrap();
+    json(&["fork", mp(&f), "--new-store", s(g.store_dir()), "--no-mount"]);
+    g.mount_again();
+    assert_eq!(tree(g.path()), want_tree);
+    g.unmount_checked();
+    fsck_clean(g.store_dir());
+    // The origin drops everything and collects: the fork still reads whole.
+    m.sh_ok("rm -rf d0 d1 d2 d3");
+    json(&["commit", mp(&m), "-m", "all gone"]);
+    assert!(ringfs(&["gc", mp(&m)]).status.success());
+    f.remount();
+    assert_eq!(tree(f.path()), want_tree);
+    f.unmount_checked();
+    assert_eq!(rows(f.store_dir()), (1, 0, 0), "remounts wrote no rows");
+
+    // The first change (fsynced), then kill -9: it survives.
+    f.mount_again();
+    f.sh_ok("echo changed > d0/f1 && sync d0/f1 && chmod 600 d1/f2 && sync d1/f2");
+    f.kill_daemon();
+    f.mount_again();
+    assert_eq!(std::fs::read_to_string(f.p("d0/f1")).unwrap(), "changed\n");
+    assert_eq!(std::fs::metadata(f.p("d1/f2")).unwrap().mode() & 0o7777, 0o600);
+    assert_eq!(std::fs::read(f.p("d1/big")).unwrap(), want_tree["d1/big"]);
+    let c = json(&["commit", mp(&f), "-m", "fork work"]);
+    assert_eq!(c["parent"].as_str(), Some(base.as_str()), "{c}");
+    let d = changes(&json(&["diff", mp(&f), &base, c["id"].as_str().unwrap()]));
+    let want: BTreeMap<String, String> = [("d0/f1", "modified"), ("d1/f2", "modified")].into_iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    assert_eq!(d, want);
+    let o = ringfs(&["restore", mp(&f), &base]);
+    assert!(o.status.success(), "{:?}", out_str(&o));
+    assert_eq!(tree(f.path()), want_tree);
+    f.unmount_checked();
+    assert!(rows(f.store_dir()).0 > 200, "the first change wrote the tree's rows");
+    fsck_clean(f.store_dir());
+    m.unmount_checked();
+    fsck_clean(m.store_dir());
 }

@@ -12,7 +12,7 @@ use crate::fs::Fs;
 use crate::host::is_host_id;
 use crate::posix::*;
 use crate::types::*;
-use crate::inode::{attr_of, fstat_into, wc_stamp};
+use crate::inode::{attr_of, fstat_into, wc_stamp, BLOCKS_UNKNOWN};
 use crate::wc::{note_bypass, set_mtime};
 
 impl Fs {
@@ -28,7 +28,34 @@ impl Fs {
         if let Some(f) = f {
             fstat_into(&f.file, &mut a);
         }
+        if a.blocks == BLOCKS_UNKNOWN {
+            a.blocks = self.known_blocks(&[(ino, a.size)])[0];
+        }
         Ok(a)
+    }
+
+    /// The block counts of `files` (inode, size) whose nodes said
+    /// [`BLOCKS_UNKNOWN`] (files of a fork's deferred tree, D60), in their
+    /// order: read from their objects with the state lock released, then
+    /// kept in the nodes (unless a change set them meanwhile: that value
+    /// is returned). A count neither the object nor a row gives (a damaged
+    /// store, logged) is the size's 512-byte units and is not kept.
+    pub(super) fn known_blocks(&self, files: &[(u64, u64)]) -> Vec<u64> {
+        let inos: Vec<u64> = files.iter().map(|f| f.0).collect();
+        let found = self.inner.store.base_blocks(&inos);
+        let mut st = self.inner.lock();
+        files
+            .iter()
+            .zip(found)
+            .map(|(&(ino, size), b)| match (st.nodes.get_mut(&ino), b) {
+                (Some(n), _) if n.rec.blocks != BLOCKS_UNKNOWN => n.rec.blocks,
+                (Some(n), Some(b)) => {
+                    n.rec.blocks = b;
+                    b
+                }
+                (_, b) => b.unwrap_or(size.div_ceil(512)),
+            })
+            .collect()
     }
 
     /// stat(2) of an inode. Regular files that are open report the size

@@ -272,7 +272,8 @@ impl Fs {
             return;
         }
         let t = now();
-        let mut st = self.inner.lock();
+        let mut g = self.inner.lock();
+        let st = &mut *g;
         if let Some(n) = st.nodes.get_mut(&ino) {
             let r = &mut n.rec;
             if r.flags & crate::schema::FS_NOATIME_FL != 0 {
@@ -284,7 +285,11 @@ impl Fs {
             };
             if due {
                 r.atime = t;
-                st.dirty_inodes.insert(ino);
+                // A fork's deferred tree: no change of its own (D60).
+                match st.lazy_atime.as_mut() {
+                    Some(a) => a.insert(ino),
+                    None => st.dirty_inodes.insert(ino),
+                };
             }
         }
     }
@@ -315,7 +320,8 @@ impl Fs {
         f.file.write_all_at(data, offset)?;
         drop(guard);
         let t = now();
-        let mut st = self.inner.lock();
+        let mut g = self.inner.lock();
+        let st = &mut *g;
         if let Some(n) = st.nodes.get_mut(&ino) {
             if !data.is_empty() {
                 n.rec.size = n.rec.size.max(offset + data.len() as u64);
@@ -477,7 +483,8 @@ impl Fs {
         }
         let m = f.file.metadata()?;
         let t = now();
-        let mut st = self.inner.lock();
+        let mut g = self.inner.lock();
+        let st = &mut *g;
         if let Some(n) = st.nodes.get_mut(&ino) {
             use std::os::unix::fs::MetadataExt;
             n.rec.size = m.size();

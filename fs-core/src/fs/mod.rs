@@ -333,15 +333,15 @@ impl Fs {
         let host = HostTrees::open_dir(&roots_dir).map_err(|e| io_err(&roots_dir, e))?;
         phases.open = t0.elapsed();
         phases.laps.lap("directories");
-        // A fork's deferred tree (snap/lazy.rs) is written before the load
-        // reads the tables; what the check read before it is stale then.
-        let pre = match guarded(|| crate::snap::materialize::write_deferred_db(&db, &packs)).map_err(|m| damaged(&dbpath, "writing the fork's tree", m))? {
-            Ok(true) => None,
-            Ok(false) => pre,
-            Err(e) => return Err(corrupt(&dbpath, format!("writing the fork's tree: {e}"))),
+        // A fork's deferred tree (snap/lazy.rs) is served from its objects:
+        // no rows are written until its first change (D60).
+        let (base, deferred) = match guarded(|| crate::snap::materialize::read_base(&db, &packs)).map_err(|m| damaged(&dbpath, "reading the fork's tree", m))? {
+            Ok(Some((b, d))) => (Some(b), Some(d)),
+            Ok(None) => (None, None),
+            Err(e) => return Err(corrupt(&dbpath, format!("reading the fork's tree: {e}"))),
         };
-        phases.laps.lap("deferred tree");
-        let loaded = guarded(|| load(&db, &dbpath, &wc, &local, &packs, pre)).map_err(|m| damaged(&dbpath, "loading the inode table", m))??;
+        phases.laps.lap("fork tree");
+        let loaded = guarded(|| load(&db, &dbpath, &wc, &local, &packs, pre, base)).map_err(|m| damaged(&dbpath, "loading the inode table", m))??;
         phases.load = t0.elapsed();
         phases.laps.lap("load");
         if loaded.migrated.is_some() {
@@ -390,6 +390,9 @@ impl Fs {
         loaded.state.pool = saved_pool;
         let local_tables = policy.is_some() || loaded.state.nodes.values().any(|n| n.local);
         let store = Store::new(db, dir, desc, lock, loaded.sync_pos, (loaded.chunk_count, loaded.chunk_bytes), packs);
+        if let Some(d) = deferred {
+            store.set_deferred(Arc::new(d));
+        }
         let inner = Arc::new(Inner {
             store,
             dirs: Dirs { wc_dir, wc, local },

@@ -22,7 +22,7 @@ use crate::posix::*;
 use crate::types::*;
 use std::sync::atomic::Ordering;
 
-use crate::inode::{attr_of, fstat_into, Handle, Node, State, POOL_LOCAL, POOL_WC, ROOT};
+use crate::inode::{attr_of, fstat_into, Handle, Node, State, BLOCKS_UNKNOWN, POOL_LOCAL, POOL_WC, ROOT};
 use crate::schema::{InodeRec, FS_NOATIME_FL, FS_NODUMP_FL};
 
 impl Fs {
@@ -677,6 +677,17 @@ impl Fs {
         if plus {
             for e in out.iter().filter(|e| e.1 > 2) {
                 st.note_name(e.0, ino, &e.3);
+            }
+            drop(st);
+            // Files of a fork's deferred tree whose blocks nobody needed yet.
+            let unknown: Vec<(u64, u64)> = out.iter().filter_map(|e| e.4.as_ref()).filter(|a| a.blocks == BLOCKS_UNKNOWN).map(|a| (a.ino, a.size)).collect();
+            if !unknown.is_empty() {
+                let known: std::collections::HashMap<u64, u64> = unknown.iter().map(|f| f.0).zip(self.known_blocks(&unknown)).collect();
+                for a in out.iter_mut().filter_map(|e| e.4.as_mut()) {
+                    if let Some(&b) = known.get(&a.ino) {
+                        a.blocks = b;
+                    }
+                }
             }
         }
         Ok(out)

@@ -25,6 +25,13 @@ use batch::{Batch, DirentChanges, InodeChange, XattrChanges};
 /// The root directory's inode number (FUSE_ROOT_ID).
 pub(crate) const ROOT: u64 = 1;
 
+/// `InodeRec::blocks` of a file of a fork's deferred tree whose block
+/// count nobody needed yet (D60: the mount reads no file object). Never
+/// in a reply nor a row: `Fs::known_blocks` finds it from the file's
+/// object before a reply, `store::batch` from the row the tree's writing
+/// made before it writes the record.
+pub(crate) const BLOCKS_UNKNOWN: u64 = u64::MAX;
+
 /// Pool index: working copies of synced files (`wc/`).
 pub(crate) const POOL_WC: usize = 0;
 /// Pool index: bytes of local-only files (the local directory).
@@ -288,6 +295,11 @@ pub(crate) struct State {
     /// (`fs::snap::note_local`). A hint: checked against the parent's
     /// entries when used. Dropped when the node is freed.
     pub(crate) local_names: HashMap<u64, (u64, Name)>,
+    /// While a fork's tree is deferred (D60): inodes whose atime a read
+    /// moved (relatime), kept in memory and not a change of their own;
+    /// they are written with the first real change (which writes the tree).
+    /// `None` for other stores and after that change.
+    pub(crate) lazy_atime: Option<HashSet<u64>>,
 }
 
 impl State {
@@ -436,6 +448,13 @@ impl State {
     /// (the store sees only synced ones).
     pub(crate) fn drain(&mut self, any_local: bool) -> Batch {
         let st = self;
+        let changed = !(st.dirty_inodes.is_empty() && st.dirty_dirents.is_empty() && st.dirty_xattrs.is_empty() && st.freed.is_empty() && st.freed_local.is_empty());
+        if changed {
+            if let Some(a) = st.lazy_atime.take() {
+                let nodes = &st.nodes;
+                st.dirty_inodes.extend(a.into_iter().filter(|i| nodes.contains_key(i)));
+            }
+        }
         let inodes: Vec<InodeChange> = std::mem::take(&mut st.dirty_inodes)
             .into_iter()
             .map(|i| {

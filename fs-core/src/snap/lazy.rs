@@ -5,9 +5,12 @@
 //! 64-bit words) and its live tables hold only the root directory's
 //! record. The tree's rows (inodes, entries, manifests, `snap_inodes`) are
 //! written, with the chunk references of the live manifests, by the first
-//! transaction that needs the live tables
-//! (`snap::materialize::write_deferred`: before a mount's load reads them,
-//! or in a switch of branch's transaction), which also removes the marker.
+//! transaction that changes the live tree
+//! (`snap::materialize::write_deferred`: the first write transaction of a
+//! mount that changes something, `Store::begin_write` and the group
+//! commit, or a switch of branch's transaction), which also removes the
+//! marker. A mount before that serves the tree from its objects
+//! (`snap::overlay`, D60).
 //! Until then every reader of the live tables sees an empty root and
 //! reference counts that match it (only objects hold chunks), which fsck
 //! accepts; readers of commits (log, diff of commits, branch, fork,

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use redb::{Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, WriteTransaction};
+use redb::{Durability, ReadableTable, ReadableTableMetadata, WriteTransaction};
 
 use crate::inode::ROOT;
 use crate::schema::*;
@@ -43,38 +43,21 @@ pub(crate) struct Written {
     pub uses: HashMap<[u8; 32], u64>,
 }
 
-fn rec_of(kind: EntryKind, m: &Meta, parent: u64, now: (i64, u32)) -> InodeRec {
-    let dir = kind == EntryKind::Dir;
-    InodeRec {
-        mode: kind.type_bits() | (m.mode & 0o7777),
-        uid: m.uid,
-        gid: m.gid,
-        size: if dir { 4096 } else { m.size },
-        blocks: if dir { 8 } else if kind == EntryKind::File { m.size.div_ceil(512) } else { 0 },
-        nlink: if dir { 2 } else { 1 },
-        rdev: m.rdev,
-        atime: m.mtime,
-        mtime: m.mtime,
-        ctime: now,
-        parent: if dir { parent } else { 0 },
-        next_cookie: 3,
-        btime: now,
-        flags: m.flags,
-    }
-}
-
 /// The record of a commit's root directory (`m`: its meta), before its
 /// entries are known (link count 2).
 pub(crate) fn root_rec_of(m: &Meta) -> InodeRec {
-    rec_of(EntryKind::Dir, m, ROOT, crate::posix::now())
+    crate::snap::overlay::rec_of(EntryKind::Dir, m, ROOT, crate::posix::now())
 }
 
 /// Writes the tree of commit `c` into the (empty of synced inodes) live
 /// tables of `txn`: the root keeps inode 1, the others are numbered from
-/// `first_ino` in tree order. A hard link in the commit (one manifest
-/// object under several names) becomes one file per name. `load` gives an
+/// `first_ino` in tree order (`snap::overlay::walk_tree`, the numbering a
+/// mount of a deferred tree serves from memory). `now`: every record's
+/// ctime and birth time. A hard link in the commit (one manifest object
+/// under several names) becomes one file per name. `load` gives an
 /// object's bytes by id. Errors: a missing or undecodable object, redb.
-pub(crate) fn write_tree(txn: &WriteTransaction, load: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, String>, c: &CommitObj, first_ino: u64) -> Result<Written, String> {
+pub(crate) fn write_tree(txn: &WriteTransaction, load: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, String>, c: &CommitObj, first_ino: u64, now: (i64, u32)) -> Result<Written, String> {
+    use crate::snap::overlay::Visit;
     let e = |x: redb::TableError| x.to_string();
     let s = |x: redb::StorageError| x.to_string();
     let mut inodes = txn.open_table(INODES).map_err(e)?;
@@ -83,7 +66,6 @@ pub(crate) fn write_tree(txn: &WriteTransaction, load: &mut dyn FnMut(&ObjectId)
     let mut xattrs = txn.open_table(XATTRS).map_err(e)?;
     let mut symlinks = txn.open_table(SYMLINKS).map_err(e)?;
     let mut snap = txn.open_table(SNAP_INODES).map_err(e)?;
-    let now = crate::posix::now();
     let mut w = Written { next_ino: first_ino, ..Default::default() };
     let put_xattrs = |xattrs: &mut redb::Table<(u64, &[u8]), &[u8]>, ino: u64, m: &Meta| -> Result<(), String> {
         for (k, v) in &m.xattrs {
@@ -91,62 +73,45 @@ pub(crate) fn write_tree(txn: &WriteTransaction, load: &mut dyn FnMut(&ObjectId)
         }
         Ok(())
     };
-    // (directory inode, its object, its meta, its parent, its name there)
-    let mut stack: Vec<(u64, ObjectId, Meta, u64, Vec<u8>)> = vec![(ROOT, c.root, c.root_meta.clone(), ROOT, Vec::new())];
-    while let Some((d, id, meta, parent, name)) = stack.pop() {
-        let obj = dec_dir(&load(&id)?).map_err(|x| format!("directory object {}: {x}", hex_id(&id)))?;
-        let mut rec = rec_of(EntryKind::Dir, &meta, parent, now);
-        for (i, en) in obj.entries.iter().enumerate() {
-            let ino = w.next_ino;
-            w.next_ino += 1;
-            dirents.insert((d, &en.name[..]), (ino, 3 + i as u64)).map_err(s)?;
-            let links = vec![(d, en.name.clone())];
-            match (&en.kind, &en.target) {
-                (EntryKind::Dir, Target::Object(sub)) => {
-                    rec.nlink += 1;
-                    stack.push((ino, *sub, en.meta.clone(), d, en.name.clone()));
-                    continue;
-                }
-                (EntryKind::File, Target::Object(fid)) => {
-                    let b = load(fid)?;
-                    let f = crate::snap::manifest::read_file(&b, &mut |n: &ObjectId| load(n)).map_err(|x| format!("file object {}: {x}", hex_id(fid)))?;
-                    // Live manifests share segments: only the entries of
-                    // segments this tree creates take chunk references.
-                    let (moves, _) = crate::live::write(txn, ino, &f.chunks).map_err(|x| x.to_string())?;
-                    for ch in &moves.add {
-                        *w.uses.entry(ch.hash).or_default() += 1;
+    w.next_ino = crate::snap::overlay::walk_tree(load, c, first_ino, now, true, &mut |v| {
+        match v {
+            Visit::Entry { dir: d, ino, cookie, en, rec, fid, file } => {
+                dirents.insert((d, &en.name[..]), (ino, cookie)).map_err(s)?;
+                let links = vec![(d, en.name.clone())];
+                match (&en.kind, &en.target, fid.zip(file)) {
+                    (EntryKind::Dir, _, _) => return Ok(()),
+                    (_, _, Some((fid, f))) => {
+                        // Live manifests share segments: only the entries of
+                        // segments this tree creates take chunk references.
+                        let (moves, _) = crate::live::write(txn, ino, &f.chunks).map_err(|x| x.to_string())?;
+                        for ch in &moves.add {
+                            *w.uses.entry(ch.hash).or_default() += 1;
+                        }
+                        sizes.insert(ino, f.size).map_err(s)?;
+                        snap.insert(ino, &enc(&SnapEntry { id: fid, links })[..]).map_err(s)?;
+                        w.files += 1;
                     }
-                    sizes.insert(ino, f.size).map_err(s)?;
-                    snap.insert(ino, &enc(&SnapEntry { id: *fid, links })[..]).map_err(s)?;
-                    w.files += 1;
-                    // A sparse file's holes take no blocks (du, cp --sparse).
-                    let mut r = rec_of(en.kind, &en.meta, d, now);
-                    r.blocks = crate::schema::data_blocks(&f.chunks);
-                    inodes.insert(ino, &enc(&r)[..]).map_err(s)?;
-                    put_xattrs(&mut xattrs, ino, &en.meta)?;
-                    continue;
+                    (_, Target::Symlink(t), _) => {
+                        symlinks.insert(ino, &t[..]).map_err(s)?;
+                        snap.insert(ino, &enc(&SnapEntry { id: [0; 32], links })[..]).map_err(s)?;
+                    }
+                    _ => {
+                        snap.insert(ino, &enc(&SnapEntry { id: [0; 32], links })[..]).map_err(s)?;
+                    }
                 }
-                (EntryKind::Symlink, Target::Symlink(t)) => {
-                    symlinks.insert(ino, &t[..]).map_err(s)?;
-                    snap.insert(ino, &enc(&SnapEntry { id: [0; 32], links })[..]).map_err(s)?;
-                }
-                (EntryKind::File | EntryKind::Dir | EntryKind::Symlink, _) => {
-                    return Err(format!("directory object {}: entry {:?} has a target of the wrong kind", hex_id(&id), String::from_utf8_lossy(&en.name)));
-                }
-                _ => {
-                    snap.insert(ino, &enc(&SnapEntry { id: [0; 32], links })[..]).map_err(s)?;
-                }
+                inodes.insert(ino, &enc(&rec)[..]).map_err(s)?;
+                put_xattrs(&mut xattrs, ino, &en.meta)?;
             }
-            inodes.insert(ino, &enc(&rec_of(en.kind, &en.meta, d, now))[..]).map_err(s)?;
-            put_xattrs(&mut xattrs, ino, &en.meta)?;
+            Visit::Dir { ino: d, id, meta, parent, name, rec } => {
+                inodes.insert(d, &enc(&rec)[..]).map_err(s)?;
+                put_xattrs(&mut xattrs, d, meta)?;
+                let links = if d == ROOT { Vec::new() } else { vec![(parent, name.to_vec())] };
+                snap.insert(d, &enc(&SnapEntry { id, links })[..]).map_err(s)?;
+                w.dirs += 1;
+            }
         }
-        rec.next_cookie = 3 + obj.entries.len() as u64;
-        inodes.insert(d, &enc(&rec)[..]).map_err(s)?;
-        put_xattrs(&mut xattrs, d, &meta)?;
-        let links = if d == ROOT { Vec::new() } else { vec![(parent, name)] };
-        snap.insert(d, &enc(&SnapEntry { id, links })[..]).map_err(s)?;
-        w.dirs += 1;
-    }
+        Ok(())
+    })?;
     Ok(w)
 }
 
@@ -545,7 +510,8 @@ pub(crate) fn write_deferred(txn: &WriteTransaction, packs: &Packs) -> Result<Op
         let objects = crate::store::objects::read_in(txn, packs)?;
         let commit = commit_obj(&objects, &c).map_err(|x| format!("the deferred tree's commit {}: {x}", hex_id(&c)))?;
         let mut load = |id: &ObjectId| -> Result<Vec<u8>, String> { objects.need(id) };
-        write_tree(txn, &mut load, &commit, ROOT + 1)?
+        // Numbered and timed as a mount serves it before (snap/overlay.rs).
+        write_tree(txn, &mut load, &commit, ROOT + 1, crate::snap::overlay::tree_time(&commit))?
     };
     {
         let mut chunks = txn.open_table(CHUNKS).map_err(|x| e(x.into()))?;
@@ -566,32 +532,74 @@ pub(crate) fn write_deferred(txn: &WriteTransaction, packs: &Packs) -> Result<Op
     Ok(Some(w))
 }
 
-/// [`write_deferred`] in its own transaction of `db` (durable with the
-/// caller's next durable commit: the mount's load), if the store has a
-/// deferred tree (checked first in a read transaction: a store
-/// without one pays no write). `true`: the tree was written. Errors: as
-/// [`write_deferred`], redb (as text).
-pub(crate) fn write_deferred_db(db: &redb::Database, packs: &Packs) -> Result<bool, String> {
-    {
-        let rtx = db.begin_read().map_err(|x| x.to_string())?;
-        let meta = match rtx.open_table(META) {
-            Ok(m) => m,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(false),
-            Err(x) => return Err(x.to_string()),
-        };
+/// What a mount keeps of a deferred tree beside its nodes: each regular
+/// file's manifest object, for its content until the rows are written.
+pub(crate) struct Deferred {
+    files: HashMap<u64, ObjectId>,
+}
+
+impl crate::store::db::DeferredTree for Deferred {
+    fn write(&self, store: &crate::store::db::Store, txn: &redb::WriteTransaction) -> Result<bool, String> {
+        Ok(crate::snap::materialize::write_deferred(txn, &store.packs)?.is_some())
+    }
+
+    fn chunks(&self, store: &crate::store::db::Store, rtx: &redb::ReadTransaction, ino: u64) -> Result<Option<Vec<crate::schema::ChunkRef>>, String> {
+        let Some(fid) = self.files.get(&ino) else { return Ok(None) };
+        let meta = rtx.open_table(crate::schema::META).map_err(|e| e.to_string())?;
         if crate::snap::lazy::pending(&meta)?.is_none() {
-            return Ok(false);
+            return Ok(None);
         }
+        let objects = crate::store::objects::read(rtx, &store.packs)?;
+        let b = objects.need(fid)?;
+        let f = crate::snap::manifest::read_file(&b, &mut |n: &ObjectId| objects.need(n)).map_err(|x| format!("file object {}: {x}", hex_id(fid)))?;
+        Ok(Some(f.chunks))
     }
-    let mut txn = db.begin_write().map_err(|x| x.to_string())?;
-    // Made durable by the mount's loading transaction that follows (redb
-    // persists earlier non-durable commits with the next durable one); a
-    // crash before it leaves the deferred tree as it was.
-    txn.set_durability(redb::Durability::None).map_err(|x| x.to_string())?;
-    let w = write_deferred(&txn, packs)?;
-    txn.commit().map_err(|x| x.to_string())?;
-    if let Some(w) = &w {
-        tracing::info!("fork's tree written into the store's tables: {} files, {} directories", w.files, w.dirs);
+
+    fn blocks(&self, store: &crate::store::db::Store, rtx: &redb::ReadTransaction, inos: &[u64]) -> Result<Vec<Option<u64>>, String> {
+        let meta = rtx.open_table(crate::schema::META).map_err(|e| e.to_string())?;
+        if crate::snap::lazy::pending(&meta)?.is_none() {
+            return Ok(vec![None; inos.len()]);
+        }
+        let objects = crate::store::objects::read(rtx, &store.packs)?;
+        let mut out = Vec::with_capacity(inos.len());
+        for ino in inos {
+            let Some(fid) = self.files.get(ino) else {
+                out.push(None);
+                continue;
+            };
+            let b = objects.need(fid)?;
+            let f = crate::snap::manifest::read_file(&b, &mut |n: &ObjectId| objects.need(n)).map_err(|x| format!("file object {}: {x}", hex_id(fid)))?;
+            out.push(Some(crate::schema::data_blocks(&f.chunks)));
+        }
+        Ok(out)
     }
-    Ok(w.is_some())
+}
+
+/// The deferred tree of the store in `db` (whose packs are `packs`), read
+/// from its commit's objects for a mount: its nodes for the load, and what
+/// the store keeps. `None`: the store has no deferred tree. Errors: a
+/// format version this build does not know, a missing or undecodable
+/// object, redb (as text).
+pub(crate) fn read_base(db: &redb::Database, packs: &crate::store::pack::Packs) -> Result<Option<(crate::store::recovery::BaseNodes, Deferred)>, String> {
+    use redb::ReadableDatabase;
+    let rtx = db.begin_read().map_err(|e| e.to_string())?;
+    let meta = match rtx.open_table(crate::schema::META) {
+        Ok(m) => m,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let Some(c) = crate::snap::lazy::pending(&meta)? else { return Ok(None) };
+    let t0 = Instant::now();
+    let objects = crate::store::objects::read(&rtx, packs)?;
+    let commit = crate::snap::refs::commit_obj(&objects, &c).map_err(|x| format!("the deferred tree's commit {}: {x}", hex_id(&c)))?;
+    let t = crate::snap::overlay::load_base(&mut |id: &ObjectId| objects.need(id), &commit)?;
+    tracing::info!(
+        "fork's tree served from commit {} ({} files, {} directories, read from its objects in {:.1} ms): no rows written until its first change",
+        hex_id(&c),
+        t.files.len(),
+        t.dirs,
+        t0.elapsed().as_secs_f64() * 1000.0
+    );
+    let nodes = crate::store::recovery::BaseNodes { nodes: t.nodes, files: t.files.keys().copied().collect(), next_ino: t.next_ino };
+    Ok(Some((nodes, Deferred { files: t.files })))
 }

@@ -28,6 +28,7 @@ pub mod diff;
 pub mod manifest;
 pub(crate) mod lazy;
 pub mod materialize;
+pub(crate) mod overlay;
 pub mod object;
 pub mod refs;
 pub mod switch;

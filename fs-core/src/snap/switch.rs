@@ -71,7 +71,8 @@ fn switch(store: &crate::store::db::Store, dir: &Path, name: &str, refresh: bool
         return Ok(rep);
     }
     let dirty = |why: String| SnapError::Dirty { branch: cur.clone(), why };
-    // A fork never mounted: its tree is written first (snap/lazy.rs), in
+    // A fork whose tree is unwritten (never mounted or never changed, D60):
+    // its tree is written first (snap/lazy.rs), in
     // this transaction, so the check below sees it.
     crate::snap::materialize::write_deferred(&txn, &store.packs).map_err(SnapError::Store)?;
     if meta_get(&txn, "clean").map_err(se)? != Some(1) {
@@ -133,7 +134,7 @@ fn switch(store: &crate::store::db::Store, dir: &Path, name: &str, refresh: bool
         objects.need(id)
     };
     let next = meta_get(&txn, "next_ino").map_err(se)?.unwrap_or(2).max(2);
-    let w = write_tree(&txn, &mut load, &c, next).map_err(SnapError::Store)?;
+    let w = write_tree(&txn, &mut load, &c, next, crate::posix::now()).map_err(SnapError::Store)?;
     drop(objects);
     {
         let mut chunks = txn.open_table(CHUNKS).map_err(se)?;

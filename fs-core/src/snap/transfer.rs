@@ -640,7 +640,7 @@ fn clone_into(
             .cloned()
             .ok_or_else(|| format!("object {} is missing from the remote", hex_id(id)))
     };
-    let w = write_tree(&txn, &mut load, &c, ROOT + 1)?;
+    let w = write_tree(&txn, &mut load, &c, ROOT + 1, crate::posix::now())?;
     rep.files = w.files;
     for (h, n) in w.uses {
         *uses.entry(h).or_default() += n;

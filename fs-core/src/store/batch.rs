@@ -74,6 +74,24 @@ impl Store {
             let mut ls = txn.open_table(LOCAL_SYMLINKS)?;
             for (ino, v) in inodes {
                 let Some((rec, link)) = v else { continue };
+                // A file of a fork's tree whose blocks nobody needed yet
+                // (D60): the row the tree's writing made (from its object)
+                // holds them.
+                let known;
+                let rec = if rec.blocks == crate::inode::BLOCKS_UNKNOWN {
+                    let mut r = rec.clone();
+                    r.blocks = match t.get(*ino)?.map(|g| dec::<InodeRec>(g.value())) {
+                        Some(Ok(o)) if o.blocks != crate::inode::BLOCKS_UNKNOWN => o.blocks,
+                        _ => {
+                            tracing::warn!("store {}: inode {ino} of the fork's tree has no row to take its block count from; its size's used", self.desc);
+                            r.size.div_ceil(512)
+                        }
+                    };
+                    known = r;
+                    &known
+                } else {
+                    rec
+                };
                 if loc.contains(ino) {
                     lt.insert(*ino, &enc(rec)[..])?;
                     if let Some(l) = link {

@@ -34,7 +34,7 @@ impl Store {
         drain: impl FnOnce() -> Batch,
         put_back: impl FnOnce(Batch),
     ) -> std::result::Result<(), redb::Error> {
-        let mut txn = self.begin_write()?;
+        let mut txn = self.begin_write_plain()?;
         txn.set_durability(durability)?;
         // Content transactions before ours become durable with ours.
         let covered = if matches!(durability, Durability::Immediate) { self.take_nondurable() } else { Default::default() };
@@ -46,7 +46,10 @@ impl Store {
             txn.abort()?;
             return Ok(());
         }
-        let r = self.write_batch(&txn, &batch, local_tables, clean);
+        // A fork's deferred tree is written before its first change (D60);
+        // a commit with nothing to write (the final one) leaves it deferred.
+        let r = if batch.is_empty() { Ok(()) } else { self.write_deferred_in(&txn) };
+        let r = r.and_then(|_| self.write_batch(&txn, &batch, local_tables, clean));
         // A durable index entry must point at durable pack bytes.
         let r = r.and_then(|v| if matches!(durability, Durability::Immediate) { self.packs.sync().map(|_| v).map_err(redb::Error::Io) } else { Ok(v) });
         let r = match r {

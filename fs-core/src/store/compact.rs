@@ -169,7 +169,8 @@ impl Store {
     /// Moves the live records (chunks and snapshot objects) of sealed pack
     /// `id` to the open pack and removes it. `None`: left alone (damaged, or gone).
     fn compact_one(&self, id: u32) -> std::result::Result<Option<(u64, u64)>, redb::Error> {
-        let mut txn = self.begin_write()?;
+        // Moves records only: a fork's deferred tree stays deferred (D60).
+        let mut txn = self.begin_write_plain()?;
         let Some((_, live, _)) = txn.open_table(PACKS)?.get(id)?.map(|g| g.value()) else {
             txn.abort()?;
             return Ok(None);

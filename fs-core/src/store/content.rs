@@ -106,15 +106,63 @@ impl Store {
         self.bump_counters(dc, db);
     }
 
+    /// `st_blocks` of files `inos` of a fork's deferred tree whose nodes do
+    /// not know them yet (`inode::BLOCKS_UNKNOWN`, D60), in their order:
+    /// from the file's base object while the tables defer the tree, else
+    /// from its row (written from the same object). `None` for an inode
+    /// neither knows, or on an error (logged). Reads packs: call it with
+    /// no lock held.
+    pub(crate) fn base_blocks(&self, inos: &[u64]) -> Vec<Option<u64>> {
+        // Taken before the read begins, as in `restore_content`.
+        let deferred = self.deferred();
+        let rtx = match self.begin_read() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("block count of a fork's file: {e}");
+                return vec![None; inos.len()];
+            }
+        };
+        let from_base = match &deferred {
+            Some(t) => t.blocks(self, &rtx, inos),
+            None => Ok(vec![None; inos.len()]),
+        };
+        let from_base = from_base.unwrap_or_else(|e| {
+            tracing::error!("block count of a fork's file from its object: {e}");
+            vec![None; inos.len()]
+        });
+        let rows = rtx.open_table(INODES).ok();
+        inos.iter()
+            .zip(from_base)
+            .map(|(&ino, b)| {
+                b.or_else(|| {
+                    let g = rows.as_ref()?.get(ino).ok()??;
+                    let r = dec::<InodeRec>(g.value()).ok()?;
+                    (r.blocks != crate::inode::BLOCKS_UNKNOWN).then_some(r.blocks)
+                })
+            })
+            .collect()
+    }
+
     /// Writes the stored content of `ino` into `f` at its offsets (holes
     /// stay unwritten), reading each chunk from its pack (looked up again if
     /// compaction moved it meanwhile) and checking its hash. No manifest:
     /// nothing written. EIO if the manifest cannot be decoded or a chunk is
     /// missing or damaged (logged with its hash).
     pub(crate) fn restore_content(&self, ino: u64, f: &File) -> Result<()> {
+        // Taken before the read begins: when it is `None` the tables held
+        // the tree before this read did.
+        let deferred = self.deferred();
         let rtx = self.begin_read().map_err(db_errno)?;
         let manifest: Vec<ChunkRef> = match crate::live::read_tx(&rtx, ino) {
-            Ok(m) => m.unwrap_or_default(),
+            Ok(Some(m)) => m,
+            // A file of a fork's deferred tree: its base object's chunks.
+            Ok(None) => match deferred.map(|t| t.chunks(self, &rtx, ino)).transpose() {
+                Ok(m) => m.flatten().unwrap_or_default(),
+                Err(e) => {
+                    tracing::error!("restore of inode {ino}: {e}");
+                    return Err(Errno::EIO);
+                }
+            },
             Err(e) => {
                 tracing::error!("restore of inode {ino}: {e}");
                 return Err(Errno::EIO);

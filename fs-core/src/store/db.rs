@@ -15,7 +15,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use redb::{Database, ReadableDatabase};
 
@@ -74,6 +74,26 @@ pub(crate) struct Store {
     pub(crate) content_reused: AtomicU64,
     /// Remote-only chunks: where they come from, what was fetched.
     pub(crate) remote: crate::store::source::Remote,
+    /// A fork's tree still deferred (served from its objects, D60): written
+    /// by the first write transaction ([`Store::begin_write`]) or group
+    /// commit with changes; `None` once the tables hold it.
+    deferred: RwLock<Option<Arc<dyn DeferredTree>>>,
+}
+
+/// A live tree the tables do not hold yet (a fork's, served from its
+/// commit's objects: `snap::overlay`).
+pub(crate) trait DeferredTree: Send + Sync {
+    /// Writes the tree's rows into `txn` if the store's tables still defer
+    /// it. `Ok(false)`: they no longer do (nothing written). Errors: as
+    /// text (a missing object, redb).
+    fn write(&self, store: &Store, txn: &redb::WriteTransaction) -> Result<bool, String>;
+    /// The chunk list of file `ino` of the deferred tree, when `rtx` still
+    /// defers it (`None`: not a file of the tree, or the tables hold it).
+    fn chunks(&self, store: &Store, rtx: &redb::ReadTransaction, ino: u64) -> Result<Option<Vec<crate::schema::ChunkRef>>, String>;
+    /// The block counts (`schema::data_blocks` of their chunks) of files
+    /// `inos` of the deferred tree, in their order, when `rtx` still
+    /// defers it (`None`s: not files of the tree, or the tables hold it).
+    fn blocks(&self, store: &Store, rtx: &redb::ReadTransaction, inos: &[u64]) -> Result<Vec<Option<u64>>, String>;
 }
 
 impl Store {
@@ -102,6 +122,35 @@ impl Store {
             content_new: AtomicU64::new(0),
             content_reused: AtomicU64::new(0),
             remote: Default::default(),
+            deferred: RwLock::new(None),
+        }
+    }
+
+    /// Serves the live tree from `t` until a change writes its rows.
+    pub(crate) fn set_deferred(&self, t: Arc<dyn DeferredTree>) {
+        *self.deferred.write().unwrap_or_else(|p| p.into_inner()) = Some(t);
+    }
+
+    /// The deferred tree, if the store has one.
+    pub(crate) fn deferred(&self) -> Option<Arc<dyn DeferredTree>> {
+        self.deferred.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Writes a deferred tree's rows into `txn` (the group commit's, when
+    /// it has changes to write). Errors: as [`DeferredTree::write`], as a
+    /// redb corruption error.
+    pub(crate) fn write_deferred_in(&self, txn: &redb::WriteTransaction) -> std::result::Result<(), redb::Error> {
+        let Some(t) = self.deferred() else { return Ok(()) };
+        match t.write(self, txn) {
+            Ok(true) => {
+                tracing::info!("store {}: the fork's tree is written into the tables (its first change)", self.desc);
+                Ok(())
+            }
+            Ok(false) => {
+                *self.deferred.write().unwrap_or_else(|p| p.into_inner()) = None;
+                Ok(())
+            }
+            Err(e) => Err(redb::Error::Corrupted(format!("writing the fork's tree: {e}"))),
         }
     }
 
@@ -204,8 +253,24 @@ impl Store {
     }
 
     /// A write transaction, reopening the database first if an I/O error
-    /// closed it (a durable store only; a memory store cannot fail so).
+    /// closed it (a durable store only; a memory store cannot fail so). A
+    /// deferred tree (a fork's, D60) is written first, in a transaction of
+    /// its own committed non-durably (durable with the caller's next
+    /// durable commit): every writer finds the live tables whole.
     pub(crate) fn begin_write(&self) -> std::result::Result<redb::WriteTransaction, redb::Error> {
+        if self.deferred().is_some() {
+            let mut txn = self.begin_write_plain()?;
+            txn.set_durability(redb::Durability::None)?;
+            self.write_deferred_in(&txn)?;
+            txn.commit()?;
+            *self.deferred.write().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        self.begin_write_plain()
+    }
+
+    /// [`Store::begin_write`] without writing a deferred tree first (the
+    /// group commit writes it in its own transaction when it has changes).
+    pub(crate) fn begin_write_plain(&self) -> std::result::Result<redb::WriteTransaction, redb::Error> {
         self.reopen_if_broken()?;
         let g = self.db.read().unwrap_or_else(|p| p.into_inner());
         let db = g.as_ref().ok_or(redb::Error::PreviousIo)?;

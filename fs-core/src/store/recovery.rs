@@ -248,6 +248,17 @@ fn link(mut st: State, links: Links) -> Read {
     Read { st, has_manifest, sync_pos, bad }
 }
 
+/// A fork's deferred tree as nodes (`snap::overlay::read_base`): they
+/// replace the root's record the tables hold and are the live tree until
+/// its first change writes their rows (D60). `files`: its regular files
+/// (their content is their base object's, not a manifest row);
+/// `next_ino`: the first number after them.
+pub(crate) struct BaseNodes {
+    pub(crate) nodes: crate::inode::NodeMap,
+    pub(crate) files: Vec<u64>,
+    pub(crate) next_ino: u64,
+}
+
 /// The inode table and counters of a store just opened.
 pub(crate) struct Loaded {
     /// The schema the store was migrated from, if it was.
@@ -265,7 +276,8 @@ pub(crate) struct Loaded {
 /// (clean = 0) durably. `pre`: the tables as [`read_state`] already read
 /// them (a clean store of the current schema, read before the database was
 /// opened for writing); `None` reads them in the write transaction.
-pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, packs: &Packs, pre: Option<Read>) -> std::result::Result<Loaded, StoreError> {
+/// `base`: a fork's deferred tree, merged before any repair.
+pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, packs: &Packs, pre: Option<Read>, base: Option<BaseNodes>) -> std::result::Result<Loaded, StoreError> {
     let c = |e: redb::Error| corrupt(dbpath, e);
     let mut txn = db.begin_write().map_err(|e| c(e.into()))?;
     txn.set_durability(Durability::Immediate).map_err(|e| c(e.into()))?;
@@ -300,6 +312,14 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
         None => read_state(&txn, next_ino).map_err(|e| corrupt(dbpath, e))?,
     };
     let Read { mut st, mut has_manifest, mut sync_pos, bad } = read;
+    if let Some(b) = base {
+        // A deferred tree: the tables hold only the fork's root record.
+        st.next_ino = st.next_ino.max(b.next_ino);
+        st.nodes.reserve(b.nodes.len());
+        st.nodes.extend(b.nodes);
+        has_manifest.extend(b.files);
+        st.lazy_atime = Some(Default::default());
+    }
     let chunk_count = meta_get(&txn, "chunk_count").map_err(c)?.unwrap_or(0);
     let chunk_bytes = meta_get(&txn, "chunk_bytes").map_err(c)?.unwrap_or(0);
     if !bad.is_empty() {

@@ -223,7 +223,9 @@ pub(crate) fn note_bypass(st: &mut State, ino: u64, f: &OpenFile) {
     // passthrough write's mtime below ours, so compare stamps too).
     let seen_moved = f.seen().replace(stamp).is_some_and(|s| s != stamp);
     let moved = wm > n.rec.mtime || n.rec.size != m.size() || seen_moved;
-    if moved || n.rec.blocks != m.blocks() {
+    // A fork's file whose blocks nobody needed yet (D60) is not changed
+    // by a read: they come from its object when needed.
+    if moved || (n.rec.blocks != crate::inode::BLOCKS_UNKNOWN && n.rec.blocks != m.blocks()) {
         n.rec.size = m.size();
         n.rec.blocks = m.blocks();
         if wm > n.rec.mtime {
