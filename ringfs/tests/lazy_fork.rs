@@ -357,3 +357,41 @@ fn mounts_of_a_fork_write_no_rows_until_its_first_change() {
     m.unmount_checked();
     fsck_clean(m.store_dir());
 }
+
+/// D64: the read-only commands a user runs on a never-changed fork —
+/// `branch --list` (text and JSON), `log`, `status` — write none of its
+/// tree's rows (D60: a read-only session writes nothing); `branch --list`
+/// used to take a write transaction, which wrote the whole tree. A branch
+/// created afterwards is listed, and fsck --full is clean.
+#[test]
+fn read_only_commands_on_a_fork_write_no_rows() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    m.sh_ok("mkdir -p d && for i in $(seq 0 19); do echo \"file $i\" > d/f$i; done");
+    json(&["commit", mp(&m), "-m", "base"]);
+    let mut f = TestMount::new(Backend::Store);
+    f.unmount_checked();
+    std::fs::remove_dir_all(f.store_dir()).unwrap();
+    json(&["fork", mp(&m), "--new-store", s(f.store_dir()), "--no-mount"]);
+    f.mount_again();
+    let o = ringfs(&["branch", mp(&f), "--list"]);
+    let (out, err) = out_str(&o);
+    assert!(o.status.success() && out.contains("main"), "branch --list: {out} {err}");
+    let v = json(&["branch", mp(&f), "--list"]);
+    assert!(v.to_string().contains("\"main\""), "branch --list --json: {v}");
+    json(&["log", mp(&f)]);
+    json(&["status", mp(&f)]);
+    f.unmount_checked();
+    assert_eq!(rows(f.store_dir()), (1, 0, 0), "branch --list, log and status wrote rows");
+    f.mount_again();
+    let o = ringfs(&["branch", mp(&f), "exp"]);
+    assert!(o.status.success(), "{:?}", out_str(&o));
+    let v = json(&["branch", mp(&f), "--list"]);
+    assert!(v.to_string().contains("\"exp\""), "the new branch listed: {v}");
+    assert_eq!(std::fs::read_to_string(f.p("d/f7")).unwrap(), "file 7\n");
+    f.unmount_checked();
+    fsck_clean(f.store_dir());
+    m.unmount_checked();
+}

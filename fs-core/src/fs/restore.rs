@@ -121,8 +121,9 @@ impl Apply<'_> {
     }
 
     /// Makes `e` as `name` in `parent` (a regular file as inode `ino`, whose
-    /// manifest of `size` bytes the store holds). False: left alone.
-    fn add(&mut self, parent: u64, e: &crate::snap::object::Entry, ino: Option<u64>, size: u64, path: &[u8]) -> bool {
+    /// manifest of `size` bytes and `blocks` 512-byte units — its chunks'
+    /// pages, holes excluded — the store holds). False: left alone.
+    fn add(&mut self, parent: u64, e: &crate::snap::object::Entry, ino: Option<u64>, (size, blocks): (u64, u64), path: &[u8]) -> bool {
         let dir = e.kind == EntryKind::Dir;
         if !self.st.nodes.get(&parent).is_some_and(|p| p.dir.is_some() && p.rec.nlink > 0) || self.fs.inner.local_for(&*self.st, parent, &e.name, dir) {
             self.rep.kept.push(path.to_vec());
@@ -138,7 +139,7 @@ impl Apply<'_> {
         }
         let m = &e.meta;
         let (size, blocks) = match e.kind {
-            EntryKind::File => (size, size.div_ceil(4096) * 8),
+            EntryKind::File => (size, blocks),
             EntryKind::Dir => (4096, 8),
             EntryKind::Symlink => (m.size, 0),
             _ => (0, 0),
@@ -239,7 +240,9 @@ impl Apply<'_> {
                     };
                     let ino = inos.get(&i).copied();
                     let size = content.as_ref().map(|c| c.size).unwrap_or(0);
-                    if self.add(p, entry, ino, size, &path) {
+                    // A sparse file's holes take no blocks (du, cp --sparse), as in a fork (D60).
+                    let blocks = content.as_ref().map(|c| crate::schema::data_blocks(&c.chunks)).unwrap_or(0);
+                    if self.add(p, entry, ino, (size, blocks), &path) {
                         if let Some(ino) = ino {
                             used.insert(ino);
                         }

@@ -180,6 +180,16 @@ where
 /// [`SnapError::CheckedOut`] (delete of `HEAD`'s branch),
 /// [`SnapError::NoCommits`] (create with no FROM before the first commit).
 pub(crate) fn branch_op(store: &Store, op: &BranchOp) -> Result<BranchReport, SnapError> {
+    if let BranchOp::List = op {
+        // A read: a fork's deferred tree (D60) stays unwritten (D64).
+        let rtx = store.begin_read().map_err(se)?;
+        let branches = match rtx.open_table(REFS) {
+            Ok(t) => list(&t)?,
+            Err(redb::TableError::TableDoesNotExist(_)) => Vec::new(),
+            Err(e) => return Err(se(e)),
+        };
+        return Ok(BranchReport { done: String::new(), branches });
+    }
     let mut txn = store.begin_write().map_err(se)?;
     txn.set_durability(redb::Durability::Immediate).map_err(se)?;
     let done = apply(&txn, &store.packs, op)?;
