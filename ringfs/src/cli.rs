@@ -574,8 +574,8 @@ pub struct ForkArgs {
     #[arg(long, value_name = "NEWDIR")]
     pub new_store: Option<PathBuf>,
     /// Only create the new store (needs --new-store); mount it later with
-    /// `ringfs mount NEWMNT --store NEWDIR` (that first mount writes the
-    /// tree's rows: the fork itself writes none per file).
+    /// `ringfs mount NEWMNT --store NEWDIR` (its mounts serve the tree from
+    /// the commit's objects; the first change writes the tree's rows, D60).
     #[arg(long, requires = "new_store")]
     pub no_mount: bool,
     /// Mount options for the new workspace, as `ringfs mount -o`.
