@@ -358,8 +358,8 @@ fn mounts_of_a_fork_write_no_rows_until_its_first_change() {
     fsck_clean(m.store_dir());
 }
 
-/// D64: the read-only commands a user runs on a never-changed fork —
-/// `branch --list` (text and JSON), `log`, `status` — write none of its
+/// D64: the read-only commands a user runs on a never-changed fork — `diff`
+/// against live, `branch --list` (text and JSON), `log`, `status` — write none of its
 /// tree's rows (D60: a read-only session writes nothing); `branch --list`
 /// used to take a write transaction, which wrote the whole tree. A branch
 /// created afterwards is listed, and fsck --full is clean.
@@ -370,12 +370,15 @@ fn read_only_commands_on_a_fork_write_no_rows() {
     }
     let mut m = TestMount::new(Backend::Store);
     m.sh_ok("mkdir -p d && for i in $(seq 0 19); do echo \"file $i\" > d/f$i; done");
-    json(&["commit", mp(&m), "-m", "base"]);
+    let base = json(&["commit", mp(&m), "-m", "base"])["id"].as_str().unwrap().to_string();
     let mut f = TestMount::new(Backend::Store);
     f.unmount_checked();
     std::fs::remove_dir_all(f.store_dir()).unwrap();
     json(&["fork", mp(&m), "--new-store", s(f.store_dir()), "--no-mount"]);
     f.mount_again();
+    // Diffs against live compare with the base commit the tree still is.
+    assert_eq!(json(&["diff", mp(&f)])["changes"].as_array().unwrap().len(), 0);
+    assert_eq!(json(&["diff", mp(&f), "live", &base])["changes"].as_array().unwrap().len(), 0);
     let o = ringfs(&["branch", mp(&f), "--list"]);
     let (out, err) = out_str(&o);
     assert!(o.status.success() && out.contains("main"), "branch --list: {out} {err}");
@@ -384,7 +387,7 @@ fn read_only_commands_on_a_fork_write_no_rows() {
     json(&["log", mp(&f)]);
     json(&["status", mp(&f)]);
     f.unmount_checked();
-    assert_eq!(rows(f.store_dir()), (1, 0, 0), "branch --list, log and status wrote rows");
+    assert_eq!(rows(f.store_dir()), (1, 0, 0), "diff, branch --list, log and status wrote rows");
     f.mount_again();
     let o = ringfs(&["branch", mp(&f), "exp"]);
     assert!(o.status.success(), "{:?}", out_str(&o));

@@ -551,7 +551,17 @@ pub(crate) fn diff_of(store: &Store, from: Point, to: Point, dirs: Option<&build
         Point::Commit(id) => hex_id(id),
     };
     let mut rep = DiffReport { from: name(&from), to: name(&to), changes: Vec::new() };
-    let txn = store.begin_write().map_err(se)?;
+    // Plain: a fork whose tree is still deferred (D60) keeps it so; its live
+    // tree is then its base commit's, diffed as that commit (D64's item).
+    let txn = store.begin_write_plain().map_err(se)?;
+    let deferred_base = crate::snap::lazy::pending(&txn.open_table(META).map_err(se)?).map_err(SnapError::Store)?;
+    let (from, to) = match deferred_base {
+        Some(base) => {
+            let live = |p: Point| if p == Point::Live { Point::Commit(base) } else { p };
+            (live(from), live(to))
+        }
+        None => (from, to),
+    };
     let (_, head_id) = head(&txn.open_table(REFS).map_err(se)?)?;
     let built = if from == Point::Live || to == Point::Live {
         let base = match head_id {
