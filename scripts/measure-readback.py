@@ -197,13 +197,17 @@ try:
             time.sleep(0.02)
             left = rf("remote", "status", m).get("remote_only_chunks")
         t5 = time.time()
+        # Working copies made by the read-back (non-empty files named by an
+        # inode number in STORE/wc/; the pool's ready files are empty).
+        wcd = os.path.join(store, "wc")
+        wcs = sum(1 for e in os.scandir(wcd) if e.name.isdigit() and e.stat().st_size > 0) if os.path.isdir(wcd) else 0
         slow.sort()
         ms = lambda x: f"{x * 1e3:7.0f}"
         print(f"run {r} {os.path.basename(BIN)} load {load}: clone {ms(t1 - t0)} mount {ms(t2 - t1)} ls -R {ms(t3 - t2)} read {ms(t4 - t3)}"
               f" | total to ls {ms(t3 - t0)} to read {ms(t4 - t0)} | prefetch done at {ms(t5 - t0)}"
               f" | daemon cpu during read-back {c1 - c0:.2f} s | per file p50 {slow[len(slow) // 2] * 1e6:.0f} us"
               f" p99 {slow[len(slow) * 99 // 100] * 1e6:.0f} us max {slow[-1] * 1e3:.0f} ms sum>5ms {sum(x for x in slow if x > 0.005) * 1e3:.0f} ms"
-              f" | bytes {n} | lazy_fetch {json.dumps(lf)}")
+              f" | bytes {n} | working copies {wcs} | lazy_fetch {json.dumps(lf)}")
         run(BIN, "umount", m)
         mounted.remove(m)
     print(open("/proc/loadavg").read().strip())

@@ -98,7 +98,7 @@ mod throttle;
 mod types;
 mod wc;
 
-pub use fs::{ExecEnd, Fs};
+pub use fs::{chunk_served_opens, since_chunk_open, ExecEnd, Fs};
 
 /// Is `nodeid` an inode inside a native root's host tree (not the root
 /// directory itself)? See [`Fs::is_host`].

@@ -72,6 +72,20 @@ const FOPEN_PASSTHROUGH: u32 = 1 << 7;
 /// (write, fallocate, copy_file_range) or is a SETATTR whose reply carries
 /// the new size and so timeout 0 (truncate): its attributes may be cached,
 /// which spares a GETATTR per create (D46).
+///
+/// A handle fs-core serves from the store's chunks (no working copy, D67)
+/// is never passthrough: it is a cached open (`FOPEN_KEEP_CACHE`), so the
+/// kernel puts the inode in its cached I/O mode, in which it refuses (EIO)
+/// any passthrough open of the inode (fs/fuse/iomode.c). So while an inode
+/// has such handles every other open of it — a writer's, whose working
+/// copy fs-core builds — is served through the daemon too (`id == None`),
+/// and its writes reach the readers through the inode's page cache (and
+/// the daemon's reads of the working copy); once the inode has no handle
+/// left, the next open registers a backing file again. The kernel leaves
+/// the cached mode when a file is released, before it sends RELEASE.
+/// Conversely a chunk-served handle of an inode already open with a
+/// backing file takes that passthrough (its backing file is the working
+/// copy, which holds the file's bytes).
 struct Backing {
     dev: fuse_uring::FuseDev,
     notifier: fuse_uring::Notifier,
@@ -100,24 +114,31 @@ impl Backing {
     /// `flags`; `through_daemon`: unless the inode is already open with a
     /// backing id (all its opens must agree), serve it without passthrough;
     /// `created`: the file was just made by CREATE or TMPFILE, so the kernel
-    /// has no attributes of it cached that need dropping.
-    fn open(&self, ino: u64, fh: u64, fd: Option<std::os::fd::RawFd>, flags: u32, through_daemon: bool, created: bool) -> Opened {
-        let Some(fd) = fd else {
-            return Opened { fh, open_flags: FOPEN_NOFLUSH, backing_id: 0 };
+    /// has no attributes of it cached that need dropping; `chunked`: fs-core
+    /// serves `fh` from the store's chunks (`fd` is None then).
+    fn open(&self, ino: u64, fh: u64, fd: Option<std::os::fd::RawFd>, flags: u32, through_daemon: bool, created: bool, chunked: bool) -> Opened {
+        let fd = match fd {
+            Some(fd) => Some(fd),
+            None if chunked => None,
+            None => return Opened { fh, open_flags: FOPEN_NOFLUSH, backing_id: 0 },
         };
         let writable = flags as i32 & libc::O_ACCMODE != libc::O_RDONLY;
         let mut t = self.inodes.lock().unwrap_or_else(|p| p.into_inner());
-        let id = match t.by_ino.get_mut(&ino) {
-            Some(e) => {
+        let id = match (t.by_ino.get_mut(&ino), fd) {
+            (Some(e), _) => {
                 e.handles += 1;
                 e.writers += writable as u32;
                 e.id
             }
-            None if through_daemon => {
+            (None, None) => {
+                t.by_ino.insert(ino, BackingInode { id: None, handles: 1, writers: 0 });
+                None
+            }
+            (None, Some(_)) if through_daemon => {
                 t.by_ino.insert(ino, BackingInode { id: None, handles: 1, writers: writable as u32 });
                 None
             }
-            None => {
+            (None, Some(fd)) => {
                 // SAFETY: `fd` is the working copy fs-core keeps open while the
                 // inode has handles; we hold one (fh) right now.
                 let file = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
@@ -141,6 +162,10 @@ impl Backing {
         }
         match id {
             Some(id) => Opened { fh, open_flags: FOPEN_PASSTHROUGH | FOPEN_NOFLUSH, backing_id: id },
+            // The stored bytes it serves do not change behind the page
+            // cache: every change goes through it (no passthrough handle
+            // exists while this one does).
+            None if chunked => Opened { fh, open_flags: FOPEN_KEEP_CACHE | FOPEN_NOFLUSH, backing_id: 0 },
             None => Opened { fh, open_flags: FOPEN_NOFLUSH, backing_id: 0 },
         }
     }
@@ -269,7 +294,8 @@ impl Adapter {
             // flag (FUSE inodes do not carry it).
             Some(b) => {
                 let append_only = self.fs.get_flags(ino).is_ok_and(|f| f & fs_core::store::FS_APPEND_FL != 0);
-                b.open(ino, fh, self.fs.backing_fd(fh), flags, append_only, created)
+                let chunked = self.fs.served_from_chunks(fh);
+                b.open(ino, fh, self.fs.backing_fd(fh), flags, append_only, created, chunked)
             }
             // A native root's file may change through the bind mount: no page cache kept.
             None if self.fs.is_host(ino) => Opened { fh, open_flags: FOPEN_NOFLUSH, backing_id: 0 },

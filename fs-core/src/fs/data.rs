@@ -30,6 +30,7 @@ use crate::inode::{wc_stamp, Freed, Handle, OpenFile};
 use crate::store::db::db_errno;
 use crate::wc::queue::FSYNC_HASH_DELAY;
 use crate::wc::{note_bypass, set_mtime};
+use crate::fs::chunked::read_file;
 
 impl Fs {
     /// The backing file of a regular file `make_in` just made: the pooled
@@ -92,7 +93,7 @@ impl Fs {
             (_, None) => None,
         };
         n.opens += 1;
-        st.handles.insert(fh, Handle { ino, flags, file: file.clone(), dir_end: u64::MAX });
+        st.handles.insert(fh, Handle { ino, flags, file: file.clone(), chunks: None, dir_end: u64::MAX });
         Ok((fh, file))
     }
 
@@ -126,6 +127,11 @@ impl Fs {
                 return err(libc::EISDIR);
             }
             may_open(n.rec.flags, flags)?;
+        }
+        // A read-only open of a stored file with no working copy: served
+        // from its chunks, no working copy made (D67).
+        if let Some(fh) = self.open_from_chunks(ino, flags)? {
+            return Ok(fh);
         }
         let (fh, file) = self.attach(ino, flags, None)?;
         if flags as i32 & libc::O_TRUNC != 0 {
@@ -223,6 +229,8 @@ impl Fs {
         let h = st.handles.get(&fh).ok_or(Errno(libc::EBADF))?;
         match &h.file {
             Some(f) => Ok((h.ino, h.flags, f.clone())),
+            // Served from chunks (D67): read-only.
+            None if h.chunks.is_some() => err(libc::EBADF),
             None => err(libc::EINVAL),
         }
     }
@@ -232,21 +240,23 @@ impl Fs {
         if is_host_id(fh) {
             return self.inner.host.read(fh, offset, size);
         }
-        let (ino, flags, f) = self.handle(fh)?;
+        let (ino, flags, f) = {
+            let st = self.inner.lock();
+            let h = st.handles.get(&fh).ok_or(Errno(libc::EBADF))?;
+            match (&h.file, &h.chunks) {
+                (Some(f), _) => (h.ino, h.flags, f.clone()),
+                (None, Some(c)) => {
+                    let (ino, c) = (h.ino, c.clone());
+                    drop(st);
+                    return self.read_chunked(ino, &c, offset, size);
+                }
+                (None, None) => return err(libc::EINVAL),
+            }
+        };
         if !can_read(flags) {
             return err(libc::EBADF);
         }
-        let mut buf = vec![0u8; size as usize];
-        let mut got = 0;
-        while got < buf.len() {
-            match f.file.read_at(&mut buf[got..], offset + got as u64) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        buf.truncate(got);
+        let buf = read_file(&f, offset, size)?;
         self.touch_atime(ino);
         Ok(buf)
     }
@@ -307,7 +317,11 @@ impl Fs {
         let (ino, flags, f, append_only) = {
             let st = self.inner.lock();
             let h = st.handles.get(&fh).ok_or(Errno(libc::EBADF))?;
-            let f = h.file.clone().ok_or(Errno(libc::EINVAL))?;
+            let f = match &h.file {
+                Some(f) => f.clone(),
+                None if h.chunks.is_some() => return err(libc::EBADF),
+                None => return err(libc::EINVAL),
+            };
             let ao = st.nodes.get(&h.ino).is_some_and(|n| n.rec.flags & crate::schema::FS_APPEND_FL != 0);
             (h.ino, h.flags, f, ao)
         };
@@ -508,7 +522,14 @@ impl Fs {
         if is_host_id(fh) {
             return self.inner.host.lseek(fh, offset, whence);
         }
-        let (_, _, f) = self.handle(fh)?;
+        let f = match self.chunk_handle(fh) {
+            // Served from chunks: the working copy once there is one.
+            Some((ino, c)) => match self.chunk_handle_wc(ino, &c)? {
+                (Some(f), _) => f,
+                (None, size) => return Fs::lseek_chunked(size, offset, whence),
+            },
+            None => self.handle(fh)?.2,
+        };
         match whence as i32 {
             libc::SEEK_SET => Ok(offset),
             libc::SEEK_END => Ok(f.file.metadata()?.len().saturating_add(offset)),
@@ -539,8 +560,19 @@ impl Fs {
             // Across a native root: the kernel falls back to read + write.
             _ => return err(libc::EOPNOTSUPP),
         }
+        if self.chunk_handle(fh_in).is_some() {
+            // The source is served from chunks (D67): read, then write.
+            let (_, fout, dst) = self.handle(fh_out)?;
+            if !can_write(fout) {
+                return err(libc::EBADF);
+            }
+            let data = self.read(fh_in, off_in, len.min(1 << 20) as u32)?;
+            dst.file.write_all_at(&data, off_out)?;
+            let n = data.len() as u64;
+            return self.copied(fh_out, off_out, n);
+        }
         let (_, fin, src) = self.handle(fh_in)?;
-        let (ino_out, fout, dst) = self.handle(fh_out)?;
+        let (_, fout, dst) = self.handle(fh_out)?;
         if !can_read(fin) || !can_write(fout) {
             return err(libc::EBADF);
         }
@@ -562,9 +594,16 @@ impl Fs {
                 _ => return Err(e.into()),
             }
         };
+        self.copied(fh_out, off_out, n)
+    }
+
+    /// After copy_file_range wrote `n` bytes at `off_out` through `fh_out`:
+    /// the size, times and content generation of its inode. Returns `n`.
+    fn copied(&self, fh_out: u64, off_out: u64, n: u64) -> Result<u64> {
         if n > 0 {
             let t = now();
             let mut st = self.inner.lock();
+            let ino_out = st.handles.get(&fh_out).map(|h| h.ino).unwrap_or(0);
             if let Some(nd) = st.nodes.get_mut(&ino_out) {
                 nd.rec.size = nd.rec.size.max(off_out + n);
                 nd.rec.mtime = t;

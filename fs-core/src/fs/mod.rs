@@ -14,6 +14,7 @@
 //! requests onto these methods).
 
 mod attr;
+mod chunked;
 mod data;
 mod fork;
 mod namespace;
@@ -21,6 +22,7 @@ mod restore;
 mod roots;
 mod sides;
 mod snap;
+pub use chunked::{chunk_served_opens, since_chunk_open};
 pub use snap::ExecEnd;
 mod xattr;
 

@@ -610,7 +610,7 @@ impl Fs {
         n.opens += 1;
         let dir_end = n.rec.next_cookie.max(3);
         let fh = self.inner.next_fh.fetch_add(1, Ordering::Relaxed);
-        st.handles.insert(fh, Handle { ino, flags: 0, file: None, dir_end });
+        st.handles.insert(fh, Handle { ino, flags: 0, file: None, chunks: None, dir_end });
         Ok(fh)
     }
 

@@ -140,6 +140,18 @@ impl OpenFile {
     }
 }
 
+/// What a handle served from the store's chunks reads (D67): the file's
+/// stored chunks as they were at the open (`gen`: the node's `content_gen`
+/// then; once it moves, the working copy is the truth), and the last chunk
+/// read, kept for the next read of the same handle.
+pub(crate) struct Chunked {
+    pub(crate) gen: u64,
+    /// Sorted by offset; holes between them read as zeros.
+    pub(crate) manifest: Vec<crate::schema::ChunkRef>,
+    /// (index in `manifest`, its bytes).
+    pub(crate) last: Mutex<Option<(usize, Arc<Vec<u8>>)>>,
+}
+
 /// One inode: its persistent record, how it is referenced (lookups, open
 /// handles), its kind's contents (directory entries, symlink target),
 /// xattrs, and where its content stands (`content_gen` counts changes,
@@ -256,6 +268,10 @@ pub(crate) struct Handle {
     pub(crate) ino: u64,
     pub(crate) flags: u32,
     pub(crate) file: Option<Arc<OpenFile>>,
+    /// A read-only handle of a stored file that had no working copy when it
+    /// was opened: served from the store's chunks (D67) until the file gets
+    /// a working copy (`Node::file`) or changes.
+    pub(crate) chunks: Option<Arc<Chunked>>,
     /// Directory handles: readdir returns only entries whose cookie is
     /// below this one — those that existed when the stream was opened or
     /// last rewound (offset 0). An entry renamed or created during the scan

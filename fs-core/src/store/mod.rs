@@ -22,6 +22,8 @@
 //!   [`ChunkSource`](remote::ChunkSource) that fetches them;
 //! - [`source`]: the sentinel pack id, the `ChunkSource` trait and the
 //!   store's installed source (a leaf the store handle holds);
+//! - [`stored`]: a stored file's bytes read in place (its manifest, its
+//!   chunks), for handles served without a working copy;
 //! - [`readonly`]: opening the database without writing to it, and
 //!   guarding redb calls that may panic on a damaged file;
 //! - [`scan`]: reading every table of a database that may be damaged
@@ -41,6 +43,7 @@ pub(crate) mod readonly;
 pub(crate) mod recovery;
 pub mod remote;
 pub(crate) mod source;
+pub(crate) mod stored;
 pub(crate) mod scan;
 
 /// The pack id of a chunk that is only on the remote (a lazy clone's,

@@ -437,6 +437,7 @@ fn readdir_cookies_stable() {
 }
 
 mod atime;
+mod chunked;
 mod damage;
 mod local_only;
 mod model;

@@ -124,7 +124,9 @@ static STATS: Stats = Stats {
 };
 
 /// The fetch counters of this process (a daemon's, when asked through its
-/// control socket): `{"gets", "first_opens", "waits", "chunks", "bytes"}`.
+/// control socket): `{"gets", "first_opens", "waits", "chunks", "bytes",
+/// "wc_built", "chunk_opens"}` (`chunk_opens`: read-only opens served from
+/// the store's chunks with no working copy, D67).
 pub fn stats() -> serde_json::Value {
     let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
     serde_json::json!({
@@ -134,6 +136,7 @@ pub fn stats() -> serde_json::Value {
         "chunks": g(&STATS.chunks),
         "bytes": g(&STATS.bytes),
         "wc_built": g(&STATS.built),
+        "chunk_opens": fs_core::chunk_served_opens(),
     })
 }
 
@@ -785,6 +788,10 @@ fn spawn_workers(fs: Arc<Fs>, src: Arc<Source>, stop: Arc<AtomicBool>, stored: s
 /// ended (every sender dropped) builds them and whatever is left whose
 /// chunks a first open fetched. One thread at the hash workers' priority;
 /// it stops early when `stop` is set. None: it could not start (logged).
+/// The working-copy builder waits until no open was served from chunks for
+/// this long (D67).
+const BUILD_AFTER_IDLE: Duration = Duration::from_secs(1);
+
 fn spawn_builder(fs: Arc<Fs>, stop: Arc<AtomicBool>) -> (std::sync::mpsc::Sender<Vec<Hash>>, Option<std::thread::JoinHandle<()>>) {
     let (tx, rx) = std::sync::mpsc::channel::<Vec<Hash>>();
     let t = std::thread::Builder::new().name("ringfs-wcbuild".into()).spawn(move || {
@@ -800,6 +807,11 @@ fn spawn_builder(fs: Arc<Fs>, stop: Arc<AtomicBool>) -> (std::sync::mpsc::Sender
         tracing::info!("{} working copies to build ahead of their first open (planned in {:.1} ms)", plan.len(), t0.elapsed().as_secs_f64() * 1e3);
         let build = |inos: Vec<u64>| -> bool {
             for ino in inos {
+                // A reader busy with opens served from chunks needs no
+                // working copies (D67): build only once it paused.
+                while fs_core::since_chunk_open().is_some_and(|d| d < BUILD_AFTER_IDLE) && !stop.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
                 if stop.load(Ordering::SeqCst) {
                     return false;
                 }

@@ -17,7 +17,7 @@
 //! "commit", "objects", "chunks", "packs", "bytes_fetched", "files",
 //! "live_updated", "ms"}` (pull also `"up_to_date"`, clone also
 //! `"remote_only_chunks", "remote_only_bytes"`); remote status
-//! `{"remote_only_chunks", "remote_only_bytes", "lazy_fetch": {"gets", "first_opens", "waits", "chunks", "bytes"}, "remotes": [{"name", "url", "writer", "heads", "reachable", "error",
+//! `{"remote_only_chunks", "remote_only_bytes", "lazy_fetch": {"gets", "first_opens", "waits", "chunks", "bytes", "wc_built", "chunk_opens"}, "remotes": [{"name", "url", "writer", "heads", "reachable", "error",
 //! "last_push", "last_push_age_s", "last_error", "sync", "branches":
 //! [{"branch", "local", "remote", "current", "pending_commits",
 //! "pending_objects", "pending_chunks", "pending_bytes", "oldest_pending",
