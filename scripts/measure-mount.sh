@@ -9,7 +9,9 @@
 # down answering; and the CPU time the daemon used until the mount returned
 # (all its threads, from /proc/PID/task/*/schedstat: what a busy machine
 # does not inflate as much as wall time), beside the time its threads
-# waited for a CPU. Each binary given is run in turn, round after round
+# waited for a CPU, and the CPU time of the whole daemon process at
+# "ready" as it logs it (threads that ended, such as the table reader,
+# included: D68). Each binary given is run in turn, round after round
 # (interleaved), on its own copy of the stores; the daemon's own split (its
 # log's "store ... opened in" and "mount ready in" lines) is printed for
 # the last round, and `uptime` before and after. Needs root and built
@@ -69,9 +71,11 @@ now() { date +%s%N; }
 cpu_of() {
   cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{c += $1; w += $2} END {printf "%d %d", c / 1000, w / 1000}'
 }
-# mount_once BIN MNT STORE LOG -> "mount_us first_stat_us cpu_us wait_us"
+# mount_once BIN MNT STORE LOG -> "mount_us first_stat_us cpu_us wait_us pcpu_us"
+# (pcpu: the daemon's own "process CPU" at ready, its ended threads
+# included, from its log; 0 for a build that does not log it)
 mount_once() {
-  local b=$1 m=$2 s=$3 log=$4 t0 t1 t2 out pid cw
+  local b=$1 m=$2 s=$3 log=$4 t0 t1 t2 out pid cw pc
   t0=$(now)
   # shellcheck disable=SC2086
   out=$("$b" mount "$m" --store "$s" --daemon --log-file "$log" ${MOUNT_ARGS:-})
@@ -80,7 +84,8 @@ mount_once() {
   cw=$(cpu_of "$pid")
   stat "$m/d000/e00/f00000" >/dev/null 2>&1 || stat "$m" >/dev/null
   t2=$(now)
-  echo "$(( (t1 - t0) / 1000 )) $(( (t2 - t0) / 1000 )) $cw"
+  pc=$(grep -o "process CPU [0-9.]*" "$log" | tail -1 | awk '{printf "%d", $3 * 1000}')
+  echo "$(( (t1 - t0) / 1000 )) $(( (t2 - t0) / 1000 )) $cw ${pc:-0}"
 }
 # unclean BIN MNT STORE: mount, write, kill -9 the daemon, unmount the dead mount.
 unclean() {
@@ -113,9 +118,9 @@ median() { python3 -c 'import sys,statistics; v=[float(x)/1000 for x in sys.argv
 for b in "$@"; do
   for w in "${WORKLOADS[@]}"; do
     read -ra v <<<"${RES[$b,$w]}"
-    mt=() st=() cpu=() wt=()
-    for ((i = 0; i < ${#v[@]}; i += 4)); do mt+=("${v[i]}"); st+=("${v[i + 1]}"); cpu+=("${v[i + 2]}"); wt+=("${v[i + 3]}"); done
-    echo "$b $w (N=$N, $ROUNDS rounds): mount --daemon $(median "${mt[@]}") ms; to first stat $(median "${st[@]}") ms; daemon CPU $(median "${cpu[@]}") ms, waiting for a CPU $(median "${wt[@]}") ms"
+    mt=() st=() cpu=() wt=() pc=()
+    for ((i = 0; i < ${#v[@]}; i += 5)); do mt+=("${v[i]}"); st+=("${v[i + 1]}"); cpu+=("${v[i + 2]}"); wt+=("${v[i + 3]}"); pc+=("${v[i + 4]}"); done
+    echo "$b $w (N=$N, $ROUNDS rounds): mount --daemon $(median "${mt[@]}") ms; to first stat $(median "${st[@]}") ms; daemon CPU $(median "${cpu[@]}") ms (live threads), waiting for a CPU $(median "${wt[@]}") ms; process CPU at ready (all threads) $(median "${pc[@]}") ms"
     grep -ho "opened in.*\|mount ready in.*" "${DIR[$b]}/log-$w" | tail -2 | sed 's/^/    /' || true
   done
 done

@@ -87,6 +87,7 @@ mod fsck;
 mod host;
 mod inode;
 mod laps;
+pub use laps::process_cpu;
 pub mod live;
 mod local;
 mod posix;

@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 
-use crate::inode::{Node, NodeMap, BLOCKS_UNKNOWN, ROOT};
+use crate::inode::{Name, Node, NodeMap, BLOCKS_UNKNOWN, ROOT};
 use crate::schema::InodeRec;
 use crate::snap::object::*;
 
@@ -150,11 +150,13 @@ pub(crate) fn load_base(load: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, Strin
     let mut nodes = NodeMap::default();
     let mut files = HashMap::new();
     let mut dirs = 0;
+    // The walk hands over one directory's entries together, then the
+    // directory itself: its maps are built then, sized once (D68).
+    let mut pending: Vec<(Name, u64, u64)> = Vec::new();
     let next_ino = walk_tree(load, c, ROOT + 1, tree_time(c), false, &mut |v| {
         match v {
-            Visit::Entry { dir, ino, cookie, en, mut rec, fid, .. } => {
-                let p = nodes.entry(dir).or_insert_with(|| Box::new(Node::new(rec_of(EntryKind::Dir, &Meta::default(), ROOT, (0, 0)))));
-                p.dir.as_mut().expect("a directory").insert(&en.name, ino, cookie);
+            Visit::Entry { ino, cookie, en, mut rec, fid, .. } => {
+                pending.push((Name::from(&en.name[..]), ino, cookie));
                 if let Some(fid) = fid {
                     if rec.size > 0 {
                         rec.blocks = BLOCKS_UNKNOWN;
@@ -181,6 +183,18 @@ pub(crate) fn load_base(load: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, Strin
                 n.rec = rec;
                 for (k, v) in &meta.xattrs {
                     n.xattrs_mut().insert(k.clone(), v.clone());
+                }
+                let d = n.dir.get_or_insert_with(Default::default);
+                d.by_name.reserve(pending.len());
+                for (name, child, cookie) in &pending {
+                    d.by_name.insert(name.clone(), (*child, *cookie));
+                }
+                // Cookies come in increasing order: one bulk build.
+                let cookies = pending.drain(..).map(|(name, _, cookie)| (cookie, name));
+                if d.by_cookie.is_empty() {
+                    d.by_cookie = cookies.collect();
+                } else {
+                    d.by_cookie.extend(cookies);
                 }
             }
         }

@@ -214,31 +214,57 @@ fn link(mut st: State, links: Links) -> Read {
     let Links { dirents, has_manifest, sync_pos } = links;
     let mut bad = Vec::new();
     for (entries, synced) in dirents.into_iter().zip([true, false]) {
-        for (parent, name, child, cookie) in entries {
-            let child_dir = match st.nodes.get(&child) {
-                Some(c) => c.dir.is_some(),
-                None => {
-                    bad.push((synced, parent, name.to_vec()));
-                    continue;
-                }
-            };
-            let Some(p) = st.nodes.get_mut(&parent).filter(|p| p.dir.is_some()) else {
-                bad.push((synced, parent, name.to_vec()));
+        // Rows come in key order, (parent, name): one directory's entries
+        // are a run, put in place together (D68) — its name map sized once
+        // and its cookie map built in one pass, not grown entry by entry.
+        let mut entries = entries.into_iter().peekable();
+        let mut cookies: Vec<(u64, Name)> = Vec::new();
+        while let Some(first) = entries.next() {
+            let parent = first.0;
+            let mut run = vec![first];
+            while let Some(e) = entries.next_if(|e| e.0 == parent) {
+                run.push(e);
+            }
+            let Some(p) = st.nodes.get(&parent).filter(|p| p.dir.is_some()) else {
+                bad.extend(run.into_iter().map(|(parent, name, _, _)| (synced, parent, name.to_vec())));
                 continue;
             };
+            let mut next_cookie = p.rec.next_cookie;
+            // Which children exist, and which are directories (their own
+            // name is set below), read before the parent is borrowed.
+            let kinds: Vec<Option<bool>> = run.iter().map(|(_, _, child, _)| st.nodes.get(child).map(|c| c.dir.is_some())).collect();
+            let p = st.nodes.get_mut(&parent).expect("checked above");
             let d = p.dir.as_mut().expect("a directory");
-            match d.by_name.entry(name.clone()) {
-                std::collections::hash_map::Entry::Occupied(_) => {
+            d.by_name.reserve(run.len());
+            cookies.clear();
+            let mut subdirs = Vec::new();
+            for ((_, name, child, cookie), kind) in run.into_iter().zip(kinds) {
+                let Some(child_dir) = kind else {
                     bad.push((synced, parent, name.to_vec()));
                     continue;
+                };
+                match d.by_name.entry(name.clone()) {
+                    std::collections::hash_map::Entry::Occupied(_) => {
+                        bad.push((synced, parent, name.to_vec()));
+                        continue;
+                    }
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert((child, cookie));
+                    }
                 }
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert((child, cookie));
-                    d.by_cookie.insert(cookie, name.clone());
+                next_cookie = next_cookie.max(cookie + 1);
+                if child_dir {
+                    subdirs.push((child, name.clone()));
                 }
+                cookies.push((cookie, name));
             }
-            p.rec.next_cookie = p.rec.next_cookie.max(cookie + 1);
-            if child_dir {
+            if d.by_cookie.is_empty() {
+                d.by_cookie = cookies.drain(..).collect();
+            } else {
+                d.by_cookie.extend(cookies.drain(..));
+            }
+            p.rec.next_cookie = next_cookie;
+            for (child, name) in subdirs {
                 if let Some(d) = st.nodes.get_mut(&child).and_then(|ch| ch.dir.as_mut()) {
                     d.dname = name[..].into();
                 }

@@ -286,3 +286,74 @@ fn parallel_table_read_matches_the_sequential_one() {
     assert_eq!(sa.3, vec![(true, d, b"ghost".to_vec())], "the dangling entry is bad in both");
     assert!(sa.0.len() > 300 && sa.1.len() >= 300);
 }
+
+#[test]
+fn table_read_links_each_directorys_entries_as_one_run() {
+    // `link` puts a directory's entries in place as one run (D68): every
+    // entry in both maps under its cookie, the cookie counter past them
+    // all, each subdirectory's own name set; bad rows (a child that does
+    // not exist, a parent that is not a directory, a local-only entry
+    // whose name a synced one has) left out and listed, the rest of their
+    // run kept. Checked against the rows themselves.
+    let t = tempfile::tempdir().unwrap();
+    let fs = dir_fs(t.path());
+    populate(&fs);
+    let d = fs.mkdir(&C, ROOT, os("many"), 0o755).unwrap().ino;
+    let mut subs = Vec::new();
+    for i in 0..40 {
+        subs.push(fs.mkdir(&C, d, os(&format!("s{i}")), 0o755).unwrap().ino);
+        write_file(&fs, d, &format!("f{i}"), b"x");
+    }
+    let file = write_file(&fs, d, "plain", b"y");
+    fs.shutdown().unwrap();
+    drop(fs);
+    {
+        let db = redb::Database::create(t.path().join("store.redb")).unwrap();
+        let w = db.begin_write().unwrap();
+        {
+            let mut de = w.open_table(crate::schema::DIRENTS).unwrap();
+            de.insert((d, &b"ghost"[..]), (999_999u64, 1_000u64)).unwrap();
+            // Two entries under a regular file: a run whose parent is no directory.
+            de.insert((file, &b"a"[..]), (subs[0], 3u64)).unwrap();
+            de.insert((file, &b"b"[..]), (subs[1], 4u64)).unwrap();
+            let mut le = w.open_table(crate::schema::LOCAL_DIRENTS).unwrap();
+            le.insert((d, &b"s3"[..]), (subs[4], 2_000u64)).unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let db = redb::Database::open(t.path().join("store.redb")).unwrap();
+    let rtx = db.begin_read().unwrap();
+    let mut rows: Vec<(u64, Vec<u8>, u64, u64)> = Vec::new();
+    for r in rtx.open_table(crate::schema::DIRENTS).unwrap().iter().unwrap() {
+        let (k, v) = r.unwrap();
+        let ((p, n), (c, ck)) = (k.value(), v.value());
+        rows.push((p, n.to_vec(), c, ck));
+    }
+    for read in [crate::store::recovery::read_state(&rtx, 2).unwrap(), crate::store::recovery::read_state_parallel(&rtx, 2).unwrap()] {
+        let mut bad = read.bad.clone();
+        bad.sort();
+        assert_eq!(bad, vec![(false, d, b"s3".to_vec()), (true, d, b"ghost".to_vec()), (true, file, b"a".to_vec()), (true, file, b"b".to_vec())]);
+        let mut kept = 0;
+        for (p, n, c, ck) in &rows {
+            if bad.iter().any(|(s, bp, bn)| *s && bp == p && bn == n) {
+                continue;
+            }
+            kept += 1;
+            let pn = &read.st.nodes[p];
+            let dd = pn.dir.as_ref().unwrap();
+            assert_eq!(dd.by_name.get(&n[..]), Some(&(*c, *ck)), "entry {n:?} of {p}");
+            assert_eq!(dd.by_cookie.get(ck).map(|x| x.to_vec()), Some(n.clone()), "cookie {ck} of {p}");
+            assert!(pn.rec.next_cookie > *ck);
+            if let Some(cd) = read.st.nodes[c].dir.as_ref() {
+                assert_eq!(&cd.dname[..], &n[..], "the name of directory {c}");
+            }
+        }
+        assert!(kept > 80);
+        for n in read.st.nodes.values() {
+            if let Some(dd) = n.dir.as_ref() {
+                assert_eq!(dd.by_name.len(), dd.by_cookie.len());
+            }
+        }
+        assert!(read.st.nodes[&file].dir.is_none());
+    }
+}
