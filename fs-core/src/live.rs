@@ -6,7 +6,8 @@
 //! the root and the segments it touches, not the whole list (a 32 MiB file
 //! of small chunks was one ~196 KB row rewritten copy-on-write at every
 //! re-hash); a file written anew with a prefix (a prepend) shares every
-//! segment after the first cut that resynchronizes.
+//! segment after the first cut that resynchronizes — with a few bytes
+//! prepended, every segment but its first chunk's own (D66).
 //!
 //! Chunk references: a segment holds one reference per entry on each chunk
 //! it names, taken when the segment is created and dropped when its last
