@@ -6,7 +6,8 @@
 //! the root and the segments it touches, not the whole list (a 32 MiB file
 //! of small chunks was one ~196 KB row rewritten copy-on-write at every
 //! re-hash); a file written anew with a prefix (a prepend) shares every
-//! segment after the first cut that resynchronizes.
+//! segment after the first cut that resynchronizes — with a few bytes
+//! prepended, every segment but its first chunk's own (D66).
 //!
 //! Chunk references: a segment holds one reference per entry on each chunk
 //! it names, taken when the segment is created and dropped when its last
@@ -61,29 +62,46 @@ fn is_cut(h: &[u8; 32]) -> bool {
 }
 
 /// Cuts a manifest into segments: (start offset, encoded segment, its id,
-/// range of `m`).
+/// range of `m`). A list of two segments or more has its first chunk as a
+/// segment of its own (D66): a file written anew with a few bytes before
+/// its content (a prepend: a temporary file renamed over the old one)
+/// differs from the old one in its first chunk, so it then shares every
+/// segment but that one-entry segment, and the chunk references of the
+/// chunks after it are neither taken by the new file nor dropped with the
+/// old one (two transactions that each touched a segment's worth of
+/// hash-spread rows of the chunk index).
 fn cut(m: &[ChunkRef]) -> Vec<(u64, Vec<u8>, [u8; 32], std::ops::Range<usize>)> {
-    let mut out = Vec::new();
+    let mut ranges = Vec::new();
     let mut i = 0;
     while i < m.len() {
         let mut j = i;
-        let mut s = Segment::default();
-        let mut end = m[i].offset;
         while j < m.len() {
-            let c = &m[j];
-            s.entries.push((c.offset.saturating_sub(end), c.len, c.hash));
-            end = c.offset + c.len as u64;
             j += 1;
-            if is_cut(&c.hash) || s.entries.len() >= SEG_MAX {
+            if is_cut(&m[j - 1].hash) || j - i >= SEG_MAX {
                 break;
             }
         }
-        let b = enc(&s);
-        let id = *blake3::hash(&b).as_bytes();
-        out.push((m[i].offset, b, id, i..j));
+        ranges.push(i..j);
         i = j;
     }
-    out
+    if ranges.len() >= 2 && ranges[0].len() > 1 {
+        let first = ranges[0].clone();
+        ranges.splice(0..1, [0..1, 1..first.end]);
+    }
+    ranges.into_iter().map(|r| segment(m, r)).collect()
+}
+
+/// The segment of `m[r]`: (start offset, encoded segment, its id, `r`).
+fn segment(m: &[ChunkRef], r: std::ops::Range<usize>) -> (u64, Vec<u8>, [u8; 32], std::ops::Range<usize>) {
+    let mut s = Segment::default();
+    let mut end = m[r.start].offset;
+    for c in &m[r.clone()] {
+        s.entries.push((c.offset.saturating_sub(end), c.len, c.hash));
+        end = c.offset + c.len as u64;
+    }
+    let b = enc(&s);
+    let id = *blake3::hash(&b).as_bytes();
+    (m[r.start].offset, b, id, r)
 }
 
 /// Decodes a segment's entries at `start` into `out`.
@@ -481,5 +499,33 @@ mod tests {
         assert_eq!(mv.drop.len(), q.len() + 20);
         assert!(read_w(&txn, 6).unwrap().is_none());
         assert!(read_w(&txn, 7).unwrap().is_none());
+    }
+
+    /// A few bytes written before a file's content change its first chunk
+    /// only (content-defined chunking resynchronizes): the file written
+    /// anew shares every segment but the first chunk's own (D66), and
+    /// removing the old one drops that chunk's reference alone.
+    #[test]
+    fn prepend_changes_only_the_first_chunks_segment() {
+        let db = redb::Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).unwrap();
+        let txn = db.begin_write().unwrap();
+        let m = refs(4000, 1);
+        write(&txn, 5, &m).unwrap();
+        let mut p: Vec<ChunkRef> = m.iter().map(|c| ChunkRef { offset: c.offset + 10, ..*c }).collect();
+        p[0] = ChunkRef { offset: 0, len: m[0].len + 10, hash: [7; 32] };
+        let (mv, _) = write(&txn, 6, &p).unwrap();
+        assert_eq!(mv.add, vec![p[0]]);
+        assert_eq!(read_w(&txn, 6).unwrap().unwrap(), p);
+        let mv = remove(&txn, 5).unwrap();
+        assert_eq!(mv.drop.iter().map(|c| c.hash).collect::<Vec<_>>(), vec![m[0].hash]);
+        // A list of one segment stays inline (no first-chunk segment).
+        let mut s = refs(20, 3);
+        for c in &mut s {
+            c.hash[0] |= 1;
+        }
+        assert!(cut(&s).len() == 1);
+        let segs = cut(&m);
+        assert_eq!(segs[0].3, 0..1);
+        assert_eq!(segs.iter().map(|s| s.3.len()).sum::<usize>(), m.len());
     }
 }

@@ -43,9 +43,16 @@ impl Store {
         // per entry), and only the ones no manifest names any more drop
         // theirs. A small edit of a big file rewrites the root and a
         // segment or two, and touches a few rows of the chunk index.
-        let (moves, manifest_hash) = crate::live::write(txn, ino, manifest)?;
+        let (mut moves, manifest_hash) = crate::live::write(txn, ino, manifest)?;
         {
             let mut chunks = txn.open_table(CHUNKS)?;
+            // A reference taken and dropped in this transaction (the
+            // unchanged chunks of a rewritten segment: an overwrite's new
+            // segment names 63 of the old one's 64) is not written at all:
+            // the chunk index is keyed by hash, so each count update copies
+            // a leaf of its own (D66). Only for chunks the index holds (an
+            // absent one is stored again by its add).
+            net_moves(&chunks, &mut moves)?;
             let mut buf = Vec::new();
             let mut new_b = 0u64;
             let all_b: u64 = manifest.iter().map(|c| c.len as u64).sum();
@@ -221,5 +228,76 @@ impl Store {
             f.write_all_at(&buf, c.offset)?;
         }
         Ok(())
+    }
+}
+
+/// Cancels, pairwise, references that `moves` both adds and drops for the
+/// same chunk when the chunk index holds it: the count would move by +1 and
+/// −1 in one transaction. What is left moves the index the same way.
+fn net_moves(chunks: &redb::Table<&[u8], (u32, u64, u32, u64)>, moves: &mut crate::live::Moves) -> std::result::Result<(), redb::Error> {
+    if moves.add.is_empty() || moves.drop.is_empty() {
+        return Ok(());
+    }
+    let mut dropped: HashMap<[u8; 32], u64> = HashMap::new();
+    for c in &moves.drop {
+        *dropped.entry(c.hash).or_default() += 1;
+    }
+    // Pairs to cancel per hash: min(adds, drops), held chunks only.
+    let mut cancel: HashMap<[u8; 32], u64> = HashMap::new();
+    for c in &moves.add {
+        let Some(d) = dropped.get_mut(&c.hash) else { continue };
+        if *d == 0 {
+            continue;
+        }
+        if !cancel.contains_key(&c.hash) && chunks.get(&c.hash[..])?.is_none() {
+            *d = 0;
+            continue;
+        }
+        *d -= 1;
+        *cancel.entry(c.hash).or_default() += 1;
+    }
+    if cancel.is_empty() {
+        return Ok(());
+    }
+    let mut left = cancel.clone();
+    moves.add.retain(|c| match left.get_mut(&c.hash) {
+        Some(n) if *n > 0 => {
+            *n -= 1;
+            false
+        }
+        _ => true,
+    });
+    moves.drop.retain(|c| match cancel.get_mut(&c.hash) {
+        Some(n) if *n > 0 => {
+            *n -= 1;
+            false
+        }
+        _ => true,
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(h: u8) -> ChunkRef {
+        ChunkRef { offset: 0, len: 1, hash: [h; 32] }
+    }
+
+    #[test]
+    fn net_moves_cancels_pairs_of_held_chunks_only() {
+        let db = redb::Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).unwrap();
+        let txn = db.begin_write().unwrap();
+        let mut t = txn.open_table(CHUNKS).unwrap();
+        for h in [1u8, 2, 3] {
+            t.insert(&[h; 32][..], (0u32, 0u64, 1u32, 2u64)).unwrap();
+        }
+        // 1: added twice, dropped once; 2: dropped only; 3: added only;
+        // 4: added and dropped but not in the index (stored again).
+        let mut m = crate::live::Moves { add: vec![c(1), c(1), c(3), c(4)], drop: vec![c(2), c(1), c(4)] };
+        net_moves(&t, &mut m).unwrap();
+        assert_eq!(m.add, vec![c(1), c(3), c(4)]);
+        assert_eq!(m.drop, vec![c(2), c(4)]);
     }
 }
