@@ -301,10 +301,15 @@ fn write_new(txn: &WriteTransaction, ix: Ix<'_>, entries: &[([u8; 32], Row)]) ->
 /// `None` when not due. Errors: I/O or redb, as text; `txn` must then be
 /// aborted (the rows are still there in the committed state).
 pub(crate) fn flush_if_due(txn: &WriteTransaction, ix: Ix<'_>) -> Result<Option<(u64, u64)>, String> {
+    flush_at_least(txn, ix, flush_at())
+}
+
+/// [`flush_if_due`] with the threshold `min` (rows; at least 1).
+pub(crate) fn flush_at_least(txn: &WriteTransaction, ix: Ix<'_>, min: u64) -> Result<Option<(u64, u64)>, String> {
     let e = |e: redb::Error| e.to_string();
     let (entries, odd) = {
         let t = txn.open_table(OBJECTS).map_err(|x| e(x.into()))?;
-        if t.len().map_err(|x| e(x.into()))? < flush_at() {
+        if t.len().map_err(|x| e(x.into()))? < min.max(1) {
             return Ok(None);
         }
         let (mut entries, mut odd) = (Vec::new(), Vec::new());

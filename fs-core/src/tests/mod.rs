@@ -440,6 +440,7 @@ mod atime;
 mod damage;
 mod local_only;
 mod model;
+mod oidx;
 mod packs;
 mod persistence;
 mod snap;
