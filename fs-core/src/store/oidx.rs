@@ -223,9 +223,6 @@ impl Cache {
         self.files.lock().unwrap_or_else(|p| p.into_inner()).insert(f.n, Arc::new(f));
     }
 
-    fn forget(&self, n: u64) {
-        self.files.lock().unwrap_or_else(|p| p.into_inner()).remove(&n);
-    }
 }
 
 /// The rows of `object_files`: (number, entries, file length), ascending.
@@ -298,8 +295,8 @@ fn write_new(txn: &WriteTransaction, ix: Ix<'_>, entries: &[([u8; 32], Row)]) ->
 /// At a snapshot commit (before its durable commit): when `object_index`
 /// holds at least [`flush_at`] rows, writes them all into a new file and
 /// empties the table, in `txn`. Returns the file's (number, entries), or
-/// `None` when not due. Errors: I/O or redb, as text; `txn` must then be
-/// aborted (the rows are still there in the committed state).
+/// `None` when not due. Errors: I/O or redb, as text; an I/O error
+/// (writing the file) leaves every table of `txn` as it was.
 pub(crate) fn flush_if_due(txn: &WriteTransaction, ix: Ix<'_>) -> Result<Option<(u64, u64)>, String> {
     flush_at_least(txn, ix, flush_at())
 }
@@ -376,8 +373,10 @@ pub(crate) fn unlink_retired(ix: Ix<'_>, retired: Retired) {
     if retired.0.is_empty() {
         return;
     }
+    // The cache keeps the retired file's entries: a read transaction begun
+    // before the replacing commit may still name its number (numbers of
+    // recorded files are never used again, so the entry cannot go stale).
     for n in retired.0 {
-        ix.cache.forget(n);
         let p = ix.dir.join(file_name(n));
         if let Err(e) = std::fs::remove_file(&p) {
             tracing::warn!("removing {}: {e} (removed at the next store open)", p.display());

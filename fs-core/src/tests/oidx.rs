@@ -26,9 +26,10 @@ fn flush_all(fs: &Fs) -> u64 {
     let store = fs.test_store();
     let mut txn = store.begin_write().unwrap();
     txn.set_durability(redb::Durability::Immediate).unwrap();
-    let (n, _) = crate::store::oidx::flush_at_least(&txn, store.packs.oidx(), 1).unwrap().unwrap();
+    // None: the commit flushed them already (RINGFS_TEST_OIDX_FLUSH_AT).
+    let n = crate::store::oidx::flush_at_least(&txn, store.packs.oidx(), 1).unwrap().map(|(n, _)| n);
     txn.commit().unwrap();
-    n
+    n.unwrap_or_else(|| *files(fs).last().unwrap())
 }
 
 fn files(fs: &Fs) -> Vec<u64> {
@@ -66,7 +67,7 @@ fn compaction_rewrites_the_index_files_naming_what_it_moves() {
     let r = fs.gc().unwrap();
     assert!(r.packs_compacted >= 1 && r.chunks_moved >= 20, "{r:?}");
     let now = files(&fs);
-    assert!(!now.contains(&first) && now.len() == 1, "the file was replaced: {first} -> {now:?}");
+    assert!(!now.contains(&first) && !now.is_empty(), "the file was replaced: {first} -> {now:?}");
     assert!(!t.path().join("packs").join(crate::store::oidx::file_name(first)).exists(), "the old file is unlinked");
     let log = fs.snapshot_log().unwrap();
     assert_eq!(log.iter().map(|e| e.id.clone()).collect::<Vec<_>>(), vec![c2.id.clone(), c1.id.clone()]);
