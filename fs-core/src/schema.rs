@@ -11,10 +11,10 @@
 use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
-/// Schema version this build writes and reads. Versions 1 to 5 are
+/// Schema version this build writes and reads. Versions 1 to 6 are
 /// migrated in place at mount (`store/migrate.rs`); the layout of each
 /// version is in docs/FORMATS.md.
-pub const SCHEMA_VERSION: u64 = 6;
+pub const SCHEMA_VERSION: u64 = 7;
 
 /// meta: "schema", "store_id", "next_ino", "clean", "chunk_count",
 /// "chunk_bytes", and since schema 3 "next_pack" (the next pack id).
@@ -29,7 +29,7 @@ pub const DIRENTS: TableDefinition<(u64, &[u8]), (u64, u64)> = TableDefinition::
 pub const MANIFESTS_V5: TableDefinition<u64, &[u8]> = TableDefinition::new("manifests");
 /// live_manifests (since schema 6): ino → bincode `live::Root`, the
 /// segments of the file's live manifest (`crate::live`, docs/FORMATS.md
-/// "redb schema 6").
+/// "redb schema 7").
 pub const LIVE_ROOTS: TableDefinition<u64, &[u8]> = TableDefinition::new("live_manifests");
 /// live_segments (since schema 6): segment id (BLAKE3 of its bytes) →
 /// bincode `live::Segment`. Immutable for an id.
@@ -61,10 +61,15 @@ pub const JOURNAL: TableDefinition<u64, &[u8]> = TableDefinition::new("journal")
 /// object_index (since schema 5): snapshot object id (BLAKE3 of the
 /// encoded bytes, 32 bytes) → (pack id, offset of the encoded bytes in the
 /// pack file, length): the object is a record of a pack file like a chunk
-/// (docs/FORMATS.md "Snapshot objects, version 1", "redb schema 6"). Read
+/// (docs/FORMATS.md "Snapshot objects, version 1", "redb schema 7"). Read
 /// and written through `store::objects`. Immutable: an id is written once
 /// and never changed (compaction moves its record).
 pub const OBJECTS: TableDefinition<&[u8], (u32, u64, u32)> = TableDefinition::new("object_index");
+/// object_files (since schema 7): object index file number → (entries,
+/// file length in bytes): the immutable sorted files
+/// `packs/objects-<n:08x>.oidx` holding `object_index` entries moved out
+/// of the table (docs/FORMATS.md "Object index files"; `store::oidx`).
+pub const OBJECT_FILES: TableDefinition<u64, (u64, u64)> = TableDefinition::new("object_files");
 /// objects of schema 4: object id → the encoded object (read by the
 /// migration to schema 5 and by fsck of a schema-4 store).
 pub const OBJECTS_V4: TableDefinition<&[u8], &[u8]> = TableDefinition::new("objects");
@@ -319,6 +324,7 @@ pub(crate) fn create_tables(txn: &WriteTransaction) -> StoreResult<()> {
     txn.open_table(LOCAL_XATTRS)?;
     txn.open_table(LOCAL_SYMLINKS)?;
     txn.open_table(OBJECTS)?;
+    txn.open_table(OBJECT_FILES)?;
     txn.open_table(REFS)?;
     txn.open_table(SNAP_INODES)?;
     txn.open_table(MANIFEST_SIZES)?;

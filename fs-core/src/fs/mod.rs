@@ -302,6 +302,10 @@ impl Fs {
                 let (known, next) = guarded(|| known_packs(&db)).map_err(|m| damaged(d, "table packs", m))?.map_err(|e| corrupt(&d.join("store.redb"), e))?;
                 let pd = d.join("packs");
                 let packs = Packs::open(pd.clone(), None, &known, next).map_err(|e| io_err(&pd, e))?;
+                // Object index files a crash left unrecorded (D65).
+                if let Err(e) = crate::store::oidx::sweep(&db, &pd) {
+                    tracing::warn!("packs: removing object index files no row records: {e}");
+                }
                 phases.laps.lap("packs");
                 (db, wc, d.display().to_string(), Some(d.clone()), Some(lock), None, d.join("store.redb"), packs)
             }

@@ -21,7 +21,8 @@ use crate::snap::object::*;
 /// `bad(place, what)` for each problem and adding one reference per chunk
 /// entry of every file manifest object to `want_refs`. Returns the number
 /// of objects. Schema 5: `object_index` and the records it points at in
-/// the packs of `packs_dir` (a record that cannot be read is a problem);
+/// the packs of `packs_dir` (a record that cannot be read is a problem),
+/// and since schema 7 the entries of the object index files;
 /// schema 4: the `objects` table. A store without the tables (schema < 4)
 /// has none.
 pub(crate) fn check_objects(rtx: &ReadTransaction, packs_dir: &Path, want_refs: &mut HashMap<[u8; 32], u64>, bad: &mut dyn FnMut(String, String)) -> Result<u64, redb::Error> {
@@ -90,6 +91,17 @@ pub(crate) fn check_objects(rtx: &ReadTransaction, packs_dir: &Path, want_refs: 
                 match packs.read(Loc { pack, offset, len }, &mut buf) {
                     Ok(()) => one(k.value(), &buf, bad),
                     Err(e) => bad(format!("object_index/{}", hex(k.value())), format!("its record in {} at {offset} cannot be read: {e}", pack_name(pack))),
+                }
+            }
+            // The object index files (D65) that pass their checks (the pack
+            // check names a damaged one).
+            let files = crate::store::oidx::check(rtx, packs_dir, &mut |_, _| {}).map_err(|e| redb::Error::Io(std::io::Error::other(e)))?;
+            for f in &files {
+                for (id, (pack, offset, len)) in f.iter() {
+                    match packs.read(Loc { pack, offset, len }, &mut buf) {
+                        Ok(()) => one(&id, &buf, bad),
+                        Err(e) => bad(format!("packs/{}", crate::store::oidx::file_name(f.n)), format!("object {}: its record in {} at {offset} cannot be read: {e}", hex(&id), pack_name(pack))),
+                    }
                 }
             }
         }

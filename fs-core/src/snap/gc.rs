@@ -87,18 +87,17 @@ pub(crate) fn collect(store: &Store) -> Result<SnapGcReport, SnapError> {
     failpoint("gc-after-mark");
     let mut rep = SnapGcReport::default();
     let mut dropped: Vec<ChunkRef> = Vec::new();
+    let retired;
     {
         let mut objects = crate::store::objects::write(&txn, &store.packs).map_err(SnapError::Store)?;
         let mut dead: Vec<ObjectId> = Vec::new();
         let mut total = 0u64;
-        for r in objects.objects.index.iter().map_err(se)? {
-            let (k, _) = r.map_err(se)?;
+        // The table's rows and the object index files' entries (keys
+        // that are not ids are left: fsck reports them).
+        for (id, _) in objects.objects.all().map_err(SnapError::Store)? {
             total += 1;
-            match <ObjectId>::try_from(k.value()) {
-                Ok(id) if !marked.contains(&id) => dead.push(id),
-                Ok(_) => {}
-                // Not an id: fsck reports it; not ours to judge.
-                Err(_) => {}
+            if !marked.contains(&id) {
+                dead.push(id);
             }
         }
         rep.objects_kept = total - dead.len() as u64;
@@ -118,8 +117,9 @@ pub(crate) fn collect(store: &Store) -> Result<SnapGcReport, SnapError> {
                 _ => {}
             }
         }
-        // Their records' bytes are dead in their packs (compaction drops them).
-        objects.finish(&txn).map_err(SnapError::Store)?;
+        // Their records' bytes are dead in their packs (compaction drops
+        // them); the files naming them are rewritten without them.
+        retired = objects.finish(&txn).map_err(SnapError::Store)?;
     }
     if rep.objects_deleted == 0 {
         txn.abort().map_err(se)?;
@@ -137,6 +137,7 @@ pub(crate) fn collect(store: &Store) -> Result<SnapGcReport, SnapError> {
     // pack bytes they name are made durable first (as a snapshot commit does).
     store.packs.sync().map_err(se)?;
     txn.commit().map_err(se)?;
+    crate::store::oidx::unlink_retired(store.packs.oidx(), retired);
     store.bump_counters(-(rep.chunks_freed as i64), -(rep.chunk_bytes_freed as i64));
     rep.time = t.elapsed();
     Ok(rep)

@@ -7,8 +7,8 @@
 //!   working copies are not written (each is rebuilt from its chunks when
 //!   the file is first opened, `wc::Wc::open_wc`).
 //! - [`fork_from`]: a new store directory from a commit of this one: its
-//!   objects' `object_index` rows copied (their records stay in the linked
-//!   packs), the tree deferred (`snap::lazy`: the commit named, only the
+//!   objects' `object_index` rows copied and its object index files
+//!   hard-linked (D65; their records stay in the linked packs), the tree deferred (`snap::lazy`: the commit named, only the
 //!   root's record written; [`write_tree`] runs at the first mount), the
 //!   chunk index entries its objects use (references counted afresh), the
 //!   packs holding them hard-linked and recorded sealed at their committed
@@ -275,16 +275,35 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     // the records are then read in pack order (sequential reads).
     let mut uses: BTreeMap<[u8; 32], u64> = BTreeMap::new();
     let mut live: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut next_oidx = 0u64;
     {
-        let mut objects = crate::store::objects::write(&txn, &store.packs).map_err(fatal)?;
+        let mut index = txn.open_table(OBJECTS).map_err(|e| fatal(e.to_string()))?;
         let mut rows: Vec<(ObjectId, (u32, u64, u32))> = Vec::new();
         for r in src_objects.index.iter().map_err(ee)? {
             let (k, v) = r.map_err(ee)?;
             let Ok(id) = <ObjectId>::try_from(k.value()) else { continue };
             let row = v.value();
-            objects.insert_row(&id, row).map_err(fatal)?;
-            *live.entry(row.0).or_default() += RECORD_HEADER + row.2 as u64;
+            index.insert(&id[..], row).map_err(ee)?;
             rows.push((id, row));
+        }
+        // The origin's object index files: hard-linked and recorded under
+        // their numbers, not copied (D65); their entries count like rows.
+        let mut files = txn.open_table(OBJECT_FILES).map_err(|e| fatal(e.to_string()))?;
+        for f in src_objects.files() {
+            let name = crate::store::oidx::file_name(f.n);
+            let (from, to) = (store.packs.dir().join(&name), tmp.join("packs").join(&name));
+            match std::fs::hard_link(&from, &to) {
+                Ok(()) => {}
+                // Rewritten by a gc since the read began: start again.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err((true, format!("{}: {e}", from.display()))),
+                Err(e) => return Err(fatal(format!("linking {} to {}: {e}", from.display(), to.display()))),
+            }
+            files.insert(f.n, (f.len() as u64, f.file_len)).map_err(ee)?;
+            next_oidx = next_oidx.max(f.n + 1);
+            rows.extend(f.iter());
+        }
+        for (_, row) in &rows {
+            *live.entry(row.0).or_default() += RECORD_HEADER + row.2 as u64;
         }
         rep.objects = rows.len() as u64;
         rows.sort_unstable_by_key(|(_, (pack, offset, _))| (*pack, *offset));
@@ -391,6 +410,10 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
         let mut m = txn.open_table(META).map_err(|e| fatal(e.to_string()))?;
         write_new_meta(&mut m, tmp, ROOT + 1, count, bytes, next_pack).map_err(ee)?;
         crate::snap::lazy::mark(&mut m, &commit).map_err(ee)?;
+        let src_next_oidx = src_meta.get("next_oidx").map_err(ee)?.map(|g| g.value()).unwrap_or(0);
+        if next_oidx.max(src_next_oidx) > 0 {
+            m.insert("next_oidx", next_oidx.max(src_next_oidx)).map_err(ee)?;
+        }
         let mut refs = txn.open_table(REFS).map_err(|e| fatal(e.to_string()))?;
         refs.insert(branch, &commit[..]).map_err(ee)?;
         refs.insert(HEAD_KEY, format!("ref: {branch}").as_bytes()).map_err(ee)?;

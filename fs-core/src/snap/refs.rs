@@ -149,9 +149,8 @@ where
     }
     let mut matches = Vec::new();
     if let Some((lo, hi)) = hex_range(&name.to_ascii_lowercase()) {
-        for r in objects.index.range(&lo[..]..=&hi[..]).map_err(se)? {
-            let (k, _) = r.map_err(se)?;
-            let Ok(id) = <[u8; 32]>::try_from(k.value()) else { continue };
+        // The table's rows and the object index files (D65).
+        for id in objects.ids_in(&lo, &hi).map_err(SnapError::Store)? {
             let b = objects.get(&id).map_err(SnapError::Store)?.unwrap_or_default();
             if kind_of(&b) == Ok(KIND_COMMIT) {
                 matches.push(id);

@@ -15,7 +15,7 @@
 //! Owns: when and what to compact. Must not touch: manifests, the inode
 //! table.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 
 use redb::{Durability, ReadableTable};
@@ -177,6 +177,10 @@ impl Store {
         };
         let mut touched: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
         let (mut moved, mut bytes, mut found) = (0u64, 0u64, 0u64);
+        // Objects of object index files moved: the files are rewritten (D65).
+        let mut in_files: HashMap<[u8; 32], Option<(u32, u64, u32)>> = HashMap::new();
+        let as_redb = |e: String| redb::Error::Io(std::io::Error::other(e));
+        let files = crate::store::oidx::files_in(&txn, self.packs.oidx()).map_err(as_redb)?;
         if live > 0 {
             let mut err: Option<redb::Error> = None;
             let mut index = txn.open_table(CHUNKS)?;
@@ -184,13 +188,23 @@ impl Store {
             let path = self.packs.path(id);
             let scanned = scan_pack_until(&path, |off, hash, b| {
                 let mut step = || -> std::result::Result<(), redb::Error> {
-                    // A live snapshot object (schema 5): its row moves.
-                    let obj = objects.get(&hash[..])?.map(|g| g.value());
+                    // A live snapshot object (schema 5): its row (or its
+                    // entry in an object index file) moves.
+                    let mut file = false;
+                    let mut obj = objects.get(&hash[..])?.map(|g| g.value());
+                    if obj.is_none() {
+                        obj = files.iter().find_map(|f| f.get(&hash[..]));
+                        file = obj.is_some();
+                    }
                     if let Some((p, o, len)) = obj {
                         if p == id && o == off && len as usize == b.len() {
                             found += PACK_RECORD_HEADER + len as u64;
                             let loc = self.packs.append(hash, b).map_err(redb::Error::Io)?;
-                            objects.insert(&hash[..], (loc.pack, loc.offset, loc.len))?;
+                            if file {
+                                in_files.insert(*hash, Some((loc.pack, loc.offset, loc.len)));
+                            } else {
+                                objects.insert(&hash[..], (loc.pack, loc.offset, loc.len))?;
+                            }
                             let t = touched.entry(loc.pack).or_default();
                             t.0 += PACK_RECORD_HEADER + loc.len as u64;
                             t.1 = loc.offset + loc.len as u64;
@@ -240,12 +254,14 @@ impl Store {
                 return Ok(None);
             }
         }
+        let retired = crate::store::oidx::rewrite(&txn, self.packs.oidx(), &in_files).map_err(as_redb)?;
         txn.open_table(PACKS)?.remove(id)?;
         self.packs.note(&txn, &touched)?;
         // The copies are durable before the index points at them.
         self.packs.sync().map_err(redb::Error::Io)?;
         txn.set_durability(Durability::Immediate)?;
         txn.commit()?;
+        crate::store::oidx::unlink_retired(self.packs.oidx(), retired);
         if let Err(e) = self.packs.remove(id) {
             tracing::warn!("packs: removing {} after compaction: {e} (removed at the next mount)", pack_name(id));
         }
@@ -296,6 +312,9 @@ pub(crate) fn gc_store_with(
     let (known, next) = known_packs(&db).map_err(|e| corrupt(&dbpath, e))?;
     let pd = dir.join("packs");
     let packs = Packs::open(pd.clone(), None, &known, next).map_err(|e| io_err(&pd, e))?;
+    if let Err(e) = crate::store::oidx::sweep(&db, &pd) {
+        tracing::warn!("packs: removing object index files no row records: {e}");
+    }
     let store = Store::new(db, Some(dir.to_path_buf()), dir.display().to_string(), Some(lock), 0, (0, 0), packs);
     // A daemon that died leaves its pid: kept, so the next mount recovers.
     store.keep_unclean_mark(before);

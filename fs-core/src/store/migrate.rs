@@ -27,6 +27,9 @@
 //!   chunk references move from one per manifest entry to one per entry of
 //!   each distinct segment; the old table is deleted and the database file
 //!   compacted after the commit.
+//! - 6 → 7: table `object_files` added only (`schema::create_tables`);
+//!   nothing is rewritten (objects stay in `object_index` until the next
+//!   commit's flush, `store::oidx`).
 //!
 //! Must not touch: the inode table in memory, working copies.
 
@@ -165,7 +168,8 @@ fn objects_to_packs(txn: &WriteTransaction, packs: &Packs) -> std::result::Resul
             }
         }
         drop(old);
-        new.finish(txn)?;
+        // Puts only: no object index file is replaced.
+        let _ = new.finish(txn)?;
     }
     txn.delete_table(OBJECTS_V4).map_err(|e| e.to_string())?;
     Ok(n)

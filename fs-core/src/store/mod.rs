@@ -16,6 +16,8 @@
 //! - [`migrate`]: bringing a store of an earlier schema to this one;
 //! - [`objects`]: snapshot objects' bytes by id (records in the pack
 //!   files, their locations in `object_index`);
+//! - [`oidx`]: object index files, the immutable sorted runs of
+//!   `object_index` entries a commit flushes, shared by forks;
 //! - [`pack`]: chunk bytes in pack files, their index entries' locations,
 //!   compaction.
 //! - [`remote`]: remote-only chunks of a lazy clone and the
@@ -38,6 +40,7 @@ pub(crate) mod content;
 pub(crate) mod db;
 pub(crate) mod migrate;
 pub(crate) mod objects;
+pub(crate) mod oidx;
 pub mod pack;
 pub(crate) mod readonly;
 pub(crate) mod recovery;
@@ -53,7 +56,7 @@ pub use source::REMOTE_PACK;
 /// The tables and records (public: fsck and integration tests read the
 /// tables); they live in [`crate::schema`], below the inode table.
 pub use crate::schema::{
-    dec, dec_inode, enc, ChunkRef, InodeRec, JournalRecord, SnapEntry, MANIFEST_SIZES, OBJECTS, OBJECTS_V4, REFS, SNAP_INODES, CHUNKS, CHUNKS_V2, CHUNK_REFS_V2, DIRENTS, FS_APPEND_FL, FS_IMMUTABLE_FL, FS_NOATIME_FL,
+    dec, dec_inode, enc, ChunkRef, InodeRec, JournalRecord, SnapEntry, MANIFEST_SIZES, OBJECTS, OBJECT_FILES, OBJECTS_V4, REFS, SNAP_INODES, CHUNKS, CHUNKS_V2, CHUNK_REFS_V2, DIRENTS, FS_APPEND_FL, FS_IMMUTABLE_FL, FS_NOATIME_FL,
     FS_NODUMP_FL, INODES, JOURNAL, KEPT_FLAGS, LOCAL_DIRENTS, LOCAL_INODES, LOCAL_SYMLINKS, LOCAL_XATTRS, MANIFESTS_V5, LIVE_ROOTS, LIVE_SEGMENTS, LIVE_SEGMENT_REFS, META, PACKS, SCHEMA_VERSION,
     SYMLINKS, XATTRS,
 };

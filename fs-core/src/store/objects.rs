@@ -15,60 +15,119 @@
 //! table's live bytes (`schema::PACKS`) in step, so compaction keeps live
 //! objects and drops dead ones.
 //!
+//! Since schema 7 the entries of a long history are mostly in object
+//! index files (`store::oidx`, flushed by snapshot commits): [`Objects`]
+//! loads the files its transaction records and [`Objects::loc`] falls
+//! through the table to them; [`Objects::all`] and [`Objects::ids_in`]
+//! range over both; [`ObjectsMut::delete`] of an object in a file has the
+//! file rewritten at [`ObjectsMut::finish`].
+//!
 //! Must not touch: the chunk index, manifests, refs (callers' business).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use redb::{ReadTransaction, ReadableTable, Table, WriteTransaction};
 
 use crate::schema::{hex, OBJECTS, PACKS, PACK_RECORD_HEADER};
+use crate::store::oidx::{IdxFile, Retired};
 use crate::store::pack::{Loc, Packs};
 
 /// An `object_index` row: (pack id, offset of the bytes, length).
-pub type Row = (u32, u64, u32);
+pub use crate::store::oidx::Row;
 
 /// Object bytes by id through an `object_index` table (`T`: a read-only or
-/// writable table) and the store's packs.
+/// writable table), the object index files the transaction records, and
+/// the store's packs.
 pub(crate) struct Objects<'p, T> {
-    /// The `object_index` table (public for range scans over ids).
+    /// The `object_index` table: the rows not flushed into a file (range
+    /// scans over every id go through [`Objects::all`] / [`Objects::ids_in`]).
     pub(crate) index: T,
+    files: Vec<Arc<IdxFile>>,
     packs: &'p Packs,
 }
 
-/// Opens `object_index` of a read transaction. Errors: redb, as text.
+/// Opens `object_index` of a read transaction and loads the object index
+/// files it records. Errors: redb, or a missing or damaged file (named),
+/// as text.
 pub(crate) fn read<'p>(
     rtx: &ReadTransaction,
     packs: &'p Packs,
 ) -> Result<Objects<'p, redb::ReadOnlyTable<&'static [u8], Row>>, String> {
     Ok(Objects {
         index: rtx.open_table(OBJECTS).map_err(|e| e.to_string())?,
+        files: crate::store::oidx::files_read(rtx, packs.oidx())?,
         packs,
     })
 }
 
-/// Opens `object_index` of a write transaction for reading (no writes).
-/// Errors: redb, as text.
+/// Opens `object_index` of a write transaction for reading (no writes)
+/// and loads the files it records. Errors: as [`read`].
 pub(crate) fn read_in<'t, 'p>(
     txn: &'t WriteTransaction,
     packs: &'p Packs,
 ) -> Result<Objects<'p, Table<'t, &'static [u8], Row>>, String> {
     Ok(Objects {
         index: txn.open_table(OBJECTS).map_err(|e| e.to_string())?,
+        files: crate::store::oidx::files_in(txn, packs.oidx())?,
         packs,
     })
 }
 
 impl<T: ReadableTable<&'static [u8], Row>> Objects<'_, T> {
-    /// Where object `id`'s bytes are, if stored. Errors: redb, as text.
+    /// Where object `id`'s bytes are, if stored: its `object_index` row,
+    /// else its entry in an object index file. Errors: redb, as text.
     pub(crate) fn loc(&self, id: &[u8; 32]) -> Result<Option<Loc>, String> {
-        Ok(self
-            .index
-            .get(&id[..])
-            .map_err(|e| e.to_string())?
-            .map(|g| {
-                let (pack, offset, len) = g.value();
-                Loc { pack, offset, len }
-            }))
+        let row = match self.index.get(&id[..]).map_err(|e| e.to_string())? {
+            Some(g) => Some(g.value()),
+            None => self.in_files(id).map(|(_, r)| r),
+        };
+        Ok(row.map(|(pack, offset, len)| Loc { pack, offset, len }))
+    }
+
+    /// Object `id`'s entry in a file: (file number, row).
+    fn in_files(&self, id: &[u8; 32]) -> Option<(u64, Row)> {
+        self.files.iter().find_map(|f| f.get(id).map(|r| (f.n, r)))
+    }
+
+    /// The object index files of this transaction.
+    pub(crate) fn files(&self) -> &[Arc<IdxFile>] {
+        &self.files
+    }
+
+    /// Every stored object: the table's rows (32-byte keys; fsck reports
+    /// others) in id order, then each file's entries in id order. Errors:
+    /// redb, as text.
+    pub(crate) fn all(&self) -> Result<Vec<([u8; 32], Row)>, String> {
+        let mut v = Vec::new();
+        for r in self.index.iter().map_err(|e| e.to_string())? {
+            let (k, row) = r.map_err(|e| e.to_string())?;
+            if let Ok(id) = <[u8; 32]>::try_from(k.value()) {
+                v.push((id, row.value()));
+            }
+        }
+        for f in &self.files {
+            v.extend(f.iter());
+        }
+        Ok(v)
+    }
+
+    /// The stored ids in `lo..=hi` (rows and files), ascending. Errors:
+    /// redb, as text.
+    pub(crate) fn ids_in(&self, lo: &[u8; 32], hi: &[u8; 32]) -> Result<Vec<[u8; 32]>, String> {
+        let mut v = Vec::new();
+        for r in self.index.range(&lo[..]..=&hi[..]).map_err(|e| e.to_string())? {
+            let (k, _) = r.map_err(|e| e.to_string())?;
+            if let Ok(id) = <[u8; 32]>::try_from(k.value()) {
+                v.push(id);
+            }
+        }
+        for f in &self.files {
+            v.extend(f.ids_in(lo, hi));
+        }
+        v.sort_unstable();
+        v.dedup();
+        Ok(v)
     }
 
     /// Is object `id` stored? Errors: redb, as text.
@@ -112,6 +171,8 @@ pub(crate) struct ObjectsMut<'t, 'p> {
     pub(crate) objects: Objects<'p, Table<'t, &'static [u8], Row>>,
     touched: BTreeMap<u32, (u64, u64)>,
     dead: BTreeMap<u32, u64>,
+    /// Objects deleted from files (their files are rewritten at finish).
+    file_dead: HashMap<[u8; 32], Option<Row>>,
 }
 
 /// Opens `object_index` of `txn` for writing. Errors: redb, as text.
@@ -123,6 +184,7 @@ pub(crate) fn write<'t, 'p>(
         objects: read_in(txn, packs)?,
         touched: BTreeMap::new(),
         dead: BTreeMap::new(),
+        file_dead: HashMap::new(),
     })
 }
 
@@ -149,38 +211,35 @@ impl<'t, 'p> ObjectsMut<'t, 'p> {
         Ok(true)
     }
 
-    /// Inserts a row for bytes already in a pack this store records (a
-    /// fork's copy of its origin's rows; the caller counts the pack's live
-    /// bytes). Errors: redb, as text.
-    pub(crate) fn insert_row(&mut self, id: &[u8; 32], row: Row) -> Result<(), String> {
-        self.objects
-            .index
-            .insert(&id[..], row)
-            .map_err(|e| e.to_string())?;
-        Ok(())
-    }
-
-    /// Deletes object `id` (its record's bytes become dead in its pack).
-    /// Returns its length if it was stored. Errors: redb, as text.
+    /// Deletes object `id` (its record's bytes become dead in its pack; an
+    /// entry of a file is dropped when [`ObjectsMut::finish`] rewrites the
+    /// file). Returns its length if it was stored. Errors: redb, as text.
     pub(crate) fn delete(&mut self, id: &[u8; 32]) -> Result<Option<u32>, String> {
-        let Some((pack, _, len)) = self
-            .objects
-            .index
-            .remove(&id[..])
-            .map_err(|e| e.to_string())?
-            .map(|g| g.value())
-        else {
+        let row = self.objects.index.remove(&id[..]).map_err(|e| e.to_string())?.map(|g| g.value());
+        let row = match row {
+            Some(r) => Some(r),
+            None if self.file_dead.contains_key(id) => None,
+            None => self.objects.in_files(id).map(|(_, r)| r),
+        };
+        let Some((pack, _, len)) = row else {
             return Ok(None);
         };
+        if self.objects.in_files(id).is_some() {
+            self.file_dead.insert(*id, None);
+        }
         *self.dead.entry(pack).or_default() += PACK_RECORD_HEADER + len as u64;
         Ok(Some(len))
     }
 
     /// Records the appends (`Packs::note`) and the bytes deleted objects
-    /// leave dead in their packs' `PACKS` rows. Errors: redb, as text.
-    pub(crate) fn finish(self, txn: &WriteTransaction) -> Result<(), String> {
+    /// leave dead in their packs' `PACKS` rows, and rewrites the object
+    /// index files that named deleted objects. Returns the replaced files,
+    /// for `oidx::unlink_retired` once `txn` is durable. Errors: redb or
+    /// writing a file, as text.
+    pub(crate) fn finish(self, txn: &WriteTransaction) -> Result<Retired, String> {
         let packs = self.objects.packs;
         drop(self.objects);
+        let retired = crate::store::oidx::rewrite(txn, packs.oidx(), &self.file_dead)?;
         packs.note(txn, &self.touched).map_err(|e| e.to_string())?;
         if !self.dead.is_empty() {
             let mut t = txn.open_table(PACKS).map_err(|e| e.to_string())?;
@@ -192,7 +251,7 @@ impl<'t, 'p> ObjectsMut<'t, 'p> {
                 }
             }
         }
-        Ok(())
+        Ok(retired)
     }
 }
 

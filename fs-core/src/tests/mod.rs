@@ -441,6 +441,7 @@ mod chunked;
 mod damage;
 mod local_only;
 mod model;
+mod oidx;
 mod packs;
 mod persistence;
 mod snap;

@@ -2,7 +2,8 @@
 //! (`schema::PACKS`) against the pack files: each location inside its
 //! pack, reference counts equal to the manifests' uses, live bytes per
 //! pack (chunks and, since schema 5, snapshot objects), with `full` each
-//! chunk's bytes against its hash, and pack files the index does not know.
+//! chunk's bytes against its hash, pack files the index does not know,
+//! and (schema 7) the object index files.
 //!
 //! Owns: what a consistent pack store is. Must not touch: anything on disk
 //! (read only).
@@ -125,6 +126,22 @@ pub(crate) fn check_chunks(
         }
         Err(redb::TableError::TableDoesNotExist(_)) => {}
         Err(e) => return Err(e.into()),
+    }
+    // Object index files (schema 7, D65): each read and checked (damage
+    // named by the file), each entry inside a pack of the pack table.
+    let idx = crate::store::oidx::check(rtx, packs_dir, bad).map_err(|e| redb::Error::Io(std::io::Error::other(e)))?;
+    for f in &idx {
+        let fplace = format!("packs/{}", crate::store::oidx::file_name(f.n));
+        for (id, (pack, offset, len)) in f.iter() {
+            *live.entry(pack).or_default() += RECORD_HEADER + len as u64;
+            if !rows.contains_key(&pack) {
+                bad(fplace.clone(), format!("object {} is in pack {} which the pack table does not list", hex(&id), pack_name(pack)));
+            } else if let Some(&size) = sizes.get(&pack) {
+                if offset < HEADER_LEN + RECORD_HEADER || offset + len as u64 > size {
+                    bad(fplace.clone(), format!("object {}: bytes {offset}..{} outside {} ({size} bytes)", hex(&id), offset + len as u64, pack_name(pack)));
+                }
+            }
+        }
     }
     if seen < want_refs.len() as u64 {
         let index = rtx.open_table(CHUNKS)?;

@@ -169,6 +169,8 @@ pub(crate) struct Packs {
     dir: PathBuf,
     writer: Mutex<Writer>,
     readers: Mutex<Vec<(u32, Arc<File>)>>,
+    /// The object index files this store has loaded (`store::oidx`).
+    oidx_cache: crate::store::oidx::Cache,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -244,6 +246,7 @@ impl Packs {
             dir,
             writer: Mutex::new(Writer { next_id, open, unsynced: Vec::new(), dirty: false, rolled, seal_at: SEAL_AT, read_only: false }),
             readers: Mutex::new(Vec::new()),
+            oidx_cache: Default::default(),
             _tmp: tmp,
         })
     }
@@ -255,6 +258,7 @@ impl Packs {
             dir,
             writer: Mutex::new(Writer { next_id: 0, open: None, unsynced: Vec::new(), dirty: false, rolled: BTreeSet::new(), seal_at: SEAL_AT, read_only: true }),
             readers: Mutex::new(Vec::new()),
+            oidx_cache: Default::default(),
             _tmp: None,
         }
     }
@@ -263,6 +267,12 @@ impl Packs {
     #[cfg(test)]
     pub(crate) fn set_seal_at(&self, bytes: u64) {
         lock(&self.writer).seal_at = bytes;
+    }
+
+    /// The object index files of this store (`store::oidx`): its pack
+    /// directory and the cache of the files loaded.
+    pub(crate) fn oidx(&self) -> crate::store::oidx::Ix<'_> {
+        crate::store::oidx::Ix { dir: &self.dir, cache: &self.oidx_cache }
     }
 
     /// The pack directory.
