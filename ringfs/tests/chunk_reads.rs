@@ -6,7 +6,8 @@
 //! written shows the new bytes through the reader (and a truncate its new
 //! size); a chunk-served file maps (shared and private) byte-equal; a
 //! daemon killed (-9) with chunk-served files open leaves a store whose
-//! next mount reads everything back. Run under `--passthrough off` and
+//! next mount reads everything back; a restored file unlinked while open
+//! from chunks reads back after `gc` dropped its only commit (D69). Run under `--passthrough off` and
 //! `--transport dev` too (RINGFS_TEST_MOUNT_ARGS): with passthrough, the
 //! writer's open must be served through the daemon while a chunk-served
 //! open exists (the kernel refuses mixing), and later opens may use
@@ -209,4 +210,48 @@ fn a_daemon_killed_with_chunk_served_opens_remounts_and_reads_back() {
     c.unmount_checked();
     let o = ringfs(&["fsck", "--store", s(c.store_dir())]);
     assert!(o.status.success() && out_str(&o).0.contains("clean"), "{:?}", out_str(&o));
+}
+
+/// `ringfs ARGS` that must succeed.
+fn ringfs_ok(args: &[&str]) {
+    let out = ringfs(args);
+    assert!(out.status.success(), "ringfs {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A chunk-served file (made by a restore, so it has no working copy) that
+/// is unlinked while open, and whose only commit is then dropped (the
+/// branch moved back, a commit made, `gc` collecting it and compacting its
+/// pack), still reads back byte-equal through the open descriptor past
+/// what was read before; fsck is clean after (D69).
+#[test]
+fn an_unlinked_chunk_served_file_reads_back_after_gc_drops_its_commit() {
+    let mut m = TestMount::new(Backend::Store);
+    m.sh_ok("echo one > w");
+    let c1 = json(&["commit", mp(&m), "-m", "one"])["id"].as_str().unwrap().to_string();
+    m.sh_ok("head -c 3000000 /dev/urandom > z");
+    let want = std::fs::read(m.path().join("z")).unwrap();
+    let c2 = json(&["commit", mp(&m), "-m", "z"])["id"].as_str().unwrap().to_string();
+    // Away and back: z comes back with the commit's manifest and no working copy.
+    ringfs_ok(&["restore", mp(&m), &c1]);
+    ringfs_ok(&["restore", mp(&m), &c2]);
+    let f = std::fs::File::open(m.path().join("z")).unwrap();
+    let mut head = [0u8; 4096];
+    f.read_exact_at(&mut head, 0).unwrap();
+    assert_eq!(head[..], want[..4096]);
+    assert!(lazy_stats(&m)["chunk_opens"].as_u64().unwrap() >= 1, "{}", lazy_stats(&m));
+    std::fs::remove_file(m.path().join("z")).unwrap();
+    ringfs_ok(&["branch", mp(&m), "main", &c1, "--force"]);
+    ringfs_ok(&["restore", mp(&m), "main"]);
+    m.sh_ok("echo three > w");
+    json(&["commit", mp(&m), "-m", "three"]);
+    let gc = json(&["gc", mp(&m)]);
+    assert!(gc["snapshots"]["commits_deleted"].as_u64().unwrap() >= 1, "{gc}");
+    let mut got = Vec::new();
+    (&f).read_to_end(&mut got).unwrap();
+    assert_eq!(got.len(), want.len(), "read from the descriptor's position 0 (pread left it there)");
+    assert!(got == want, "bytes differ after gc");
+    drop(f);
+    m.unmount_checked();
+    let out = ringfs(&["fsck", "--full", "--store", s(m.store_dir())]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
 }
