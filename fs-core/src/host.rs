@@ -642,18 +642,7 @@ impl HostTrees {
     /// pread(2): at most `size` bytes.
     pub(crate) fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
         let (f, _) = self.file(fh)?;
-        let mut buf = vec![0u8; size as usize];
-        let mut got = 0;
-        while got < buf.len() {
-            match f.read_at(&mut buf[got..], offset + got as u64) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        buf.truncate(got);
-        Ok(buf)
+        crate::posix::pread_full(&f, offset, size)
     }
 
     /// pwrite(2) (at end of file for O_APPEND handles).

@@ -50,6 +50,25 @@ pub(crate) fn now() -> (i64, u32) {
 }
 
 /// `Err(Errno(e))`.
+/// pread(2) of up to `size` bytes of `f` at `offset`, repeated until that
+/// many are read or end of file (EINTR retried): fewer only at its end.
+/// Errors: the read's, as an errno.
+pub(crate) fn pread_full(f: &std::fs::File, offset: u64, size: u32) -> Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; size as usize];
+    let mut got = 0;
+    while got < buf.len() {
+        match f.read_at(&mut buf[got..], offset + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    buf.truncate(got);
+    Ok(buf)
+}
+
 pub(crate) fn err<T>(e: i32) -> Result<T> {
     Err(Errno(e))
 }

@@ -294,8 +294,11 @@ impl Adapter {
             // flag (FUSE inodes do not carry it).
             Some(b) => {
                 let append_only = self.fs.get_flags(ino).is_ok_and(|f| f & fs_core::store::FS_APPEND_FL != 0);
-                let chunked = self.fs.served_from_chunks(fh);
-                b.open(ino, fh, self.fs.backing_fd(fh), flags, append_only, created, chunked)
+                // Only a handle without a working copy can be chunk-served:
+                // the usual open asks the handle table once.
+                let fd = self.fs.backing_fd(fh);
+                let chunked = fd.is_none() && self.fs.served_from_chunks(fh);
+                b.open(ino, fh, fd, flags, append_only, created, chunked)
             }
             // A native root's file may change through the bind mount: no page cache kept.
             None if self.fs.is_host(ino) => Opened { fh, open_flags: FOPEN_NOFLUSH, backing_id: 0 },

@@ -49,58 +49,51 @@ pub fn since_chunk_open() -> Option<std::time::Duration> {
     }
 }
 
-/// Reads up to `size` bytes of `f` at `offset` (fewer only at its end).
-pub(super) fn read_file(f: &OpenFile, offset: u64, size: u32) -> Result<Vec<u8>> {
-    use std::os::unix::fs::FileExt;
-    let mut buf = vec![0u8; size as usize];
-    let mut got = 0;
-    while got < buf.len() {
-        match f.file.read_at(&mut buf[got..], offset + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    buf.truncate(got);
-    Ok(buf)
+/// What [`Fs::open_from_chunks`] did with an open.
+pub(super) enum FirstOpen {
+    /// Served from chunks: the new handle.
+    Chunks(u64),
+    /// Open it the usual way ([`Fs::attach`]), with the working copy when
+    /// it was opened already.
+    Usual(Option<std::fs::File>),
 }
 
 impl Fs {
     /// open(2) of `ino` with `flags`, served from the store's chunks when
     /// it can be: read-only, no O_TRUNC, a linked synced regular file with
-    /// no working copy open or on disk. Returns the new handle, or None:
-    /// open it the usual way. Remote-only chunks are fetched now (EIO if
+    /// no working copy open or on disk. Otherwise the usual way, with the
+    /// working copy when this looked for it and found it on disk (opened
+    /// once, for [`Fs::attach`]). Remote-only chunks are fetched now (EIO if
     /// that fails, as a restore's fetch would).
-    pub(super) fn open_from_chunks(&self, ino: u64, flags: u32) -> Result<Option<u64>> {
+    pub(super) fn open_from_chunks(&self, ino: u64, flags: u32) -> Result<FirstOpen> {
         if flags as i32 & libc::O_ACCMODE != libc::O_RDONLY || flags as i32 & libc::O_TRUNC != 0 {
-            return Ok(None);
+            return Ok(FirstOpen::Usual(None));
         }
         let gen = {
             let st = self.inner.lock();
             let n = st.node(ino)?;
             if !is_reg(n.rec.mode) || n.file.is_some() || n.local || n.data_local || n.rec.nlink == 0 {
-                return Ok(None);
+                return Ok(FirstOpen::Usual(None));
             }
             n.content_gen
         };
-        if self.inner.data_dir(false).exists(&ino.to_string()) {
-            return Ok(None);
+        if let Some(f) = self.inner.wc().open_existing(ino)? {
+            return Ok(FirstOpen::Usual(Some(f)));
         }
-        let manifest = self.inner.store.stored_manifest(ino)?;
+        let manifest = self.inner.store.stored_manifest(ino, "read")?;
         let fh = self.inner.next_fh.fetch_add(1, Ordering::Relaxed);
         let mut st = self.inner.lock();
         let n = st.node_mut(ino)?;
         // Changed or opened for writing meanwhile: the usual way.
         if n.file.is_some() || n.content_gen != gen || n.local || n.data_local {
-            return Ok(None);
+            return Ok(FirstOpen::Usual(None));
         }
         n.opens += 1;
         let chunks = Arc::new(Chunked { gen, manifest, last: Mutex::new(None) });
         st.handles.insert(fh, Handle { ino, flags, file: None, chunks: Some(chunks), dir_end: u64::MAX });
         OPENS.fetch_add(1, Ordering::Relaxed);
         LAST_OPEN_MS.store(now_ms(), Ordering::Relaxed);
-        Ok(Some(fh))
+        Ok(FirstOpen::Chunks(fh))
     }
 
     /// Is `fh` a handle served from chunks (no working copy of its own; the
@@ -150,7 +143,7 @@ impl Fs {
     pub(super) fn read_chunked(&self, ino: u64, c: &Chunked, offset: u64, size: u32) -> Result<Vec<u8>> {
         let (wc, file_size) = self.chunk_handle_wc(ino, c)?;
         if let Some(f) = wc {
-            let r = read_file(&f, offset, size)?;
+            let r = pread_full(&f.file, offset, size)?;
             self.touch_atime(ino);
             return Ok(r);
         }

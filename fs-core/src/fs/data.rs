@@ -23,6 +23,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use crate::fs::Fs;
 use crate::host::is_host_id;
+use crate::fs::chunked::FirstOpen;
 use crate::posix::*;
 use crate::types::*;
 use crate::host::copy_range;
@@ -30,7 +31,6 @@ use crate::inode::{wc_stamp, Freed, Handle, OpenFile};
 use crate::store::db::db_errno;
 use crate::wc::queue::FSYNC_HASH_DELAY;
 use crate::wc::{note_bypass, set_mtime};
-use crate::fs::chunked::read_file;
 
 impl Fs {
     /// The backing file of a regular file `make_in` just made: the pooled
@@ -130,10 +130,11 @@ impl Fs {
         }
         // A read-only open of a stored file with no working copy: served
         // from its chunks, no working copy made (D67).
-        if let Some(fh) = self.open_from_chunks(ino, flags)? {
-            return Ok(fh);
-        }
-        let (fh, file) = self.attach(ino, flags, None)?;
+        let fresh = match self.open_from_chunks(ino, flags)? {
+            FirstOpen::Chunks(fh) => return Ok(fh),
+            FirstOpen::Usual(f) => f,
+        };
+        let (fh, file) = self.attach(ino, flags, fresh)?;
         if flags as i32 & libc::O_TRUNC != 0 {
             if let Err(e) = self.truncate_on_open(ino, &file) {
                 let _ = self.release(fh);
@@ -256,7 +257,7 @@ impl Fs {
         if !can_read(flags) {
             return err(libc::EBADF);
         }
-        let buf = read_file(&f, offset, size)?;
+        let buf = pread_full(&f.file, offset, size)?;
         self.touch_atime(ino);
         Ok(buf)
     }

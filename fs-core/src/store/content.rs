@@ -13,10 +13,9 @@ use std::sync::atomic::Ordering;
 
 use redb::ReadableTable;
 
-use crate::store::db::{db_errno, Store};
-use crate::store::pack::Loc;
+use crate::store::db::Store;
 use crate::schema::*;
-use crate::types::{Errno, Result};
+use crate::types::Result;
 
 impl Store {
     /// Stores `manifest` (the chunks of a file of `size` bytes) as the
@@ -156,78 +155,8 @@ impl Store {
     /// nothing written. EIO if the manifest cannot be decoded or a chunk is
     /// missing or damaged (logged with its hash).
     pub(crate) fn restore_content(&self, ino: u64, f: &File) -> Result<()> {
-        // Taken before the read begins: when it is `None` the tables held
-        // the tree before this read did.
-        let deferred = self.deferred();
-        let rtx = self.begin_read().map_err(db_errno)?;
-        let manifest: Vec<ChunkRef> = match crate::live::read_tx(&rtx, ino) {
-            Ok(Some(m)) => m,
-            // A file of a fork's deferred tree: its base object's chunks.
-            Ok(None) => match deferred.map(|t| t.chunks(self, &rtx, ino)).transpose() {
-                Ok(m) => m.flatten().unwrap_or_default(),
-                Err(e) => {
-                    tracing::error!("restore of inode {ino}: {e}");
-                    return Err(Errno::EIO);
-                }
-            },
-            Err(e) => {
-                tracing::error!("restore of inode {ino}: {e}");
-                return Err(Errno::EIO);
-            }
-        };
-        // Remote-only chunks (a lazy clone) are fetched into the packs first.
-        let remote: Vec<([u8; 32], u32)> = {
-            let t = rtx.open_table(CHUNKS).map_err(db_errno)?;
-            let mut v = Vec::new();
-            for c in &manifest {
-                if let Some((crate::store::remote::REMOTE_PACK, _, len, _)) = t.get(&c.hash[..]).map_err(db_errno)?.map(|g| g.value()) {
-                    v.push((c.hash, len));
-                }
-            }
-            v
-        };
-        let mut rtx = rtx;
-        if !remote.is_empty() {
-            drop(rtx);
-            if let Err(e) = self.fetch_remote(&remote) {
-                tracing::error!("restore of inode {ino}: fetching {} remote-only chunks: {e}", remote.len());
-                return Err(Errno::EIO);
-            }
-            rtx = self.begin_read().map_err(db_errno)?;
-        }
-        let mut buf = Vec::new();
-        // One table for every chunk (opened again only after compaction
-        // moved a chunk).
-        let mut table = rtx.open_table(CHUNKS).map_err(db_errno)?;
-        for c in &manifest {
-            let mut looked = 0;
-            loop {
-                let loc = table.get(&c.hash[..]).map_err(db_errno)?.map(|g| g.value());
-                let Some((pack, offset, len, _)) = loc else {
-                    tracing::error!("restore of inode {ino}: chunk {} missing from the index", hex(&c.hash));
-                    return Err(Errno::EIO);
-                };
-                match self.packs.read(Loc { pack, offset, len }, &mut buf) {
-                    Ok(()) => break,
-                    // Compacted away since we looked: look again.
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound && looked < 3 => {
-                        looked += 1;
-                        rtx = self.begin_read().map_err(db_errno)?;
-                        table = rtx.open_table(CHUNKS).map_err(db_errno)?;
-                    }
-                    Err(e) => {
-                        tracing::error!("restore of inode {ino}: chunk {} in {}: {e}", hex(&c.hash), self.packs.path(pack).display());
-                        return Err(Errno::EIO);
-                    }
-                }
-            }
-            if blake3::hash(&buf).as_bytes() != &c.hash {
-                tracing::error!("restore of inode {ino}: chunk {} is damaged in its pack (its bytes no longer match its hash)", hex(&c.hash));
-                return Err(Errno::EIO);
-            }
-            f.write_all_at(&buf, c.offset)?;
-        }
-        Ok(())
+        let manifest = self.stored_manifest(ino, "restore")?;
+        self.each_stored_chunk(ino, "restore", &manifest, |c, b| Ok(f.write_all_at(b, c.offset)?))
     }
 }
 

@@ -35,6 +35,18 @@ fn write_file(fs: &Fs, parent: u64, name: &str, data: &[u8]) -> u64 {
     a.ino
 }
 
+/// Bytes no other file shares (so every file has chunks of its own).
+fn body(i: u32, n: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n);
+    let mut x = blake3::hash(&i.to_le_bytes());
+    while out.len() < n {
+        out.extend_from_slice(x.as_bytes());
+        x = blake3::hash(x.as_bytes());
+    }
+    out.truncate(n);
+    out
+}
+
 fn read_all(fs: &Fs, ino: u64) -> Vec<u8> {
     let fh = fs.open(&C, ino, libc::O_RDONLY as u32).unwrap();
     let mut out = Vec::new();

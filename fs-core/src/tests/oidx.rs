@@ -5,18 +5,6 @@
 use super::*;
 use redb::ReadableTableMetadata;
 
-/// Bytes no other file shares.
-fn body(i: u32, n: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(n);
-    let mut x = blake3::hash(&i.to_le_bytes());
-    while out.len() < n {
-        out.extend_from_slice(x.as_bytes());
-        x = blake3::hash(x.as_bytes());
-    }
-    out.truncate(n);
-    out
-}
-
 fn commit(fs: &Fs, msg: &str) -> crate::snap::CommitReport {
     fs.snapshot_commit(&crate::snap::CommitOptions { message: msg.into(), author: "t@h".into(), allow_empty: false }).unwrap()
 }

@@ -7,18 +7,6 @@ use std::io::{BufRead, Read, Seek};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Bytes no other file shares (so every file has chunks of its own).
-fn body(i: u32, n: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(n);
-    let mut x = blake3::hash(&i.to_le_bytes());
-    while out.len() < n {
-        out.extend_from_slice(x.as_bytes());
-        x = blake3::hash(x.as_bytes());
-    }
-    out.truncate(n);
-    out
-}
-
 /// fsync, then store the file now (fsync itself no longer hashes: D29).
 fn fsync_ino(fs: &Fs, ino: u64) {
     let fh = fs.open(&C, ino, libc::O_RDONLY as u32).unwrap();

@@ -66,15 +66,24 @@ pub(crate) struct Wc<'a> {
 }
 
 impl Wc<'_> {
+    /// The working copy of a regular file if it is on disk (checked as
+    /// [`Wc::open_wc`] checks it), `None` if it is missing: nothing is
+    /// restored. Errors: the open's, other than ENOENT.
+    pub(crate) fn open_existing(&self, ino: u64) -> Result<Option<File>> {
+        let data_local = lock(self.table).node(ino)?.data_local;
+        match self.dirs.data_dir(data_local).open_rw(&ino.to_string()) {
+            Ok(f) => self.checked(ino, f).map(Some),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Opens (and if needed restores) the working copy of a regular file.
     pub(crate) fn open_wc(&self, ino: u64) -> Result<File> {
-        let data_local = lock(self.table).node(ino)?.data_local;
-        let name = ino.to_string();
-        match self.dirs.data_dir(data_local).open_rw(&name) {
-            Ok(f) => return self.checked(ino, f),
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-            Err(e) => return Err(e.into()),
+        if let Some(f) = self.open_existing(ino)? {
+            return Ok(f);
         }
+        let name = ino.to_string();
         // One builder per inode (another open, or the background build of
         // `prebuild`): wait for it, then look again below.
         let _g = self.builds.claim(ino);
