@@ -273,17 +273,8 @@ fn chunk_counts_stay_exact_across_prepends_and_overwrites() {
 
     // The history dropped (main and BASE removed: the next commit is a
     // root), the files removed: gc must leave the chunk index empty.
-    {
-        const REFS: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("refs");
-        let db = redb::Database::open(store.join("store.redb")).unwrap();
-        let w = db.begin_write().unwrap();
-        {
-            let mut t = w.open_table(REFS).unwrap();
-            t.remove("main").unwrap();
-            t.remove("BASE").unwrap();
-        }
-        w.commit().unwrap();
-    }
+    set_ref(&store, "main", None);
+    set_ref(&store, "BASE", None);
     m.mount_again();
     std::fs::remove_file(m.p("big")).unwrap();
     std::fs::remove_file(m.p("twice")).unwrap();

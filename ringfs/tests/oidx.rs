@@ -176,29 +176,6 @@ fn fsck_clean_mounted(m: &TestMount) {
     assert!(!log["commits"].as_array().unwrap().is_empty());
 }
 
-const REFS: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("refs");
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
-}
-
-fn set_ref(store: &Path, name: &str, value: Option<&[u8]>) {
-    let db = redb::Database::open(store.join("store.redb")).unwrap();
-    let w = db.begin_write().unwrap();
-    {
-        let mut t = w.open_table(REFS).unwrap();
-        match value {
-            Some(v) => {
-                t.insert(name, v).unwrap();
-            }
-            None => {
-                t.remove(name).unwrap();
-            }
-        }
-    }
-    w.commit().unwrap();
-}
-
 #[test]
 fn gc_rewrites_index_files_naming_what_it_drops() {
     if raw_mode() {

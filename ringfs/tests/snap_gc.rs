@@ -14,30 +14,6 @@ use serde_json::Value;
 use std::process::Command;
 use std::time::Duration;
 
-const REFS: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("refs");
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
-}
-
-/// Sets (`Some`) or deletes ref `name` in an unmounted store.
-fn set_ref(store: &std::path::Path, name: &str, value: Option<&[u8]>) {
-    let db = redb::Database::open(store.join("store.redb")).unwrap();
-    let w = db.begin_write().unwrap();
-    {
-        let mut t = w.open_table(REFS).unwrap();
-        match value {
-            Some(v) => {
-                t.insert(name, v).unwrap();
-            }
-            None => {
-                t.remove(name).unwrap();
-            }
-        }
-    }
-    w.commit().unwrap();
-}
-
 /// Bytes indexed in the chunk index of an unmounted store.
 fn indexed_bytes(store: &std::path::Path) -> u64 {
     let db = redb::Database::open(store.join("store.redb")).unwrap();

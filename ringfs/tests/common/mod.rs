@@ -966,3 +966,28 @@ pub fn tree(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
 pub fn file_url(dir: &Path) -> String {
     format!("file://{}", dir.display())
 }
+
+/// Bytes of hex text `s` (an object id as the CLI prints it).
+pub fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
+}
+
+/// Sets (`Some`: the commit id's bytes) or deletes ref `name` in the
+/// `refs` table of an unmounted store (docs/FORMATS.md "redb schema"), as a
+/// test's way to move or drop a branch behind the CLI's back.
+pub fn set_ref(store: &Path, name: &str, value: Option<&[u8]>) {
+    let db = redb::Database::open(store.join("store.redb")).unwrap();
+    let w = db.begin_write().unwrap();
+    {
+        let mut t = w.open_table(fs_core::store::REFS).unwrap();
+        match value {
+            Some(v) => {
+                t.insert(name, v).unwrap();
+            }
+            None => {
+                t.remove(name).unwrap();
+            }
+        }
+    }
+    w.commit().unwrap();
+}
