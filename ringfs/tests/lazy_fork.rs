@@ -314,6 +314,21 @@ fn mounts_of_a_fork_write_no_rows_until_its_first_change() {
     f.unmount_checked();
     assert_eq!(rows(f.store_dir()), (1, 0, 0), "the first mount and the reads wrote no rows");
     fsck_clean(f.store_dir());
+    // The same tree when the mount reads it after a full check (`--check`:
+    // every table read first, the tree read afterwards, not beside the
+    // check as above: D70), with the mount's other arguments.
+    {
+        let chk = DaemonMount::new("fork-check");
+        let mut args: Vec<String> = ["mount", s(&chk.mp), "--store", s(f.store_dir()), "--daemon", "--check"].map(String::from).to_vec();
+        args.extend(env_mount_args());
+        let o = ringfs(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(o.status.success(), "{:?}", out_str(&o));
+        assert_eq!(tree(&chk.mp), want_tree);
+        assert_eq!(stats(&chk.mp), want_stats);
+        let o = ringfs(&["umount", s(&chk.mp)]);
+        assert!(o.status.success(), "{:?}", out_str(&o));
+    }
+    assert_eq!(rows(f.store_dir()), (1, 0, 0), "the checked mount wrote no rows");
     // Second mount (its working copies are there now).
     f.mount_again();
     assert_eq!(tree(f.path()), want_tree);

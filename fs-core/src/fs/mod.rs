@@ -266,6 +266,7 @@ impl Fs {
         let policy = IgnorePolicy::new(&cfg.local.ignore).map_err(|(pattern, reason)| StoreError::Ignore { pattern, reason })?;
         let policy = if policy.is_empty() { None } else { Some(policy) };
         let mut pre = None;
+        let mut early_base = None;
         let (mut db, wc_dir, desc, dir, lock, tmp, dbpath, packs) = match &cfg.store {
             StoreLocation::Dir(d) => {
                 // A damaged database is refused before anything is written
@@ -278,8 +279,11 @@ impl Fs {
                 let lock_empty = before.as_deref().is_some_and(<[u8]>::is_empty);
                 phases.laps.lap("files and lock");
                 if has_db {
-                    match check_for_mount(d, lock_empty, check == OpenCheck::Full, &mut phases.laps) {
-                        Ok(r) => pre = r,
+                    // A fork's deferred tree is read beside the check (D70).
+                    let pd = d.join("packs");
+                    let side = |rtx: &redb::ReadTransaction| guarded(|| crate::snap::materialize::read_base_in(rtx, &Packs::read_only(pd)));
+                    match check_for_mount(d, lock_empty, check == OpenCheck::Full, &mut phases.laps, side) {
+                        Ok((r, b)) => (pre, early_base) = (r, b),
                         Err(e) => {
                             restore_lock(d, lock, before);
                             return Err(e);
@@ -341,7 +345,8 @@ impl Fs {
         phases.laps.lap("directories");
         // A fork's deferred tree (snap/lazy.rs) is served from its objects:
         // no rows are written until its first change (D60).
-        let (base, deferred) = match guarded(|| crate::snap::materialize::read_base(&db, &packs)).map_err(|m| damaged(&dbpath, "reading the fork's tree", m))? {
+        let base_read = early_base.unwrap_or_else(|| guarded(|| crate::snap::materialize::read_base(&db, &packs)));
+        let (base, deferred) = match base_read.map_err(|m| damaged(&dbpath, "reading the fork's tree", m))? {
             Ok(Some((b, d))) => (Some(b), Some(d)),
             Ok(None) => (None, None),
             Err(e) => return Err(corrupt(&dbpath, format!("reading the fork's tree: {e}"))),

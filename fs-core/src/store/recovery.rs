@@ -341,8 +341,14 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
     if let Some(b) = base {
         // A deferred tree: the tables hold only the fork's root record.
         st.next_ino = st.next_ino.max(b.next_ino);
-        st.nodes.reserve(b.nodes.len());
-        st.nodes.extend(b.nodes);
+        // The base's map is the large one: the tables' few nodes go into it
+        // (the base's win where both have an inode, as an extend would
+        // give), not 10 000 boxes into the tables' map (D70).
+        let mut nodes = b.nodes;
+        for (ino, n) in std::mem::take(&mut st.nodes) {
+            nodes.entry(ino).or_insert(n);
+        }
+        st.nodes = nodes;
         has_manifest.extend(b.files);
         st.lazy_atime = Some(Default::default());
     }

@@ -326,9 +326,13 @@ pub(crate) fn check_before_open(dir: &Path) -> Result<(), StoreError> {
 /// (undecoded), and the inode tables into memory ([`read_state_parallel`], returned
 /// for `load`; what a mount loads anyway) — manifest and journal records
 /// are decoded, and snapshot tables read, when used. Otherwise (an unclean shutdown, a migration ahead,
-/// or `full`): every table read ([`scan_tables`]), `Ok(None)`. Errors:
+/// or `full`): every table read ([`scan_tables`]), `Ok(None)`. On the
+/// clean path `side` runs over the same read transaction while another
+/// thread reads the tables, and its result is returned beside them
+/// (`None`: not run — the other path, or no thread could be started: the
+/// caller then does that work itself). Errors:
 /// [`StoreError::Damaged`] naming the table (and key) that cannot be read.
-pub(crate) fn check_for_mount(dir: &Path, lock_empty: bool, full: bool, laps: &mut Laps) -> Result<Option<Read>, StoreError> {
+pub(crate) fn check_for_mount<T: Send>(dir: &Path, lock_empty: bool, full: bool, laps: &mut Laps, side: impl FnOnce(&ReadTransaction) -> T + Send) -> Result<(Option<Read>, Option<T>), StoreError> {
     let (_ro, rtx) = begin_read_only(dir)?;
     if let Some(what) = damage_outside(dir, &rtx, lock_empty) {
         return Err(StoreError::Damaged { dir: dir.to_path_buf(), what });
@@ -339,23 +343,38 @@ pub(crate) fn check_for_mount(dir: &Path, lock_empty: bool, full: bool, laps: &m
     if full || !clean || schema_of(&rtx) != Some(SCHEMA_VERSION) {
         full_scan(dir, &rtx)?;
         laps.lap("every table");
-        return Ok(None);
+        return Ok((None, None));
     }
     let damaged = |what: String| StoreError::Damaged { dir: dir.to_path_buf(), what };
-    // Read whole besides the inode tables: the ones every mount or its
-    // first writes walk (the pack list, meta, the chunk index the hash
-    // workers insert into), undecoded. Manifest and journal values are
-    // decoded only when used.
-    for w in [walk(&rtx, PACKS, |_, _| {}), walk(&rtx, META, |_, _| {}), walk(&rtx, CHUNKS, |_, _| {})] {
-        if let Some(d) = w.damage {
-            return Err(damaged(format!("table {}: {}", d.place, d.what)));
+    let tables = || -> Result<Read, StoreError> {
+        // Read whole besides the inode tables: the ones every mount or its
+        // first writes walk (the pack list, meta, the chunk index the hash
+        // workers insert into), undecoded. Manifest and journal values are
+        // decoded only when used.
+        for w in [walk(&rtx, PACKS, |_, _| {}), walk(&rtx, META, |_, _| {}), walk(&rtx, CHUNKS, |_, _| {})] {
+            if let Some(d) = w.damage {
+                return Err(damaged(format!("table {}: {}", d.place, d.what)));
+            }
         }
-    }
-    laps.lap("packs, meta, chunks");
-    let r = match guarded(|| read_state_parallel(&rtx, meta("next_ino").unwrap_or(2))) {
-        Ok(Ok(r)) => Ok(Some(r)),
-        Ok(Err(m)) | Err(m) => Err(damaged(m)),
+        match guarded(|| read_state_parallel(&rtx, meta("next_ino").unwrap_or(2))) {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(m)) | Err(m) => Err(damaged(m)),
+        }
     };
-    laps.lap("inode tables");
-    r
+    // `side` (a fork's tree read from its objects, D70) on this thread, on
+    // the same snapshot as the tables read on another (nothing writes while
+    // the lock is held); the allocating work stays on the thread whose
+    // heap is warm.
+    std::thread::scope(|s| {
+        let Ok(other) = std::thread::Builder::new().name("ringfs-check".into()).spawn_scoped(s, tables) else {
+            let r = tables()?;
+            laps.lap("tables");
+            return Ok((Some(r), None));
+        };
+        let t = side(&rtx);
+        laps.lap("side");
+        let r = other.join().unwrap_or_else(|_| Err(damaged("reading the tables: the thread panicked".into())))?;
+        laps.lap("tables");
+        Ok((Some(r), Some(t)))
+    })
 }

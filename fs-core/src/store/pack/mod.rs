@@ -58,6 +58,10 @@ pub const SEAL_AT: u64 = 32 << 20;
 pub const MAX_RECORD: u64 = 4 << 20;
 /// Open pack descriptors kept for readers.
 const READER_CACHE: usize = 16;
+/// [`Packs::read_many`]: records at most this far apart (bytes) share a read.
+pub(crate) const SPAN_GAP: u64 = 64 << 10;
+/// [`Packs::read_many`]: the longest read it makes of several records (bytes).
+pub(crate) const SPAN_MAX: u64 = 1 << 20;
 
 /// Where a chunk's bytes are: pack id, offset of the bytes in the pack file,
 /// their length.
@@ -385,6 +389,38 @@ impl Packs {
         let f = self.reader(loc.pack)?;
         buf.resize(loc.len as usize, 0);
         f.read_exact_at(buf, loc.offset)
+    }
+
+    /// Reads many records in few system calls: `locs` sorted by (pack,
+    /// offset); neighbours less than [`SPAN_GAP`] bytes apart are read in
+    /// one `pread` of at most [`SPAN_MAX`] bytes (a record longer than that
+    /// alone), and `each(i, bytes)` is called with each record's index in
+    /// `locs` and its bytes, in order. Errors: as [`Packs::read`] (the
+    /// error's index is the first record of the span that failed), or
+    /// `each`'s (index `usize::MAX`).
+    pub(crate) fn read_many<E>(&self, locs: &[Loc], mut each: impl FnMut(usize, &[u8]) -> Result<(), E>) -> Result<(), (usize, Result<std::io::Error, E>)> {
+        let mut buf = Vec::new();
+        let mut i = 0;
+        while i < locs.len() {
+            let (start, pack) = (locs[i].offset, locs[i].pack);
+            let mut end = start + locs[i].len as u64;
+            let mut j = i + 1;
+            while j < locs.len() && locs[j].pack == pack && locs[j].offset >= start && locs[j].offset <= end + SPAN_GAP {
+                let e = locs[j].offset + locs[j].len as u64;
+                if e.max(end) - start > SPAN_MAX {
+                    break;
+                }
+                end = end.max(e);
+                j += 1;
+            }
+            self.read(Loc { pack, offset: start, len: (end - start) as u32 }, &mut buf).map_err(|e| (i, Ok(e)))?;
+            for (k, l) in locs.iter().enumerate().take(j).skip(i) {
+                let o = (l.offset - start) as usize;
+                each(k, &buf[o..o + l.len as usize]).map_err(|e| (usize::MAX, Err(e)))?;
+            }
+            i = j;
+        }
+        Ok(())
     }
 
     fn reader(&self, id: u32) -> std::io::Result<Arc<File>> {

@@ -64,6 +64,55 @@ fn append_seal_read_back() {
     assert!(matches!(p.read(Loc { pack: 999, offset: 52, len: 1 }, &mut buf), Err(e) if e.kind() == std::io::ErrorKind::NotFound));
 }
 
+/// `read_many` (D70): records of several packs, some far apart (more than
+/// SPAN_GAP), one larger than SPAN_MAX, every one handed over whole with its
+/// index, in order; a subset read alone; an error names the span's first
+/// record, and `each`'s error stops the reads.
+#[test]
+fn read_many_gives_each_record_in_few_reads() {
+    let t = tempfile::tempdir().unwrap();
+    let p = fresh(t.path());
+    p.set_seal_at(3 << 19);
+    let mut recs = Vec::new();
+    for i in 0..400u64 {
+        // Mostly small records; every 50th a 70 KiB one (a gap over
+        // SPAN_GAP for its neighbours when skipped), one of 1.2 MiB.
+        let n = if i == 123 { (SPAN_MAX + (200 << 10)) as usize } else if i % 50 == 7 { 70 << 10 } else { 40 + (i as usize * 37) % 3000 };
+        let b = bytes(i, n);
+        recs.push((p.append(&hash(&b), &b).unwrap(), b));
+    }
+    p.sync().unwrap();
+    assert!(recs.iter().map(|(l, _)| l.pack).collect::<BTreeSet<_>>().len() >= 2);
+    let check = |pick: &dyn Fn(usize) -> bool| {
+        let chosen: Vec<usize> = (0..recs.len()).filter(|i| pick(*i)).collect();
+        let mut locs: Vec<Loc> = chosen.iter().map(|i| recs[*i].0).collect();
+        locs.sort_by_key(|l| (l.pack, l.offset));
+        let mut seen = Vec::new();
+        p.read_many(&locs, |k, b| {
+            let i = recs.iter().position(|(l, _)| *l == locs[k]).unwrap();
+            assert_eq!(b, &recs[i].1[..], "record {i}");
+            seen.push(k);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(seen, (0..locs.len()).collect::<Vec<_>>());
+    };
+    check(&|_| true);
+    check(&|i| i % 50 != 7);
+    check(&|i| i % 3 == 0);
+    check(&|i| i == 123);
+    check(&|_| false);
+    // A record past its pack's end: the span's first record is named.
+    let last = recs.iter().map(|(l, _)| *l).max_by_key(|l| (l.pack, l.offset)).unwrap();
+    let bad = [Loc { pack: last.pack, offset: last.offset, len: last.len + 10 }];
+    assert!(matches!(p.read_many(&bad, |_, _| Ok::<(), ()>(())), Err((0, Ok(e))) if e.kind() == std::io::ErrorKind::UnexpectedEof));
+    // `each`'s error stops it.
+    let locs: Vec<Loc> = recs.iter().take(5).map(|(l, _)| *l).collect();
+    let mut calls = 0;
+    assert!(matches!(p.read_many(&locs, |_, _| { calls += 1; Err("stop") }), Err((usize::MAX, Err("stop")))));
+    assert_eq!(calls, 1);
+}
+
 #[test]
 fn open_truncates_the_open_packs_torn_tail_only() {
     let t = tempfile::tempdir().unwrap();
