@@ -413,3 +413,69 @@ fn read_only_commands_on_a_fork_write_no_rows() {
     fsck_clean(f.store_dir());
     m.unmount_checked();
 }
+
+/// D71 (a new user's finding): objects are checked against their ids when
+/// read. One flipped byte in a directory object of a never-mounted fork's
+/// own copy of its pack: the fork's mount is refused naming the object as
+/// damaged and `ringfs fsck` (it used to serve the damaged entry: a changed
+/// mode, a shifted size); the same damage in the origin's pack: `fork` and
+/// `mount --at` refuse instead of copying it; the origin's mounted live
+/// tree (its own rows) still reads.
+#[test]
+fn damaged_objects_are_refused_not_served() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    m.sh_ok("mkdir -p sub && echo one > a.txt && echo two > sub/b.txt && echo three > other.txt");
+    let base = json(&["commit", mp(&m), "-m", "base"])["id"].as_str().unwrap().to_string();
+    m.unmount_checked();
+    let mut f = TestMount::new(Backend::Store);
+    f.unmount_checked();
+    std::fs::remove_dir_all(f.store_dir()).unwrap();
+    json(&["fork", "--store", s(m.store_dir()), "--new-store", s(f.store_dir()), "--no-mount"]);
+    // The first directory object's bytes, in a pack of the given store
+    // (the fork's: its link broken first, so the origin keeps its bytes).
+    let flip = |store: &Path, own: bool| {
+        for e in std::fs::read_dir(store.join("packs")).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().and_then(|x| x.to_str()) != Some("pack") {
+                continue;
+            }
+            let mut b = std::fs::read(&p).unwrap();
+            let Some(at) = b.windows(6).position(|w| &w[..4] == b"RFSO" && w[5] == 2) else { continue };
+            b[at + 12] ^= 0x20;
+            if own {
+                std::fs::remove_file(&p).unwrap();
+            }
+            std::fs::write(&p, &b).unwrap();
+            return;
+        }
+        panic!("no directory object in {}", store.display());
+    };
+    flip(f.store_dir(), true);
+    let o = ringfs(&[&["mount", s(&f.path()), "--store", s(f.store_dir()), "--daemon"][..], &env_mount_args().iter().map(String::as_str).collect::<Vec<_>>()].concat());
+    let (_, err) = out_str(&o);
+    if o.status.success() {
+        let _ = ringfs(&["umount", s(&f.path())]);
+        panic!("a fork with a damaged directory object was mounted");
+    }
+    assert!(err.contains("is damaged") && err.contains("ringfs fsck"), "{err}");
+    // The origin is untouched by that; damage in its own pack now.
+    m.mount_again();
+    assert_eq!(std::fs::read_to_string(m.p("sub/b.txt")).unwrap(), "two\n");
+    m.unmount_checked();
+    flip(m.store_dir(), false);
+    let g = tempfile::tempdir().unwrap();
+    let o = ringfs(&["fork", "--store", s(m.store_dir()), "--new-store", s(&g.path().join("g")), "--no-mount"]);
+    let (_, err) = out_str(&o);
+    assert!(!o.status.success() && err.contains("is damaged"), "{err}");
+    assert!(!g.path().join("g").exists(), "nothing left of the refused fork");
+    let at = DaemonMount::new("damaged-at");
+    let o = ringfs(&["mount", s(&at.mp), "--store", s(m.store_dir()), "--at", &base, "--read-only", "--daemon"]);
+    let (_, err) = out_str(&o);
+    assert!(!o.status.success() && err.contains("is damaged"), "{err}");
+    // The live tree is the origin's own rows: it still mounts and reads.
+    m.mount_again();
+    assert_eq!(std::fs::read_to_string(m.p("a.txt")).unwrap(), "one\n");
+}

@@ -381,3 +381,75 @@ fn changed_patterns_apply_at_mount() {
     let o = run_timeout(Command::new(RINGFS).arg("fsck").arg("--store").arg(&store), Duration::from_secs(60));
     assert!(o.status.success(), "fsck: {}", out_str(&o).0);
 }
+
+/// D71 (a new user's finding): a synced file with no working copy — a
+/// fork's base file, a file `restore` wrote back as a manifest — has its
+/// bytes only in the store. Moved to the local-only side (patterns changed
+/// at mount, a rename into an ignored directory), it used to become zeros
+/// or empty there, and the next commit recorded that. Now its bytes are
+/// written out first: contents equal after each move, back on the synced
+/// side, and in a commit (no change against the base).
+#[test]
+fn files_without_a_working_copy_keep_their_bytes_across_the_boundary() {
+    if raw_mode() {
+        return;
+    }
+    let mut extra = env_mount_args();
+    extra.extend(["--native-roots", "off", "--commit-interval-ms", "100"].map(String::from));
+    let mount = |d: &DaemonMount, args: &[&str]| {
+        let o = run_timeout(Command::new(RINGFS).args(["mount", "--daemon", "--store"]).arg(&d.store).arg(&d.mp).args(&extra).args(args), Duration::from_secs(30));
+        assert!(o.status.success(), "mount: {}", out_str(&o).1);
+    };
+    let umount = |d: &DaemonMount| {
+        let o = run_timeout(Command::new(RINGFS).arg("umount").arg(&d.mp), Duration::from_secs(60));
+        assert!(o.status.success(), "umount: {}", out_str(&o).1);
+    };
+    let run = |args: &[&str]| {
+        let o = run_timeout(Command::new(RINGFS).args(args), Duration::from_secs(60));
+        assert!(o.status.success(), "ringfs {args:?}: {}", out_str(&o).1);
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap_or_default()
+    };
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i * 13 % 251) as u8).collect();
+    let files: Vec<(&str, Vec<u8>)> = vec![("d/e1/a.txt", b"hello\n".to_vec()), ("x.bin", big.clone()), ("keep.txt", b"kept\n".to_vec()), ("r.txt", b"restored\n".to_vec())];
+    let o = DaemonMount::new("nowc-origin");
+    mount(&o, &["--ignore", "ign"]);
+    std::fs::create_dir_all(o.mp.join("d/e1")).unwrap();
+    for (p, b) in &files {
+        std::fs::write(o.mp.join(p), b).unwrap();
+    }
+    let base = run(&["commit", o.mp.to_str().unwrap(), "-m", "base", "--json"])["id"].as_str().unwrap().to_string();
+    // A rename into an ignored directory of a file `restore` wrote back.
+    std::fs::write(o.mp.join("r.txt"), b"changed\n").unwrap();
+    run(&["restore", o.mp.to_str().unwrap(), &base]);
+    std::fs::create_dir(o.mp.join("ign")).unwrap();
+    std::fs::rename(o.mp.join("r.txt"), o.mp.join("ign/r.txt")).unwrap();
+    let moved = std::fs::read(o.mp.join("ign/r.txt")).unwrap();
+    umount(&o);
+    assert_eq!(moved, b"restored\n", "a restored file renamed into an ignored directory");
+
+    // A fork's base files moved by patterns at its first mount, and back.
+    let f = DaemonMount::new("nowc-fork");
+    run(&["fork", "--store", o.store.to_str().unwrap(), "--new-store", f.store.to_str().unwrap(), "--no-mount", "--json"]);
+    mount(&f, &["--ignore", "e1", "--ignore", "*.bin"]);
+    let local: Vec<Option<Vec<u8>>> = files[..3].iter().map(|(p, _)| std::fs::read(f.mp.join(p)).ok()).collect();
+    let local_side = f.store.join("local").join(ino(&f.mp.join("x.bin")).to_string()).exists();
+    umount(&f);
+    for ((p, b), got) in files[..3].iter().zip(&local) {
+        assert_eq!(got.as_deref(), Some(&b[..]), "{p} with the patterns");
+    }
+    assert!(local_side, "x.bin's bytes are on the local-only side");
+    mount(&f, &[]);
+    let back: Vec<Option<Vec<u8>>> = files[..3].iter().map(|(p, _)| std::fs::read(f.mp.join(p)).ok()).collect();
+    let c = run(&["commit", f.mp.to_str().unwrap(), "-m", "back", "--json"]);
+    let d = run(&["diff", f.mp.to_str().unwrap(), &base, c["id"].as_str().unwrap_or("live"), "--json"]);
+    umount(&f);
+    for ((p, b), got) in files[..3].iter().zip(&back) {
+        assert_eq!(got.as_deref(), Some(&b[..]), "{p} back on the synced side");
+    }
+    let changed: Vec<&str> = d["changes"].as_array().map(|a| a.iter().filter_map(|c| c["path"].as_str()).collect()).unwrap_or_default();
+    assert!(changed.is_empty(), "the fork's commit equals its base: {d}");
+    for s in [&o.store, &f.store] {
+        let o = run_timeout(Command::new(RINGFS).arg("fsck").arg("--store").arg(s), Duration::from_secs(60));
+        assert!(o.status.success(), "fsck: {}", out_str(&o).0);
+    }
+}

@@ -65,6 +65,34 @@ impl Inner {
         Ok(out)
     }
 
+    /// Writes the stored bytes of synced file `ino` (`size` bytes, times
+    /// `mtime`) as its local-only copy `LOCAL/<ino>`, whole or not at all
+    /// (an unnamed file named once written, as `Wc::open_wc` rebuilds a
+    /// working copy). Errors: the store's (EIO: a chunk missing or damaged;
+    /// a lazy clone's chunk the remote cannot give), I/O.
+    fn restore_local(&self, ino: u64, size: u64, mtime: (i64, u32)) -> Result<()> {
+        let (dir, name) = (&self.dirs.local, ino.to_string());
+        let staged = crate::wc::Staged::new(dir, format!(".restore-{ino}"))?;
+        let r = (|| -> Result<()> {
+            self.store.restore_content(ino, &staged.file)?;
+            staged.file.set_len(size)?;
+            crate::wc::set_mtime(&staged.file, mtime);
+            match staged.install(dir, &name) {
+                // A stale copy of an earlier side: the store's bytes win.
+                Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                    dir.unlink(&name)?;
+                    staged.install(dir, &name)?;
+                }
+                r => r?,
+            }
+            Ok(())
+        })();
+        if r.is_err() {
+            staged.discard(dir);
+        }
+        r
+    }
+
     /// Moves inodes to their new side (see [`Inner::plan_sides`]): their
     /// bytes (renameat between the backing directories; a file stays
     /// where it is if that fails, e.g. across filesystems) and every
@@ -73,12 +101,23 @@ impl Inner {
         for (ino, local, parent, name) in plan {
             let (ino, local) = (*ino, *local);
             let Some(n) = st.nodes.get_mut(&ino) else { continue };
-            n.local = local;
             let reg = is_reg(n.rec.mode);
             if reg && n.data_local != local {
                 let fname = ino.to_string();
                 let (from, to) = (self.data_dir(n.data_local), self.data_dir(local));
                 if !from.exists(&fname) {
+                    // A synced file with no working copy (a fork's base
+                    // file, a restored or chunk-served one, a lazy
+                    // clone's) has its bytes only in the store, which keeps
+                    // no local-only bytes: written out first, or the file
+                    // would read as zeros on its new side (D71). If that
+                    // fails it stays synced, bytes and all.
+                    if local && !n.data_local {
+                        if let Err(e) = self.restore_local(ino, n.rec.size, n.rec.mtime) {
+                            tracing::error!("inode {ino} stays synced: its bytes are only in the store and could not be written to the local-only directory: {e:?}");
+                            continue;
+                        }
+                    }
                     n.data_local = local;
                 } else if let Err(e) = from.rename_to(&fname, to, &fname) {
                     tracing::warn!("moving the bytes of inode {ino} between {} and {}: {e}; they stay", from.path().display(), to.path().display());
@@ -86,6 +125,7 @@ impl Inner {
                     n.data_local = local;
                 }
             }
+            n.local = local;
             if reg && !local {
                 // Now synced: its content enters the store.
                 n.content_gen += 1;

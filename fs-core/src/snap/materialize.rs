@@ -312,7 +312,11 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
         let locs: Vec<_> = rows.iter().map(|(_, (pack, offset, len))| crate::store::pack::Loc { pack: *pack, offset: *offset, len: *len }).collect();
         store
             .packs
-            .read_many(&locs, |_, bytes| {
+            .read_many(&locs, |i, bytes| {
+                // Damage is not copied into a new store (D71).
+                if id_of(bytes) != rows[i].0 {
+                    return Err(crate::store::objects::damaged_object(&rows[i].0, locs[i]));
+                }
                 // A file manifest or manifest node counts the chunk entries
                 // it holds itself (as the commit that stored it did).
                 for h in crate::snap::manifest::own_chunks(bytes)? {

@@ -135,10 +135,13 @@ impl<T: ReadableTable<&'static [u8], Row>> Objects<'_, T> {
         Ok(self.loc(id)?.is_some())
     }
 
-    /// Object `id`'s encoded bytes, `None` if not stored. Errors: redb or
-    /// reading the pack (a pack compacted away since this transaction
-    /// began is `NotFound`: try again with a new transaction), as text
-    /// naming the object and the pack.
+    /// Object `id`'s encoded bytes, `None` if not stored; checked against
+    /// its id (an object's id is the BLAKE3 of its bytes, as
+    /// `snap::object::id_of`: damaged bytes are never decoded and served,
+    /// D71). Errors: redb or reading the pack (a pack compacted away since
+    /// this transaction began is `NotFound`: try again with a new
+    /// transaction), or bytes that do not hash to the id, as text naming
+    /// the object and the pack.
     pub(crate) fn get(&self, id: &[u8; 32]) -> Result<Option<Vec<u8>>, String> {
         let Some(loc) = self.loc(id)? else {
             return Ok(None);
@@ -152,6 +155,9 @@ impl<T: ReadableTable<&'static [u8], Row>> Objects<'_, T> {
                 loc.offset
             )
         })?;
+        if blake3::hash(&buf).as_bytes() != id {
+            return Err(damaged_object(id, loc));
+        }
         Ok(Some(buf))
     }
 
@@ -317,4 +323,15 @@ pub(crate) fn put_as_pack(
     m.insert("next_pack", next.max(id as u64 + 1))
         .map_err(|e| e.to_string())?;
     Ok(rows.len() as u64)
+}
+
+/// The error for object `id` whose bytes at `loc` do not hash to its id.
+pub(crate) fn damaged_object(id: &[u8; 32], loc: Loc) -> String {
+    format!(
+        "object {} is damaged: its {} bytes in {} at {} do not hash to its id; run `ringfs fsck` on the store, and restore the pack from a copy or a fork that links it (same inode)",
+        hex(id),
+        loc.len,
+        crate::store::pack::pack_name(loc.pack),
+        loc.offset
+    )
 }
