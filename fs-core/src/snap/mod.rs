@@ -91,7 +91,9 @@ pub enum SnapError {
 }
 
 pub(crate) fn se<E: std::fmt::Display>(e: E) -> SnapError {
-    SnapError::Store(e.to_string())
+    // A SnapError::Store passed on keeps one "store: " (D71).
+    let s = e.to_string();
+    SnapError::Store(s.strip_prefix("store: ").map(str::to_string).unwrap_or(s))
 }
 
 /// What `ringfs commit` asks for: a message, who commits (`user@host`), and
