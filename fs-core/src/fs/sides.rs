@@ -65,34 +65,6 @@ impl Inner {
         Ok(out)
     }
 
-    /// Writes the stored bytes of synced file `ino` (`size` bytes, times
-    /// `mtime`) as its local-only copy `LOCAL/<ino>`, whole or not at all
-    /// (an unnamed file named once written, as `Wc::open_wc` rebuilds a
-    /// working copy). Errors: the store's (EIO: a chunk missing or damaged;
-    /// a lazy clone's chunk the remote cannot give), I/O.
-    fn restore_local(&self, ino: u64, size: u64, mtime: (i64, u32)) -> Result<()> {
-        let (dir, name) = (&self.dirs.local, ino.to_string());
-        let staged = crate::wc::Staged::new(dir, format!(".restore-{ino}"))?;
-        let r = (|| -> Result<()> {
-            self.store.restore_content(ino, &staged.file)?;
-            staged.file.set_len(size)?;
-            crate::wc::set_mtime(&staged.file, mtime);
-            match staged.install(dir, &name) {
-                // A stale copy of an earlier side: the store's bytes win.
-                Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
-                    dir.unlink(&name)?;
-                    staged.install(dir, &name)?;
-                }
-                r => r?,
-            }
-            Ok(())
-        })();
-        if r.is_err() {
-            staged.discard(dir);
-        }
-        r
-    }
-
     /// Moves inodes to their new side (see [`Inner::plan_sides`]): their
     /// bytes (renameat between the backing directories; a file stays
     /// where it is if that fails, e.g. across filesystems) and every
@@ -113,7 +85,8 @@ impl Inner {
                     // would read as zeros on its new side (D71). If that
                     // fails it stays synced, bytes and all.
                     if local && !n.data_local {
-                        if let Err(e) = self.restore_local(ino, n.rec.size, n.rec.mtime) {
+                        let (size, mtime) = (n.rec.size, n.rec.mtime);
+                        if let Err(e) = crate::wc::rebuild(&self.store, &self.dirs.local, ino, || Ok(size), mtime) {
                             tracing::error!("inode {ino} stays synced: its bytes are only in the store and could not be written to the local-only directory: {e:?}");
                             continue;
                         }

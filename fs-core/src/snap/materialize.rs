@@ -314,9 +314,7 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
             .packs
             .read_many(&locs, |i, bytes| {
                 // Damage is not copied into a new store (D71).
-                if id_of(bytes) != rows[i].0 {
-                    return Err(crate::store::objects::damaged_object(&rows[i].0, locs[i]));
-                }
+                crate::store::objects::check(&rows[i].0, locs[i], bytes)?;
                 // A file manifest or manifest node counts the chunk entries
                 // it holds itself (as the commit that stored it did).
                 for h in crate::snap::manifest::own_chunks(bytes)? {

@@ -155,9 +155,7 @@ impl<T: ReadableTable<&'static [u8], Row>> Objects<'_, T> {
                 loc.offset
             )
         })?;
-        if blake3::hash(&buf).as_bytes() != id {
-            return Err(damaged_object(id, loc));
-        }
+        check(id, loc, &buf)?;
         Ok(Some(buf))
     }
 
@@ -325,13 +323,18 @@ pub(crate) fn put_as_pack(
     Ok(rows.len() as u64)
 }
 
-/// The error for object `id` whose bytes at `loc` do not hash to its id.
-pub(crate) fn damaged_object(id: &[u8; 32], loc: Loc) -> String {
-    format!(
+/// Whether `bytes`, read from `loc`, are object `id`'s: an object's id is
+/// the BLAKE3 of its bytes (as `snap::object::id_of`; D71). Errors: the
+/// line naming the damaged object, where it is, `ringfs fsck` and the fix.
+pub(crate) fn check(id: &[u8; 32], loc: Loc, bytes: &[u8]) -> Result<(), String> {
+    if blake3::hash(bytes).as_bytes() == id {
+        return Ok(());
+    }
+    Err(format!(
         "object {} is damaged: its {} bytes in {} at {} do not hash to its id; run `ringfs fsck` on the store, and restore the pack from a copy or a fork that links it (same inode)",
         hex(id),
         loc.len,
         crate::store::pack::pack_name(loc.pack),
         loc.offset
-    )
+    ))
 }

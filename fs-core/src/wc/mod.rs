@@ -110,31 +110,11 @@ impl Wc<'_> {
             return Ok(f);
         }
         // Missing: rebuild from the manifest, or start empty, in a file
-        // that gets its name only once it is whole.
-        let staged = Staged::new(dir, format!(".restore-{ino}"))?;
-        let r = (|| -> Result<()> {
-            let size = lock(self.table).node(ino)?.rec.size;
-            self.store.restore_content(ino, &staged.file)?;
-            staged.file.set_len(size)?;
-            set_mtime(&staged.file, mtime);
-            match staged.install(dir, &name) {
-                // Nothing else makes this name while we hold the build
-                // guard (it was missing under the table lock); should
-                // something have, the restored bytes replace it, as a
-                // rename would.
-                Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
-                    dir.unlink(&name)?;
-                    staged.install(dir, &name)?;
-                }
-                r => r?,
-            }
-            Ok(())
-        })();
-        if r.is_err() {
-            staged.discard(dir);
-        }
-        r?;
-        Ok(staged.file)
+        // that gets its name only once it is whole. Nothing else makes
+        // this name while we hold the build guard (it was missing under the
+        // table lock); should something have, the restored bytes replace
+        // it, as a rename would.
+        rebuild(self.store, dir, ino, || Ok(lock(self.table).node(ino)?.rec.size), mtime)
     }
 
     /// The working copy `f` of `ino` as it was just opened — unless the file
@@ -164,6 +144,38 @@ impl Wc<'_> {
         drop(st);
         Ok(g)
     }
+}
+
+/// Writes the stored bytes of `ino` into a new file `dir/<ino>`, whole or
+/// not at all: an unnamed file (see [`Staged`]) holding the store's content,
+/// cut or extended to `size()` bytes, with times `mtime`, then given the
+/// name; a file that has the name already is replaced (the store's bytes
+/// win). Used to rebuild a missing working copy ([`Wc::open_wc`]) and to
+/// write out the bytes of a file that moves to the local-only side
+/// (`fs::sides`, D71). Errors: the store's (EIO: a chunk missing or
+/// damaged; a lazy clone's chunk the remote cannot give), `size`'s, I/O;
+/// nothing is left behind.
+pub(crate) fn rebuild(store: &Store, dir: &BackDir, ino: u64, size: impl FnOnce() -> Result<u64>, mtime: (i64, u32)) -> Result<File> {
+    let name = ino.to_string();
+    let staged = Staged::new(dir, format!(".restore-{ino}"))?;
+    let r = (|| -> Result<()> {
+        store.restore_content(ino, &staged.file)?;
+        staged.file.set_len(size()?)?;
+        set_mtime(&staged.file, mtime);
+        match staged.install(dir, &name) {
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                dir.unlink(&name)?;
+                staged.install(dir, &name)?;
+            }
+            r => r?,
+        }
+        Ok(())
+    })();
+    if r.is_err() {
+        staged.discard(dir);
+    }
+    r?;
+    Ok(staged.file)
 }
 
 /// A working copy being restored before it gets its name: an unnamed file
