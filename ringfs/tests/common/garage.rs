@@ -411,7 +411,8 @@ impl Garage {
         self.nodes[i].kill();
     }
 
-    /// Start node `i` again on its ports and data, and wait until it answers.
+    /// Start node `i` again on its ports and data, and wait until it answers and holds
+    /// a connection to every other node (`garage health`).
     pub fn restart_node(&mut self, i: usize) {
         let bin = self.bin.clone();
         let node = &mut self.nodes[i];
@@ -419,6 +420,29 @@ impl Garage {
         node.spawn(&bin);
         if let Err(log) = node.wait_ready(&bin) {
             panic!("garage node {i} did not restart: {log}");
+        }
+        // Answering RPC is not enough: until the node has reconnected to its peers its
+        // quorum reads fail with "Not connected" (503). `garage health` counts the peers
+        // it holds a connection to ("Connected nodes") and says HEALTHY once every
+        // partition has all its nodes up.
+        let want = self.nodes.len();
+        let node = &mut self.nodes[i];
+        let t0 = Instant::now();
+        loop {
+            let o = node.cli(&bin, &["health"]);
+            let (out, err) = out_str(&o);
+            let connected = out
+                .lines()
+                .find(|l| l.starts_with("Connected nodes:"))
+                .and_then(|l| l.split_whitespace().last())
+                .and_then(|n| n.parse::<usize>().ok());
+            if o.status.success() && connected == Some(want) && out.contains("HEALTHY") {
+                break;
+            }
+            if t0.elapsed() > BOOT_TIMEOUT {
+                panic!("garage node {i} did not reconnect to its peers within {BOOT_TIMEOUT:?}: {out}{err}");
+            }
+            thread::sleep(STEP);
         }
     }
 }
