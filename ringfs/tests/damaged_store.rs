@@ -418,6 +418,9 @@ fn broken_packs_directory_is_named_with_its_fix_by_mount_fsck_and_gc() {
     fs::create_dir(&pack).unwrap();
     packs_trouble_reported(&m, &[&format!("{} is a directory, not a regular pack file", name.to_string_lossy()), "ringfs salvage --store"]);
     fs::remove_dir(&pack).unwrap();
+    // A pack file the index lists, missing (D72): refused, never served
+    // with its chunks silently gone.
+    packs_trouble_reported(&m, &[&format!("{} (the only one) is missing", name.to_string_lossy()), "chunks and snapshot objects stored in it are lost", "put the file back", "ringfs salvage --store"]);
     fs::rename(&aside, &pack).unwrap();
     // Unreadable (root's permission override hides it: fsck as nobody, who
     // can list the store but not its packs).

@@ -288,6 +288,19 @@ impl<'a> R<'a> {
     fn id(&mut self) -> Result<ObjectId, String> {
         Ok(self.take(32)?.try_into().unwrap())
     }
+    /// One directory entry (name, kind, meta, target).
+    fn entry(&mut self) -> Result<Entry, String> {
+        let name = self.bytes()?;
+        let kb = self.u8()?;
+        let kind = EntryKind::from_byte(kb).ok_or_else(|| format!("entry kind {kb}"))?;
+        let meta = self.meta()?;
+        let target = match kind {
+            EntryKind::File | EntryKind::Dir => Target::Object(self.id()?),
+            EntryKind::Symlink => Target::Symlink(self.bytes()?),
+            _ => Target::None,
+        };
+        Ok(Entry { name, kind, meta, target })
+    }
     fn meta(&mut self) -> Result<Meta, String> {
         let mut m = Meta { mode: self.u32()?, uid: self.u32()?, gid: self.u32()?, ..Default::default() };
         m.mtime = (self.i64()?, self.u32()?);
@@ -355,19 +368,50 @@ pub fn dec_dir(b: &[u8]) -> Result<DirObj, String> {
     let n = r.u32()?;
     let mut entries = Vec::with_capacity(n.min(1 << 16) as usize);
     for _ in 0..n {
-        let name = r.bytes()?;
-        let kb = r.u8()?;
-        let kind = EntryKind::from_byte(kb).ok_or_else(|| format!("entry kind {kb}"))?;
-        let meta = r.meta()?;
-        let target = match kind {
-            EntryKind::File | EntryKind::Dir => Target::Object(r.id()?),
-            EntryKind::Symlink => Target::Symlink(r.bytes()?),
-            _ => Target::None,
-        };
-        entries.push(Entry { name, kind, meta, target });
+        entries.push(r.entry()?);
     }
     r.end()?;
     Ok(DirObj { entries })
+}
+
+/// The number of entries of directory object `b` and its subdirectories'
+/// entries with their indexes, in order: what a walk needs to number a
+/// tree (`snap::overlay::number_tree`), without allocating for the other
+/// entries. Errors as [`dec_dir`].
+pub fn dec_dir_subdirs(b: &[u8]) -> Result<(u32, Vec<(u32, Entry)>), String> {
+    let mut r = reader(b, KIND_DIR)?;
+    let n = r.u32()?;
+    let mut dirs = Vec::new();
+    for i in 0..n {
+        let start = r.at;
+        let len = r.u32()? as usize;
+        r.take(len)?;
+        let kb = r.u8()?;
+        let kind = EntryKind::from_byte(kb).ok_or_else(|| format!("entry kind {kb}"))?;
+        if kind == EntryKind::Dir {
+            r.at = start;
+            dirs.push((i, r.entry()?));
+            continue;
+        }
+        // Meta: mode, uid, gid, mtime (i64, u32), size, rdev, flags; xattrs.
+        r.take(4 + 4 + 4 + 8 + 4 + 8 + 4 + 4)?;
+        for _ in 0..u64::from(r.u32()?) * 2 {
+            let len = r.u32()? as usize;
+            r.take(len)?;
+        }
+        match kind {
+            EntryKind::File | EntryKind::Dir => {
+                r.take(32)?;
+            }
+            EntryKind::Symlink => {
+                let len = r.u32()? as usize;
+                r.take(len)?;
+            }
+            _ => {}
+        }
+    }
+    r.end()?;
+    Ok((n, dirs))
 }
 
 /// Decodes a commit object. Errors as [`dec_file`], and a non-UTF-8 author or message.
@@ -406,6 +450,15 @@ mod tests {
             ],
         };
         assert_eq!(dec_dir(&enc_dir(&d)).unwrap(), d);
+        // The numbering's scan: the count, and the subdirectories in full.
+        let mut d2 = d.clone();
+        d2.entries.insert(1, Entry { name: b"d".to_vec(), kind: EntryKind::Dir, meta: meta.clone(), target: Target::Object([9; 32]) });
+        let b = enc_dir(&d2);
+        assert_eq!(dec_dir_subdirs(&b).unwrap(), (4, vec![(1, d2.entries[1].clone())]));
+        assert_eq!(dec_dir_subdirs(&enc_dir(&d)).unwrap(), (3, vec![]));
+        for cut in [b.len() - 1, b.len() / 2, 12] {
+            assert!(dec_dir_subdirs(&b[..cut]).is_err(), "truncated at {cut}");
+        }
         let c = CommitObj { root: [1; 32], root_meta: meta, parents: vec![[2; 32]], time: (5, 6), journal_pos: 7, store_id: 8, author: "me@h".into(), message: "m".into() };
         assert_eq!(dec_commit(&enc_commit(&c)).unwrap(), c);
         assert!(dec_dir(&enc_commit(&c)).is_err());

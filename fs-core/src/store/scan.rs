@@ -216,11 +216,39 @@ pub(crate) fn damage_outside(dir: &Path, rtx: &ReadTransaction, lock_empty: bool
             return Some(format!("its database store.redb holds no store (no meta table: made afresh over a lost one?) but the directory holds {wc} working copies (wc/) and {packs} pack files (packs/)"));
         }
     }
+    if let Some(what) = missing_pack(dir, rtx) {
+        return Some(what);
+    }
     let clean = guarded(|| rtx.open_table(META).ok().and_then(|t| t.get("clean").ok().flatten().map(|g| g.value()))).ok().flatten();
     if lock_empty && clean == Some(0) {
         return Some("its newest commit is lost: the store was shut down cleanly (ringfs.lock is empty) but store.redb reads as an earlier commit made while it was mounted (the newest one is damaged); files changed since survive in the working copies".into());
     }
     None
+}
+
+/// A pack the `packs` table lists with bytes in it whose file is not in
+/// `dir/packs` (removed by hand, lost with a disk): one line naming it,
+/// what is lost and the fix. `None` when every listed pack is there, or
+/// the table cannot be read (the table checks report that).
+fn missing_pack(dir: &Path, rtx: &ReadTransaction) -> Option<String> {
+    let listed: Vec<(u32, u64)> = guarded(|| -> Option<Vec<(u32, u64)>> {
+        let t = rtx.open_table(crate::schema::PACKS).ok()?;
+        let rows = t.iter().ok()?;
+        rows.map(|r| r.ok().map(|(k, v)| (k.value(), v.value().0))).collect()
+    })
+    .ok()
+    .flatten()?;
+    let missing: Vec<String> = listed
+        .iter()
+        .filter(|(id, total)| *total > 0 && std::fs::symlink_metadata(dir.join("packs").join(crate::store::pack::pack_name(*id))).is_err())
+        .map(|(id, _)| crate::store::pack::pack_name(*id))
+        .collect();
+    let first = missing.first()?;
+    Some(format!(
+        "pack file {} ({}) is missing: table packs lists it with bytes in it, so the chunks and snapshot objects stored in it are lost to this store: put the file back from a copy of the store (a fork made on this disk links the same file)",
+        dir.join("packs").join(first).display(),
+        if missing.len() > 1 { format!("and {} more", missing.len() - 1) } else { "the only one".into() },
+    ))
 }
 
 /// Whether `dir/sub` holds any entry.
