@@ -454,6 +454,12 @@ fn damaged_objects_are_refused_not_served() {
         panic!("no directory object in {}", store.display());
     };
     flip(f.store_dir(), true);
+    let files = |d: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_file()).map(|p| (p.display().to_string(), std::fs::read(&p).unwrap())).collect();
+        v.sort();
+        v
+    };
+    let before = files(f.store_dir());
     let o = ringfs(&[&["mount", s(&f.path()), "--store", s(f.store_dir()), "--daemon"][..], &env_mount_args().iter().map(String::as_str).collect::<Vec<_>>()].concat());
     let (_, err) = out_str(&o);
     if o.status.success() {
@@ -461,6 +467,9 @@ fn damaged_objects_are_refused_not_served() {
         panic!("a fork with a damaged directory object was mounted");
     }
     assert!(err.contains("is damaged") && err.contains("ringfs fsck"), "{err}");
+    // Refused by the check, before the read-write open (D72): the
+    // database and the lock file are as they were.
+    assert!(before == files(f.store_dir()), "the refused mount changed the fork's store.redb or ringfs.lock");
     // The origin is untouched by that; damage in its own pack now.
     m.mount_again();
     assert_eq!(std::fs::read_to_string(m.p("sub/b.txt")).unwrap(), "two\n");

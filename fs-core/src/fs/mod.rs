@@ -107,6 +107,17 @@ fn damaged(path: &Path, doing: &str, m: String) -> StoreError {
     StoreError::Damaged { dir, what: format!("{doing}: {m}") }
 }
 
+/// The refusal for a fork's tree read that failed (`read`: `read_base`
+/// under `guarded`): a panic is damage, an error names the database
+/// (`dbpath`) as corrupt. `None` when it was read (or there is none).
+fn base_read_error<T>(dbpath: &Path, read: &std::result::Result<std::result::Result<T, String>, String>) -> Option<StoreError> {
+    match read {
+        Err(m) => Some(damaged(dbpath, "reading the fork's tree", m.clone())),
+        Ok(Err(e)) => Some(corrupt(dbpath, format!("reading the fork's tree: {e}"))),
+        Ok(Ok(_)) => None,
+    }
+}
+
 /// Where `Fs::open_store`'s time went, each a time since it began: the
 /// check before open, the database and packs opened, the inode table
 /// loaded, everything (threads started, sides planned). Logged at info.
@@ -283,7 +294,15 @@ impl Fs {
                     let pd = d.join("packs");
                     let side = |rtx: &redb::ReadTransaction| guarded(|| crate::snap::materialize::read_base_in(rtx, &Packs::read_only(pd)));
                     match check_for_mount(d, lock_empty, check == OpenCheck::Full, &mut phases.laps, side) {
-                        Ok((r, b)) => (pre, early_base) = (r, b),
+                        Ok((r, b)) => {
+                            // A fork's tree that cannot be read is refused
+                            // now, before the read-write open (D72).
+                            if let Some(e) = b.as_ref().and_then(|b| base_read_error(&d.join("store.redb"), b)) {
+                                restore_lock(d, lock, before);
+                                return Err(e);
+                            }
+                            (pre, early_base) = (r, b)
+                        }
                         Err(e) => {
                             restore_lock(d, lock, before);
                             return Err(e);
@@ -346,10 +365,12 @@ impl Fs {
         // A fork's deferred tree (snap/lazy.rs) is served from its objects:
         // no rows are written until its first change (D60).
         let base_read = early_base.unwrap_or_else(|| guarded(|| crate::snap::materialize::read_base(&db, &packs)));
-        let (base, deferred) = match base_read.map_err(|m| damaged(&dbpath, "reading the fork's tree", m))? {
-            Ok(Some((b, d))) => (Some(b), Some(d)),
-            Ok(None) => (None, None),
-            Err(e) => return Err(corrupt(&dbpath, format!("reading the fork's tree: {e}"))),
+        if let Some(e) = base_read_error(&dbpath, &base_read) {
+            return Err(e);
+        }
+        let (base, deferred) = match base_read {
+            Ok(Ok(Some((b, d)))) => (Some(b), Some(d)),
+            _ => (None, None),
         };
         phases.laps.lap("fork tree");
         let loaded = guarded(|| load(&db, &dbpath, &wc, &local, &packs, pre, base)).map_err(|m| damaged(&dbpath, "loading the inode table", m))??;
