@@ -604,7 +604,7 @@ impl Builder<'_> {
             }
         }
         if let Some(p) = wc {
-            if let Err(e) = self.copy_from(&p, fh) {
+            if let Err(e) = self.copy_from(&p, attr.ino, fh) {
                 missing.push(format!("its working copy {} could not be read whole ({e})", p.display()));
             }
         } else {
@@ -633,19 +633,29 @@ impl Builder<'_> {
         Some(attr.ino)
     }
 
-    /// Copies the file at `p` into the new file open as `fh`.
-    fn copy_from(&self, p: &Path, fh: u64) -> std::io::Result<()> {
+    /// Copies the file at `p` into the new file `ino` open as `fh`: its
+    /// data extents only (lseek(2) SEEK_DATA / SEEK_HOLE, as the hash
+    /// workers cut them), then its size, so a sparse file stays sparse.
+    fn copy_from(&self, p: &Path, ino: u64, fh: u64) -> std::io::Result<()> {
         let f = File::open(p)?;
+        let size = f.metadata()?.len();
         let mut buf = vec![0u8; 1 << 20];
-        let mut off = 0u64;
-        loop {
-            let n = f.read_at(&mut buf, off)?;
-            if n == 0 {
-                return Ok(());
+        let io = |e: crate::types::Errno| std::io::Error::other(format!("{e:?}"));
+        for (start, end) in crate::wc::hash::data_extents(&f, size)? {
+            let mut off = start;
+            while off < end {
+                let want = buf.len().min((end - off) as usize);
+                let n = f.read_at(&mut buf[..want], off)?;
+                if n == 0 {
+                    return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("ends at {off} of {size} bytes")));
+                }
+                self.fs.write(fh, off, &buf[..n]).map_err(io)?;
+                off += n as u64;
             }
-            self.fs.write(fh, off, &buf[..n]).map_err(|e| std::io::Error::other(format!("{e:?}")))?;
-            off += n as u64;
         }
+        let s = SetAttr { size: Some(size), fh: Some(fh), ..Default::default() };
+        self.fs.setattr(&ROOT_CALLER, ino, &s).map_err(io)?;
+        Ok(())
     }
 
     /// The new workspace's `lost+found` directory (made at first use).
@@ -727,8 +737,8 @@ impl Builder<'_> {
         let Some(lf) = self.lost_found_dir() else { return };
         let path = format!("/lost+found/{name}");
         match self.fs.create(&ROOT_CALLER, lf, OsStr::new(&name), 0o600, libc::O_RDWR as u32) {
-            Ok((_, fh)) => {
-                let r = self.copy_from(p, fh);
+            Ok((attr, fh)) => {
+                let r = self.copy_from(p, attr.ino, fh);
                 let _ = self.fs.release(fh);
                 match r {
                     Ok(()) => self.rep.lost_found.push((path, p.display().to_string())),

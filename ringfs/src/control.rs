@@ -20,6 +20,10 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// Stack of the thread that answers control requests (bytes of address
+/// space; pages are used only as deep as a request's recursion goes).
+const CONTROL_STACK: usize = 256 << 20;
+
 /// A request on the control socket.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case")]
@@ -116,7 +120,11 @@ impl Server {
         std::fs::create_dir_all(dir).with_context(|| format!("creating control socket directory {}", dir.display()))?;
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).with_context(|| format!("binding control socket {}", path.display()))?;
-        std::thread::Builder::new().name("ringfs-control".into()).spawn(move || {
+        // Commit, diff, restore and push walk the tree recursively, a few
+        // KiB of stack per directory level: 2 MiB (the default) overflowed
+        // at ~700 levels (D72). 256 MiB of address space, touched only as
+        // deep as a tree goes, serves ~80 000 levels.
+        std::thread::Builder::new().name("ringfs-control".into()).stack_size(CONTROL_STACK).spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
                 let answer = answer.clone();

@@ -371,6 +371,51 @@ fn salvage_of_a_store_missing_working_copies_rebuilds_from_chunks() {
     assert_eq!(fsck(m.store_dir(), true).0, 0);
 }
 
+/// Sparse files come out of salvage sparse (D72; D71 found a 100 MiB
+/// sparse file salvaged with every block allocated): from a working copy
+/// only its data extents are copied, then its size set; from chunks only
+/// the chunks are written (holes are in no manifest).
+#[test]
+fn salvage_keeps_sparse_files_sparse() {
+    skip_if_raw!();
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let mut m = TestMount::new(Backend::Store);
+    let f = fs::File::create(m.p("sparse")).unwrap();
+    f.set_len(64 << 20).unwrap();
+    f.write_all_at(b"middle", 32 << 20).unwrap();
+    drop(f);
+    fs::File::create(m.p("holes")).unwrap().set_len(8 << 20).unwrap();
+    fs::write(m.p("dense"), vec![7u8; 1 << 20]).unwrap();
+    m.unmount_checked();
+    let store = m.store_dir().to_path_buf();
+    // One working copy removed: that file is rebuilt from its chunks.
+    let ino = |name: &str| -> Option<PathBuf> {
+        fs::read_dir(store.join("wc")).unwrap().map(|e| e.unwrap().path()).find(|p| fs::metadata(p).map(|x| x.len() == 8 << 20).unwrap_or(false)).filter(|_| name == "holes")
+    };
+    fs::remove_file(ino("holes").expect("the working copy of `holes`")).unwrap();
+    let (to, code, report) = salvage(&store);
+    assert_eq!(code, 0, "{report}");
+    mount_salvaged(&mut m, &to);
+    let md = fs::metadata(m.p("sparse")).unwrap();
+    assert_eq!(md.len(), 64 << 20);
+    assert!(md.blocks() < 1024, "a 64 MiB sparse file with 6 bytes of data salvaged with {} blocks", md.blocks());
+    let f = fs::File::open(m.p("sparse")).unwrap();
+    let mut b = [1u8; 6];
+    f.read_exact_at(&mut b, 32 << 20).unwrap();
+    assert_eq!(&b, b"middle");
+    f.read_exact_at(&mut b, 1 << 20).unwrap();
+    assert_eq!(b, [0u8; 6]);
+    drop(f);
+    let h = fs::metadata(m.p("holes")).unwrap();
+    assert_eq!((h.len(), h.blocks()), (8 << 20, 0), "an all-hole file");
+    assert_eq!(fs::read(m.p("dense")).unwrap(), vec![7u8; 1 << 20]);
+    m.unmount_checked();
+    assert_eq!(fsck(m.store_dir(), true).0, 0);
+    // The salvaged store's own working copies are sparse too.
+    let allocated: u64 = fs::read_dir(m.store_dir().join("wc")).unwrap().map(|e| fs::metadata(e.unwrap().path()).unwrap().blocks()).sum();
+    assert!(allocated < 4096 + 1024, "working copies hold {allocated} blocks");
+}
+
 /// `args` run as the user nobody (for what root's permission override hides).
 fn run_as_nobody(args: &[&str]) -> Output {
     run_timeout(Command::new("setpriv").args(["--reuid=65534", "--regid=65534", "--clear-groups", RINGFS]).args(args), Duration::from_secs(60))
@@ -420,7 +465,7 @@ fn broken_packs_directory_is_named_with_its_fix_by_mount_fsck_and_gc() {
     fs::remove_dir(&pack).unwrap();
     // A pack file the index lists, missing (D72): refused, never served
     // with its chunks silently gone.
-    packs_trouble_reported(&m, &[&format!("{} (the only one) is missing", name.to_string_lossy()), "chunks and snapshot objects stored in it are lost", "put the file back", "ringfs salvage --store"]);
+    packs_trouble_reported(&m, &[&format!("{} is missing", pack.display()), "chunks and snapshot objects stored in it are lost", "put the file back", "ringfs salvage --store"]);
     fs::rename(&aside, &pack).unwrap();
     // Unreadable (root's permission override hides it: fsck as nobody, who
     // can list the store but not its packs).

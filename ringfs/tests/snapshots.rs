@@ -290,3 +290,52 @@ fn local_only_paths_and_native_roots_are_left_out() {
     assert_eq!(json(&["commit", mp(&m)])["created"], false);
     m.unmount_checked();
 }
+
+/// A 1 500-level directory chain (D72: the daemon's control thread
+/// overflowed its 2 MiB stack at ~700 levels in commit and diff, killing
+/// the daemon): commit, diff against live, a commit, restore and a fork
+/// all work, and the restored tree is the first commit's.
+#[test]
+fn deep_directory_chains_commit_diff_restore_and_fork() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    let depth = 1500;
+    let mut p = m.path().to_path_buf();
+    for i in 0..depth {
+        p.push("c");
+        std::fs::create_dir(&p).unwrap();
+        if i % 100 == 0 {
+            std::fs::write(p.join("f"), i.to_string()).unwrap();
+        }
+    }
+    let deepest = p.clone();
+    let c1 = json(&["commit", mp(&m), "-m", "deep"]);
+    assert_eq!(n(&c1, "paths", "added"), depth + 15, "{c1}");
+    std::fs::write(deepest.join("new"), b"x").unwrap();
+    let d = json(&["diff", mp(&m)]);
+    let ch = changes(&d);
+    assert_eq!(ch.len(), 1, "{d}");
+    assert!(ch[0].0.ends_with("/c/new") && ch[0].1 == "added", "{ch:?}");
+    json(&["commit", mp(&m), "-m", "more"]);
+    let id = c1["id"].as_str().unwrap();
+    let r = ringfs(&["restore", mp(&m), id]);
+    assert!(r.status.success(), "{:?}", out_str(&r));
+    assert!(!deepest.join("new").exists() && deepest.is_dir());
+    let g = tempfile::tempdir().unwrap();
+    let to = g.path().join("fork");
+    std::fs::create_dir(&to).unwrap();
+    let o = ringfs(&["fork", mp(&m), "--to", to.to_str().unwrap(), "--new-store", g.path().join("store").to_str().unwrap()]);
+    assert!(o.status.success(), "{:?}", out_str(&o));
+    let mut q = to.clone();
+    let mut levels = 0;
+    while q.join("c").is_dir() {
+        q.push("c");
+        levels += 1;
+    }
+    let read = std::fs::read_to_string(to.join("c").join("f"));
+    let u = ringfs(&["umount", to.to_str().unwrap()]);
+    assert!(u.status.success(), "{:?}", out_str(&u));
+    assert_eq!((levels, read.unwrap()), (depth, "0".to_string()));
+}

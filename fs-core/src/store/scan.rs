@@ -243,12 +243,17 @@ fn missing_pack(dir: &Path, rtx: &ReadTransaction) -> Option<String> {
         .filter(|(id, total)| *total > 0 && std::fs::symlink_metadata(dir.join("packs").join(crate::store::pack::pack_name(*id))).is_err())
         .map(|(id, _)| crate::store::pack::pack_name(*id))
         .collect();
-    let first = missing.first()?;
-    Some(format!(
-        "pack file {} ({}) is missing: table packs lists it with bytes in it, so the chunks and snapshot objects stored in it are lost to this store: put the file back from a copy of the store (a fork made on this disk links the same file)",
-        dir.join("packs").join(first).display(),
-        if missing.len() > 1 { format!("and {} more", missing.len() - 1) } else { "the only one".into() },
-    ))
+    let paths: Vec<String> = missing.iter().map(|n| dir.join("packs").join(n).display().to_string()).collect();
+    Some(match &paths[..] {
+        [] => return None,
+        [one] => format!("pack file {one} is missing: table packs lists it with bytes in it, so the chunks and snapshot objects stored in it are lost to this store: put the file back from a copy of the store (a fork made on this disk links the same file)"),
+        more => format!(
+            "{} of the {} pack files table packs lists with bytes in them are missing ({}): the chunks and snapshot objects stored in them are lost to this store: put the files back from a copy of the store (a fork made on this disk links the same files)",
+            more.len(),
+            listed.iter().filter(|(_, t)| *t > 0).count(),
+            more.join(", ")
+        ),
+    })
 }
 
 /// Whether `dir/sub` holds any entry.
