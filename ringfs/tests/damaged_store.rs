@@ -85,6 +85,8 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u64, String)> {
 /// every `want`, and change nothing in the store.
 fn mount_refused(m: &TestMount, store: &Path, want: &[&str]) -> String {
     let before = snapshot(store);
+    let lock_mtime = || fs::metadata(store.join("ringfs.lock")).ok().map(|m| m.modified().unwrap());
+    let lock_before = lock_mtime();
     let o = run_timeout(Command::new(RINGFS).args(["mount", &s(m.path()), "--store", &s(store)]), Duration::from_secs(60));
     let (out, err) = out_str(&o);
     assert!(!o.status.success(), "mount of a damaged store must be refused: {out}{err}");
@@ -94,6 +96,7 @@ fn mount_refused(m: &TestMount, store: &Path, want: &[&str]) -> String {
     }
     assert!(!err.contains("run `ringfs mount"), "the fix must not be the command that printed it: {err}");
     assert_eq!(snapshot(store), before, "a refused mount changed the store");
+    assert_eq!(lock_mtime(), lock_before, "a refused mount changed ringfs.lock's mtime");
     err
 }
 

@@ -41,7 +41,7 @@ use crate::local::{BackDir, IgnorePolicy};
 use crate::posix::*;
 use crate::schema::SCHEMA_VERSION;
 use crate::store::commit::run_group_commits;
-use crate::store::db::{corrupt, io_err, open_db, restore_lock, take_lock_noting, Store};
+use crate::store::db::{corrupt, io_err, lock_times, open_db, restore_lock, take_lock_noting, Store};
 use crate::store::migrate;
 use crate::store::pack::{known_packs, Packs};
 use crate::store::readonly::guarded;
@@ -286,6 +286,7 @@ impl Fs {
                 // empty one beside working copies or packs.
                 let has_db = d.is_dir() && check_files(d)?;
                 std::fs::create_dir_all(d).map_err(|e| io_err(d, e))?;
+                let times = lock_times(d);
                 let (lock, before) = take_lock_noting(d)?;
                 let lock_empty = before.as_deref().is_some_and(<[u8]>::is_empty);
                 phases.laps.lap("files and lock");
@@ -298,13 +299,13 @@ impl Fs {
                             // A fork's tree that cannot be read is refused
                             // now, before the read-write open (D72).
                             if let Some(e) = b.as_ref().and_then(|b| base_read_error(&d.join("store.redb"), b)) {
-                                restore_lock(d, lock, before);
+                                restore_lock(d, lock, before, times);
                                 return Err(e);
                             }
                             (pre, early_base) = (r, b)
                         }
                         Err(e) => {
-                            restore_lock(d, lock, before);
+                            restore_lock(d, lock, before, times);
                             return Err(e);
                         }
                     }

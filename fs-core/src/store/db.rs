@@ -392,14 +392,25 @@ pub(crate) fn take_lock_noting(dir: &Path) -> std::result::Result<(File, Option<
     Ok((f, before))
 }
 
+/// The access and modification times of `dir/ringfs.lock`, if it exists
+/// (taken before [`take_lock_noting`], given back to [`restore_lock`]).
+pub(crate) fn lock_times(dir: &Path) -> Option<std::fs::FileTimes> {
+    let m = std::fs::metadata(dir.join("ringfs.lock")).ok()?;
+    Some(std::fs::FileTimes::new().set_accessed(m.accessed().ok()?).set_modified(m.modified().ok()?))
+}
+
 /// Puts back what the lock file `f` of `dir` held before [`take_lock_noting`]
-/// (removing it when it did not exist), so a refused open leaves the store
-/// as it found it; the flock goes with `f`.
-pub(crate) fn restore_lock(dir: &Path, f: File, before: Option<Vec<u8>>) {
+/// (removing it when it did not exist), and its times (`times`, from
+/// [`lock_times`]), so a refused open leaves the store as it found it; the
+/// flock goes with `f`.
+pub(crate) fn restore_lock(dir: &Path, f: File, before: Option<Vec<u8>>, times: Option<std::fs::FileTimes>) {
     match before {
         Some(b) => {
             let _ = f.set_len(0);
             let _ = f.write_all_at(&b, 0);
+            if let Some(t) = times {
+                let _ = f.set_times(t);
+            }
         }
         None => {
             let _ = std::fs::remove_file(dir.join("ringfs.lock"));
