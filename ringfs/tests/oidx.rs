@@ -315,3 +315,38 @@ fn push_and_clone_a_store_with_index_files() {
     assert!(!oidx_files(&cstore).is_empty(), "the clone's rows flushed");
     fsck_clean(&cstore);
 }
+
+/// A fork's object index file missing (D72, a fresh user's finding: mount
+/// blamed store.redb, fsck buried it under 33 000 consequential lines):
+/// mount refuses naming the file and the fix, fsck reports it (exit 1),
+/// and with the file back all is well.
+#[test]
+fn missing_object_index_file_is_named_by_mount_and_fsck() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = mount();
+    history(&m, 3);
+    m.unmount_checked();
+    let fork = dir_beside(&m, "fork-missing").join("store");
+    json(&["fork", "--store", s(m.store_dir()), "--new-store", s(&fork), "--no-mount"]);
+    let name = oidx_files(&fork).into_iter().next().expect("the history is in object index files");
+    let oidx = fork.join("packs").join(&name);
+    let aside = fork.with_file_name("kept.oidx");
+    std::fs::rename(&oidx, &aside).unwrap();
+    let mnt = dir_beside(&m, "fork-missing-mnt");
+    let _guard = Extra(mnt.clone());
+    let o = ringfs(&["mount", s(&mnt), "--store", s(&fork), "--daemon"]);
+    let (_, err) = out_str(&o);
+    assert!(!o.status.success(), "a fork missing its object index file was mounted");
+    assert!(err.contains(&format!("object index file {} is missing", oidx.display())) && err.contains("put the file back"), "{err}");
+    let f = ringfs(&["fsck", "--store", s(&fork)]);
+    let (out, ferr) = out_str(&f);
+    assert_eq!(f.status.code(), Some(1), "{out}{ferr}");
+    assert!(out.contains(&format!("object index file {} is missing", oidx.display())), "{out}{ferr}");
+    std::fs::rename(&aside, &oidx).unwrap();
+    fsck_clean(&fork);
+    let o = ringfs(&["mount", s(&mnt), "--store", s(&fork), "--daemon"]);
+    assert!(o.status.success(), "{:?}", out_str(&o));
+    assert_eq!(std::fs::read_to_string(mnt.join("d0/f1")).unwrap(), "file 0 1\n");
+}

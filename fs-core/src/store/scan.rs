@@ -245,7 +245,7 @@ fn missing_pack(dir: &Path, rtx: &ReadTransaction) -> Option<String> {
         .collect();
     let paths: Vec<String> = missing.iter().map(|n| dir.join("packs").join(n).display().to_string()).collect();
     Some(match &paths[..] {
-        [] => return None,
+        [] => return missing_oidx(dir, rtx),
         [one] => format!("pack file {one} is missing: table packs lists it with bytes in it, so the chunks and snapshot objects stored in it are lost to this store: put the file back from a copy of the store (a fork made on this disk links the same file)"),
         more => format!(
             "{} of the {} pack files table packs lists with bytes in them are missing ({}): the chunks and snapshot objects stored in them are lost to this store: put the files back from a copy of the store (a fork made on this disk links the same files)",
@@ -254,6 +254,32 @@ fn missing_pack(dir: &Path, rtx: &ReadTransaction) -> Option<String> {
             more.join(", ")
         ),
     })
+}
+
+/// An object index file (`packs/objects-N.oidx`, D65) that table
+/// `object_files` records but that is missing: one line naming it (them),
+/// what is lost and the fix. `None` when all are there, or the table
+/// cannot be read (the table checks report that).
+fn missing_oidx(dir: &Path, rtx: &ReadTransaction) -> Option<String> {
+    let recorded = guarded(|| crate::store::oidx::recorded(rtx)).ok()?.ok()?;
+    let paths: Vec<String> = recorded
+        .iter()
+        .map(|(n, _, _)| dir.join("packs").join(crate::store::oidx::file_name(*n)))
+        .filter(|p| std::fs::symlink_metadata(p).is_err())
+        .map(|p| p.display().to_string())
+        .collect();
+    if paths.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "object index file{} {} {} missing: table object_files records {}, so the snapshot objects {} indexes cannot be found: put {} back from a copy of the store (a fork made on this disk links the same file)",
+        if paths.len() > 1 { "s" } else { "" },
+        paths.join(", "),
+        if paths.len() > 1 { "are" } else { "is" },
+        if paths.len() > 1 { "them" } else { "it" },
+        if paths.len() > 1 { "they" } else { "it" },
+        if paths.len() > 1 { "the files" } else { "the file" },
+    ))
 }
 
 /// Whether `dir/sub` holds any entry.
