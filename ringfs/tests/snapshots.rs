@@ -300,7 +300,7 @@ fn deep_directory_chains_commit_diff_restore_and_fork() {
     if raw_mode() {
         return;
     }
-    let mut m = TestMount::new(Backend::Store);
+    let m = TestMount::new(Backend::Store);
     let depth = 1500;
     let mut p = m.path().to_path_buf();
     for i in 0..depth {
