@@ -102,7 +102,7 @@ pub(crate) fn write_tree(txn: &WriteTransaction, load: &mut dyn FnMut(&ObjectId)
                 inodes.insert(ino, &enc(&rec)[..]).map_err(s)?;
                 put_xattrs(&mut xattrs, ino, &en.meta)?;
             }
-            Visit::Dir { ino: d, id, meta, parent, name, rec, .. } => {
+            Visit::Dir { ino: d, id, meta, parent, name, rec } => {
                 inodes.insert(d, &enc(&rec)[..]).map_err(s)?;
                 put_xattrs(&mut xattrs, d, meta)?;
                 let links = if d == ROOT { Vec::new() } else { vec![(parent, name.to_vec())] };

@@ -301,6 +301,20 @@ impl<'a> R<'a> {
         };
         Ok(Entry { name, kind, meta, target })
     }
+    /// Past a length-prefixed byte string ([`R::bytes`] without the copy).
+    fn skip_bytes(&mut self) -> Result<(), String> {
+        let n = self.u32()? as usize;
+        self.take(n).map(|_| ())
+    }
+    /// Past one [`R::meta`] (same layout), allocating nothing.
+    fn skip_meta(&mut self) -> Result<(), String> {
+        // mode, uid, gid, mtime (i64, u32), size, rdev, flags; xattrs.
+        self.take(4 + 4 + 4 + 8 + 4 + 8 + 4 + 4)?;
+        for _ in 0..u64::from(self.u32()?) * 2 {
+            self.skip_bytes()?;
+        }
+        Ok(())
+    }
     fn meta(&mut self) -> Result<Meta, String> {
         let mut m = Meta { mode: self.u32()?, uid: self.u32()?, gid: self.u32()?, ..Default::default() };
         m.mtime = (self.i64()?, self.u32()?);
@@ -384,8 +398,7 @@ pub fn dec_dir_subdirs(b: &[u8]) -> Result<(u32, Vec<(u32, Entry)>), String> {
     let mut dirs = Vec::new();
     for i in 0..n {
         let start = r.at;
-        let len = r.u32()? as usize;
-        r.take(len)?;
+        r.skip_bytes()?;
         let kb = r.u8()?;
         let kind = EntryKind::from_byte(kb).ok_or_else(|| format!("entry kind {kb}"))?;
         if kind == EntryKind::Dir {
@@ -393,20 +406,12 @@ pub fn dec_dir_subdirs(b: &[u8]) -> Result<(u32, Vec<(u32, Entry)>), String> {
             dirs.push((i, r.entry()?));
             continue;
         }
-        // Meta: mode, uid, gid, mtime (i64, u32), size, rdev, flags; xattrs.
-        r.take(4 + 4 + 4 + 8 + 4 + 8 + 4 + 4)?;
-        for _ in 0..u64::from(r.u32()?) * 2 {
-            let len = r.u32()? as usize;
-            r.take(len)?;
-        }
+        r.skip_meta()?;
         match kind {
-            EntryKind::File | EntryKind::Dir => {
+            EntryKind::File => {
                 r.take(32)?;
             }
-            EntryKind::Symlink => {
-                let len = r.u32()? as usize;
-                r.take(len)?;
-            }
+            EntryKind::Symlink => r.skip_bytes()?,
             _ => {}
         }
     }

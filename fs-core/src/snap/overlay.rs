@@ -21,6 +21,9 @@ use crate::inode::{Name, Node, NodeMap, BLOCKS_UNKNOWN, ROOT};
 use crate::schema::InodeRec;
 use crate::snap::object::*;
 
+/// How the walks read an object: its bytes by id (errors as text).
+pub(crate) type Load<'a> = dyn FnMut(&ObjectId) -> Result<Vec<u8>, String> + 'a;
+
 /// One step of [`walk_tree`].
 pub(crate) enum Visit<'a> {
     /// Entry `en` of directory `dir`: inode `ino`, readdir cookie `cookie`,
@@ -82,10 +85,10 @@ pub(crate) struct DirJob {
 /// missing or undecodable directory object, a subdirectory entry that
 /// names no object, `job`'s.
 pub(crate) fn number_tree(
-    load: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, String>,
+    load: &mut Load,
     c: &CommitObj,
     first_ino: u64,
-    job: &mut dyn FnMut(DirJob, &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, String>) -> Result<(), String>,
+    job: &mut dyn FnMut(DirJob, &mut Load) -> Result<(), String>,
 ) -> Result<u64, String> {
     let mut next = first_ino;
     // (directory inode, its object, its meta, its parent, its name there)
@@ -115,7 +118,7 @@ pub(crate) fn number_tree(
 pub(crate) fn visit_dir(
     job: DirJob,
     now: (i64, u32),
-    mut files: Option<(&mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, String>, &mut HashMap<ObjectId, FileObj>)>,
+    mut files: Option<(&mut Load, &mut HashMap<ObjectId, FileObj>)>,
     visit: &mut dyn FnMut(Visit) -> Result<(), String>,
 ) -> Result<(), String> {
     let DirJob { ino: d, id, bytes, meta, parent, name, first, .. } = job;
@@ -164,7 +167,7 @@ pub(crate) fn visit_dir(
 /// undecodable object, an entry whose target is of the wrong kind,
 /// `visit`'s.
 pub(crate) fn walk_tree(
-    load: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, String>,
+    load: &mut Load,
     c: &CommitObj,
     first_ino: u64,
     now: (i64, u32),
@@ -209,7 +212,7 @@ pub(crate) fn tree_time(c: &CommitObj) -> (i64, u32) {
 /// [`HELPER_AFTER`] entries are queued), and all are put in one node map
 /// at the end (D72). Errors: as [`walk_tree`]; a
 /// helper that panicked.
-pub(crate) fn load_base(load: &mut dyn FnMut(&ObjectId) -> Result<Vec<u8>, String>, c: &CommitObj) -> Result<BaseTree, String> {
+pub(crate) fn load_base(load: &mut Load, c: &CommitObj) -> Result<BaseTree, String> {
     use std::sync::{mpsc, Arc, Mutex};
     let now = tree_time(c);
     let (tx, rx) = mpsc::channel::<DirJob>();
@@ -287,8 +290,11 @@ struct Built {
     names: Vec<(Name, u64, u64)>,
     nodes: Vec<(u64, Box<Node>)>,
     files: Vec<(u64, ObjectId)>,
-    dirs: Vec<(u64, InodeRec, Vec<(Vec<u8>, Vec<u8>)>, crate::inode::DirData)>,
+    dirs: Vec<BuiltDir>,
 }
+
+/// A directory as a builder made it: inode, record, xattrs, entry maps.
+type BuiltDir = (u64, InodeRec, Vec<(Vec<u8>, Vec<u8>)>, crate::inode::DirData);
 
 impl Built {
     /// One step of [`visit_dir`]: an entry's node (its name kept for its

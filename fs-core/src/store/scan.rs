@@ -226,60 +226,40 @@ pub(crate) fn damage_outside(dir: &Path, rtx: &ReadTransaction, lock_empty: bool
     None
 }
 
-/// A pack the `packs` table lists with bytes in it whose file is not in
-/// `dir/packs` (removed by hand, lost with a disk): one line naming it,
-/// what is lost and the fix. `None` when every listed pack is there, or
-/// the table cannot be read (the table checks report that).
+/// A file of `dir/packs` that the database says is there but that is
+/// missing (removed by hand, lost with a disk): a pack file table `packs`
+/// lists with bytes in it, else an object index file (D65) table
+/// `object_files` records. One line naming every missing one of the first
+/// kind found, what is lost and the fix. `None` when all are there, or the
+/// table cannot be read (the table checks report that).
 fn missing_pack(dir: &Path, rtx: &ReadTransaction) -> Option<String> {
-    let listed: Vec<(u32, u64)> = guarded(|| -> Option<Vec<(u32, u64)>> {
+    let packs = guarded(|| -> Option<Vec<String>> {
         let t = rtx.open_table(crate::schema::PACKS).ok()?;
         let rows = t.iter().ok()?;
-        rows.map(|r| r.ok().map(|(k, v)| (k.value(), v.value().0))).collect()
-    })
-    .ok()
-    .flatten()?;
-    let missing: Vec<String> = listed
-        .iter()
-        .filter(|(id, total)| *total > 0 && std::fs::symlink_metadata(dir.join("packs").join(crate::store::pack::pack_name(*id))).is_err())
-        .map(|(id, _)| crate::store::pack::pack_name(*id))
-        .collect();
-    let paths: Vec<String> = missing.iter().map(|n| dir.join("packs").join(n).display().to_string()).collect();
-    Some(match &paths[..] {
-        [] => return missing_oidx(dir, rtx),
-        [one] => format!("pack file {one} is missing: table packs lists it with bytes in it, so the chunks and snapshot objects stored in it are lost to this store: put the file back from a copy of the store (a fork made on this disk links the same file)"),
-        more => format!(
-            "{} of the {} pack files table packs lists with bytes in them are missing ({}): the chunks and snapshot objects stored in them are lost to this store: put the files back from a copy of the store (a fork made on this disk links the same files)",
-            more.len(),
-            listed.iter().filter(|(_, t)| *t > 0).count(),
-            more.join(", ")
-        ),
-    })
-}
-
-/// An object index file (`packs/objects-N.oidx`, D65) that table
-/// `object_files` records but that is missing: one line naming it (them),
-/// what is lost and the fix. `None` when all are there, or the table
-/// cannot be read (the table checks report that).
-fn missing_oidx(dir: &Path, rtx: &ReadTransaction) -> Option<String> {
-    let recorded = guarded(|| crate::store::oidx::recorded(rtx)).ok()?.ok()?;
-    let paths: Vec<String> = recorded
-        .iter()
-        .map(|(n, _, _)| dir.join("packs").join(crate::store::oidx::file_name(*n)))
-        .filter(|p| std::fs::symlink_metadata(p).is_err())
-        .map(|p| p.display().to_string())
-        .collect();
-    if paths.is_empty() {
-        return None;
+        rows.filter_map(|r| r.ok().filter(|(_, v)| v.value().0 > 0).map(|(k, _)| Some(crate::store::pack::pack_name(k.value())))).collect()
+    });
+    let oidx = guarded(|| crate::store::oidx::recorded(rtx).ok().map(|v| v.into_iter().map(|(n, _, _)| crate::store::oidx::file_name(n)).collect::<Vec<_>>()));
+    let kinds = [
+        (packs, "pack file", "table packs lists it with bytes in it, so the chunks and snapshot objects stored in it are lost to this store", "table packs lists them with bytes in them, so the chunks and snapshot objects stored in them are lost to this store"),
+        (oidx, "object index file", "table object_files records it, so the snapshot objects it indexes cannot be found", "table object_files records them, so the snapshot objects they index cannot be found"),
+    ];
+    for (names, kind, why_one, why_more) in kinds {
+        let paths: Vec<String> = names
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+            .iter()
+            .map(|n| dir.join("packs").join(n))
+            .filter(|p| std::fs::symlink_metadata(p).is_err())
+            .map(|p| p.display().to_string())
+            .collect();
+        match &paths[..] {
+            [] => continue,
+            [one] => return Some(format!("{kind} {one} is missing: {why_one}: put the file back from a copy of the store (a fork made on this disk links the same file)")),
+            more => return Some(format!("{} {kind}s are missing ({}): {why_more}: put the files back from a copy of the store (a fork made on this disk links the same files)", more.len(), more.join(", "))),
+        }
     }
-    Some(format!(
-        "object index file{} {} {} missing: table object_files records {}, so the snapshot objects {} indexes cannot be found: put {} back from a copy of the store (a fork made on this disk links the same file)",
-        if paths.len() > 1 { "s" } else { "" },
-        paths.join(", "),
-        if paths.len() > 1 { "are" } else { "is" },
-        if paths.len() > 1 { "them" } else { "it" },
-        if paths.len() > 1 { "they" } else { "it" },
-        if paths.len() > 1 { "the files" } else { "the file" },
-    ))
+    None
 }
 
 /// Whether `dir/sub` holds any entry.
