@@ -33,6 +33,10 @@ pub fn report_doc(r: &fs_core::GcReport) -> Value {
         "packs_compacted": r.packs_compacted,
         "chunks_moved": r.chunks_moved,
         "bytes_moved": r.bytes_moved,
+        "shared_bytes_before": r.shared_before,
+        "shared_bytes_after": r.shared_after,
+        "packs_shared_kept": r.packs_shared_kept,
+        "reclaimed": r.reclaimed(),
     })
 }
 
@@ -47,6 +51,9 @@ fn from_doc(v: &Value) -> Result<fs_core::GcReport> {
             packs_compacted: g("packs_compacted").unwrap_or(0),
             chunks_moved: g("chunks_moved").unwrap_or(0),
             bytes_moved: g("bytes_moved").unwrap_or(0),
+            shared_before: g("shared_bytes_before").unwrap_or(0),
+            shared_after: g("shared_bytes_after").unwrap_or(0),
+            packs_shared_kept: g("packs_shared_kept").unwrap_or(0),
             snapshots: snap_from_doc(&v["snapshots"]),
         }),
         _ => match v.get("refused").and_then(|x| x.as_str()) {
@@ -103,8 +110,9 @@ pub fn cmd_gc(args: GcArgs) -> Result<()> {
         mib(s.chunk_bytes_freed),
         s.time.as_secs_f64() * 1000.0
     );
-    println!("packs before: {} ({})", r.packs_before, mib(r.bytes_before));
-    println!("packs after:  {} ({})", r.packs_after, mib(r.bytes_after));
+    let shared = |b: u64| if b > 0 { format!(", {} of it in packs another store links too", mib(b)) } else { String::new() };
+    println!("packs before: {} ({}{})", r.packs_before, mib(r.bytes_before), shared(r.shared_before));
+    println!("packs after:  {} ({}{})", r.packs_after, mib(r.bytes_after), shared(r.shared_after));
     println!(
         "reclaimed:    {} ({} bytes; {} packs compacted, {} chunks of {} moved)",
         mib(r.reclaimed()),
@@ -113,5 +121,11 @@ pub fn cmd_gc(args: GcArgs) -> Result<()> {
         r.chunks_moved,
         mib(r.bytes_moved)
     );
+    if r.packs_shared_kept > 0 {
+        println!(
+            "shared:       {} packs with dead bytes left as they are: another store (a fork or its origin) links them, so compacting would copy their live chunks, not free space (compacted once the other store no longer links them)",
+            r.packs_shared_kept
+        );
+    }
     Ok(())
 }

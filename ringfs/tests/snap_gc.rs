@@ -150,3 +150,57 @@ fn gc_while_commits_run_is_safe() {
     m.unmount_checked();
     fsck_clean(&store);
 }
+
+/// The inode of each pack file of a store.
+fn pack_inodes(store: &std::path::Path) -> Vec<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let mut v: Vec<u64> = std::fs::read_dir(store.join("packs"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+        .map(|e| e.metadata().unwrap().ino())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn gc_leaves_packs_a_fork_shares_until_the_other_link_is_gone() {
+    if raw_mode() {
+        return;
+    }
+    let mut m = TestMount::new(Backend::Store);
+    m.sh_ok("for i in 1 2 3; do head -c 1000000 /dev/urandom > a$i; done");
+    json(&["commit", mp(&m), "-m", "a"]);
+    let fork = m.store_dir().parent().unwrap().join("gc-fork");
+    json(&["fork", mp(&m), "--new-store", fork.to_str().unwrap(), "--no-mount"]);
+    let shared = pack_inodes(&fork);
+    assert_eq!(shared, pack_inodes(m.store_dir()), "the fork links the origin's pack");
+    // The origin appends to the pack the fork links: dead bytes in the
+    // fork's view, which compacting there would copy, not free.
+    m.sh_ok("for i in 1 2 3 4 5; do head -c 1000000 /dev/urandom > b$i; done");
+    json(&["commit", mp(&m), "-m", "b"]);
+    let g = json(&["gc", "--store", fork.to_str().unwrap()]);
+    assert_eq!((g["packs_compacted"].as_u64(), g["reclaimed"].as_u64()), (Some(0), Some(0)), "{g}");
+    assert_eq!(g["packs_shared_kept"].as_u64(), Some(1), "{g}");
+    assert!(g["shared_bytes_after"].as_u64().unwrap() >= 8_000_000, "{g}");
+    assert_eq!(pack_inodes(&fork), shared, "gc of the fork kept its link to the shared pack");
+    // The origin's gc leaves it too (the fork links it), and says why.
+    m.sh_ok("rm b1 b2 b3 b4 b5");
+    json(&["commit", mp(&m), "-m", "c"]);
+    let o = ringfs(&["gc", mp(&m)]);
+    let (out, err) = out_str(&o);
+    assert!(o.status.success(), "{out}{err}");
+    m.unmount_checked();
+    assert!(pack_inodes(m.store_dir()).contains(&shared[0]), "the origin kept the pack its fork links: {out}");
+    fsck_clean(m.store_dir());
+    fsck_clean(&fork);
+    // The origin gone: the fork is the pack's only store, and its gc now
+    // gives the origin's appends back.
+    std::fs::remove_dir_all(m.store_dir()).unwrap();
+    let g = json(&["gc", "--store", fork.to_str().unwrap()]);
+    assert_eq!(g["packs_compacted"].as_u64(), Some(1), "{g}");
+    assert!(g["reclaimed"].as_u64().unwrap() >= 4_000_000, "{g}");
+    fsck_clean(&fork);
+    std::fs::create_dir_all(m.store_dir()).unwrap();
+}

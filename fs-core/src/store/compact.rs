@@ -50,6 +50,17 @@ pub struct GcReport {
     /// Live chunks copied and the bytes they hold.
     pub chunks_moved: u64,
     pub bytes_moved: u64,
+    /// Of `bytes_before` / `bytes_after`: bytes of pack files another
+    /// store links too (a fork and its origin, D35; any hard link: `st_nlink`
+    /// > 1), which removing this store's link does not give back.
+    pub shared_before: u64,
+    pub shared_after: u64,
+    /// Sealed packs with dead bytes left as they are because another store
+    /// links them: compacting would copy their live records into a pack of
+    /// this store's own while the other link keeps the old file, so the
+    /// disk would grow. Compacted once the other link is gone (a shared
+    /// pack with nothing live here is unlinked: that costs nothing).
+    pub packs_shared_kept: u64,
 }
 
 /// What the collection of snapshot objects before a compaction did
@@ -68,18 +79,33 @@ pub struct SnapGcReport {
 }
 
 impl GcReport {
-    /// Bytes of pack files given back.
+    /// Bytes of pack files given back to the filesystem: the bytes of
+    /// the files only this store links, before minus after.
     pub fn reclaimed(&self) -> u64 {
-        self.bytes_before.saturating_sub(self.bytes_after)
+        self.bytes_before.saturating_sub(self.shared_before).saturating_sub(self.bytes_after.saturating_sub(self.shared_after))
     }
 }
 
+/// Does another directory entry link this pack file too (`st_nlink` > 1:
+/// a fork and its origin share packs by hard link, D35)?
+fn is_shared(m: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    m.nlink() > 1
+}
+
 impl Store {
-    /// The pack files on disk: (count, bytes).
-    fn pack_usage(&self) -> (u64, u64) {
+    /// The pack files on disk: (count, bytes, bytes of the files another
+    /// store links too).
+    fn pack_usage(&self) -> (u64, u64, u64) {
         let ids = crate::store::pack::pack_files(self.packs.dir()).unwrap_or_default();
-        let bytes = ids.iter().map(|id| std::fs::metadata(self.packs.path(*id)).map(|m| m.len()).unwrap_or(0)).sum();
-        (ids.len() as u64, bytes)
+        let (mut bytes, mut shared) = (0, 0);
+        for m in ids.iter().filter_map(|id| std::fs::metadata(self.packs.path(*id)).ok()) {
+            bytes += m.len();
+            if is_shared(&m) {
+                shared += m.len();
+            }
+        }
+        (ids.len() as u64, bytes, shared)
     }
 
     /// After a durable group commit: compacts if the chunk bytes changed
@@ -116,8 +142,8 @@ impl Store {
     /// (what was committed before stays).
     pub(crate) fn compact_packs(&self, all: bool) -> std::result::Result<GcReport, redb::Error> {
         let _one = self.compacting.lock().unwrap_or_else(|p| p.into_inner());
-        let (packs_before, bytes_before) = self.pack_usage();
-        let mut rep = GcReport { packs_before, bytes_before, ..Default::default() };
+        let (packs_before, bytes_before, shared_before) = self.pack_usage();
+        let mut rep = GcReport { packs_before, bytes_before, shared_before, ..Default::default() };
         let rows: BTreeMap<u32, (u64, u64, bool)> = {
             let rtx = self.begin_read()?;
             let t = rtx.open_table(PACKS)?;
@@ -136,25 +162,30 @@ impl Store {
             }
         }
         let open = self.packs.open_id();
-        // (id, record bytes, dead bytes) of the sealed packs.
-        let sealed: Vec<(u32, u64, u64)> = rows
+        // (id, record bytes, dead bytes, linked by another store) of the
+        // sealed packs. A shared pack's dead bytes include what the other
+        // store appended (FORMATS "Shared packs"); none of them comes back
+        // while the other link stays, so they count towards no threshold.
+        let sealed: Vec<(u32, u64, u64, bool)> = rows
             .iter()
             .filter(|(id, _)| Some(**id) != open)
             .filter_map(|(id, (_, live, _))| {
-                let size = std::fs::metadata(self.packs.path(*id)).ok()?.len();
-                let recs = size.saturating_sub(HEADER_LEN);
-                Some((*id, recs, recs.saturating_sub(*live)))
+                let m = std::fs::metadata(self.packs.path(*id)).ok()?;
+                let recs = m.len().saturating_sub(HEADER_LEN);
+                Some((*id, recs, recs.saturating_sub(*live), is_shared(&m)))
             })
             .collect();
-        let total_dead: u64 = sealed.iter().map(|s| s.2).sum();
-        let chosen: Vec<u32> = sealed
-            .iter()
-            .filter(|(id, recs, dead)| {
-                let live = rows[id].1;
-                live == 0 || (all && *dead > 0) || (total_dead >= AUTO_MIN_DEAD && dead * 100 >= AUTO_MIN_DEAD_PERCENT * recs)
-            })
-            .map(|s| s.0)
-            .collect();
+        let total_dead: u64 = sealed.iter().filter(|s| !s.3).map(|s| s.2).sum();
+        let mut chosen: Vec<u32> = Vec::new();
+        for &(id, recs, dead, shared) in &sealed {
+            let live = rows[&id].1;
+            let due = live == 0 || (all && dead > 0) || (!shared && total_dead >= AUTO_MIN_DEAD && dead * 100 >= AUTO_MIN_DEAD_PERCENT * recs);
+            if due && shared && live > 0 {
+                rep.packs_shared_kept += 1;
+            } else if due {
+                chosen.push(id);
+            }
+        }
         for id in chosen {
             if let Some((n, b)) = self.compact_one(id)? {
                 rep.packs_compacted += 1;
@@ -162,7 +193,7 @@ impl Store {
                 rep.bytes_moved += b;
             }
         }
-        (rep.packs_after, rep.bytes_after) = self.pack_usage();
+        (rep.packs_after, rep.bytes_after, rep.shared_after) = self.pack_usage();
         Ok(rep)
     }
 
