@@ -309,18 +309,19 @@ pub fn at_store(args: &MountArgs) -> Result<Option<(MountArgs, AtStore)>> {
     }
     let tmp = dir.with_file_name(format!("{prefix}{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    match fs_core::snap::materialize::fork_store(&dir, Some(at), &tmp) {
-        Ok(_) => {}
+    let commit = match fs_core::snap::materialize::fork_store(&dir, Some(at), &tmp) {
+        Ok(r) => r.commit,
         Err(BranchStoreError::Store(fs_core::StoreError::Locked { .. })) => bail!(
             "store {} is in use by a running daemon: browse a commit of a mounted workspace with `ringfs fork MOUNTPOINT@{at} --to NEWMNT -o ro`",
             dir.display()
         ),
         Err(e) => return Err(store_err(e, &dir, "mount --at")),
-    }
+    };
     let guard = AtStore { path: tmp.clone() };
     let mut a = args.clone();
     a.store = Some(tmp);
     a.at = None;
+    a.at_view = Some((commit, dir));
     Ok(Some((a, guard)))
 }
 

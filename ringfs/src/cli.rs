@@ -277,6 +277,12 @@ pub struct MountArgs {
     #[arg(long, value_name = "COMMIT", requires = "store")]
     pub at: Option<String>,
 
+    /// Set by `--at` on the mount it serves (not an option): the commit's
+    /// full id and the origin store. Such a mount stays read-only and
+    /// refuses commit, branch changes, gc, restore, push and exec.
+    #[arg(skip)]
+    pub at_view: Option<(String, PathBuf)>,
+
     /// Mount read-only (as -o ro).
     #[arg(long)]
     pub read_only: bool,

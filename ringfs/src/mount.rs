@@ -60,6 +60,18 @@ fn remount(args: &MountArgs) -> Result<()> {
     };
     let vfs = Vfs::parse(args, Vfs::from_mountinfo(&m.options, &m.super_options))?;
     plan::require_root(&vfs)?;
+    if !vfs.read_only {
+        // A `mount --at` view stays read-only: what is written there would
+        // be removed with its temporary copy at unmount.
+        if let Some(at) = crate::ask(&mp, control::Request::Status).ok().and_then(|v| v.get("at").filter(|a| a.is_object()).cloned()) {
+            let (c, o) = (at["commit"].as_str().unwrap_or_default(), at["store"].as_str().unwrap_or_default());
+            let short = &c[..c.len().min(16)];
+            bail!(
+                "{} is `ringfs mount --at {short}`, a read-only view of commit {short} of store {o} served from a temporary copy removed at unmount: it cannot be remounted read-write (what is written there would be lost); to work from that commit, fork it: ringfs fork --store {o}@{short} --to NEWMNT",
+                mp.display()
+            );
+        }
+    }
     let mut opts = fuse_uring::session::MountOptions::default();
     vfs.apply_to(&mut opts);
     // Going read-only is refused (EBUSY) while a file is open for writing;
@@ -212,7 +224,10 @@ fn nofile_limit() -> u64 {
 /// kernel marks changed (POLLPRI) at every mount, unmount and remount, so
 /// that reads move atime as the mount's current flags say (relatime,
 /// noatime, strictatime; none while read-only), whoever remounted it.
-fn watch_mount(fs: Arc<fs_core::Fs>, id: u64) -> std::io::Result<()> {
+/// `at_view`: the mountpoint of a `mount --at` view, which is put back
+/// read-only when something remounted it read-write behind `ringfs mount
+/// -o remount` (which refuses that).
+fn watch_mount(fs: Arc<fs_core::Fs>, id: u64, at_view: Option<PathBuf>) -> std::io::Result<()> {
     use std::io::Seek;
     let mut f = std::fs::File::open("/proc/self/mountinfo")?;
     std::thread::Builder::new().name("ringfs-mountinfo".into()).spawn(move || loop {
@@ -221,7 +236,16 @@ fn watch_mount(fs: Arc<fs_core::Fs>, id: u64) -> std::io::Result<()> {
             return;
         }
         let Some(m) = mountpoint::parse_mountinfo(&text).into_iter().find(|m| m.id == id) else { return };
-        let atime = Vfs::from_mountinfo(&m.options, &m.super_options).fs_atime();
+        let vfs = Vfs::from_mountinfo(&m.options, &m.super_options);
+        if let (Some(mp), false) = (&at_view, vfs.read_only) {
+            let mut opts = fuse_uring::session::MountOptions::default();
+            Vfs { read_only: true, ..vfs.clone() }.apply_to(&mut opts);
+            match fuse_uring::session::remount(mp, &opts) {
+                Ok(()) => tracing::error!("{} is a `mount --at` view and was remounted read-write by something other than `ringfs mount`: made read-only again (writes there would be lost at unmount)", mp.display()),
+                Err(e) => tracing::error!("{} is a `mount --at` view remounted read-write: making it read-only again failed: {e}", mp.display()),
+            }
+        }
+        let atime = vfs.fs_atime();
         if atime != fs.atime() {
             tracing::info!("mount options now {}: atime {:?}", m.options, atime);
             fs.set_atime(atime);
@@ -347,7 +371,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     // mounts of this mountpoint away); remounts keep its id.
     let mount_id = mountpoint::mount_at(&mp)?.filter(|m| m.fstype == fuse_uring::session::FSTYPE).map(|m| m.id);
     if let Some(id) = mount_id {
-        watch_mount(fs.clone(), id).context("watching the mount's flags")?;
+        watch_mount(fs.clone(), id, args.at_view.is_some().then(|| mp.clone())).context("watching the mount's flags")?;
     }
     let roots = roots::Roots::start(fs.clone(), mp.clone(), native_mode)?;
 
@@ -384,10 +408,12 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         roots: roots.clone(),
         mount_id,
         nofile,
+        at_view: args.at_view.clone(),
     });
     // Restore changes the tree behind the kernel's back: it invalidates.
     let notifier = session.notifier();
     let answer = Arc::new(move |req: &control::Request| match req {
+        req if info.at_refusal(req).is_some() => json!({ "refused": info.at_refusal(req).unwrap_or_default() }),
         control::Request::Stats => {
             let mut v = info.stats_doc();
             if let Some(s) = crate::remote::sync::active() {
@@ -540,9 +566,35 @@ struct DaemonInfo {
     mount_id: Option<u64>,
     /// The open files limit after [`raise_nofile_limit`].
     nofile: u64,
+    /// A `mount --at` view: (commit id, origin store).
+    at_view: Option<(String, PathBuf)>,
 }
 
 impl DaemonInfo {
+    /// Why a `mount --at` view refuses `req` (None: it does not, or this
+    /// is no such view): a change of the store — commit, a branch made,
+    /// moved or deleted, gc, restore, push, exec — would go to the
+    /// temporary copy it serves, which is removed at unmount.
+    fn at_refusal(&self, req: &control::Request) -> Option<String> {
+        let (commit, origin) = self.at_view.as_ref()?;
+        let what = match req {
+            control::Request::Commit { .. } => "commit",
+            control::Request::Branch { action, .. } if action != "list" => "a branch change",
+            control::Request::Gc => "gc",
+            control::Request::Restore { .. } => "restore",
+            control::Request::Push { .. } => "push",
+            control::Request::ExecBegin => "exec",
+            _ => return None,
+        };
+        let short = &commit[..commit.len().min(16)];
+        Some(format!(
+            "{} is `ringfs mount --at {short}`, a read-only view of commit {short} of store {} served from a temporary copy removed at unmount: {what} is refused there (it would change only that copy); to work from that commit, fork it: ringfs fork --store {}@{short} --to NEWMNT",
+            self.mountpoint.display(),
+            origin.display(),
+            origin.display()
+        ))
+    }
+
     /// The `ringfs status --json` document.
     fn status_doc(&self) -> Value {
         let s = self.fs.stats();
@@ -552,6 +604,7 @@ impl DaemonInfo {
             "mountpoint": self.mountpoint,
             "pid": std::process::id(),
             "store": self.store,
+            "at": self.at_view.as_ref().map(|(c, o)| json!({ "commit": c, "store": o })),
             "transport": {
                 "name": self.features.transport.kind.as_str(),
                 "requested": self.features.transport.requested.as_str(),

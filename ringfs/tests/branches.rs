@@ -319,6 +319,29 @@ fn mount_at_commit_read_only_and_head_moved() {
     assert_eq!(std::fs::read_to_string(to.join("a")).unwrap(), "one\n");
     let e = std::fs::write(to.join("b"), "x").unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+    // It stays a view: what would change the temporary copy (and be lost
+    // with it at unmount) is refused, naming the fork that keeps it.
+    let fix = format!("ringfs fork --store {}@{}", store.display(), &c1[..16]);
+    let e = refused(&["mount", s(&to), "-o", "remount,rw"], "cannot be remounted read-write");
+    assert!(e.contains(&fix), "{e}");
+    for args in [vec!["commit", s(&to), "--allow-empty"], vec!["branch", s(&to), "kept"], vec!["gc", s(&to)], vec!["restore", s(&to), &c2]] {
+        let e = refused(&args, "is refused there");
+        assert!(e.contains(&fix), "{args:?}: {e}");
+    }
+    assert_eq!(branches(&[s(&to)]).len(), 1, "listing branches is a read");
+    // Remounted read-write behind ringfs's back (mount(2) directly): the
+    // daemon puts it back read-only.
+    let mut opts = fuse_uring::session::MountOptions::default();
+    opts.read_only = false;
+    let _ = fuse_uring::session::remount(&to, &opts);
+    let ro = || std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().any(|l| l.split(' ').nth(4) == Some(s(&to)) && l.split(' ').nth(5).is_some_and(|o| o.split(',').any(|f| f == "ro")));
+    for _ in 0..100 {
+        if ro() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(ro(), "the --at view was left read-write");
     x.unmount();
     // The daemon removes its temporary store as it exits.
     let at_left = || -> Vec<String> { std::fs::read_dir(store.parent().unwrap()).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.contains(".at-")).collect() };
