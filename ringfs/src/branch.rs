@@ -5,7 +5,7 @@
 //! `--store DIR` they work on an unmounted store, its lock held.
 //!
 //! JSON shapes (`--json`):
-//! - branch: `{"done": "one line" (empty for a list), "branches": [{"name",
+//! - branch: `{"done": "one line" (absent for a list), "branches": [{"name",
 //!   "head", "current"}]}`;
 //! - fork: `{"store", "commit", "branch", "files", "dirs", "objects",
 //!   "chunks", "packs_linked", "new_bytes", "fork_ms", "phases_ms": {"objects",
@@ -127,6 +127,11 @@ pub fn cmd_branch(args: BranchArgs) -> Result<()> {
         _ => bail!("give a MOUNTPOINT or --store DIR, not both"),
     };
     if args.json {
+        let mut v = v;
+        // A list did nothing: no "done" line.
+        if v.get("done").and_then(|d| d.as_str()) == Some("") {
+            v.as_object_mut().map(|o| o.remove("done"));
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }

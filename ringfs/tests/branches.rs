@@ -98,7 +98,7 @@ fn branch_create_move_list_delete_and_refusals() {
     refused(&["branch", mp(&m), "old"], "already exists");
     let v = json(&["branch", mp(&m), "old", "main", "--force"]);
     assert!(v["done"].as_str().unwrap().contains("moved"), "{v}");
-    for bad in ["HEAD", "live", "a b", "x..y", "x.lock", "abcd1234", "x/", "ctl\u{1}"] {
+    for bad in ["HEAD", "live", "a b", "x..y", "x.lock", "abcd1234", "d7e", "7", "x/", "ctl\u{1}"] {
         refused(&["branch", mp(&m), bad], "not a usable branch name");
     }
     refused(&["branch", mp(&m), "--", "-x"], "not a usable branch name");
@@ -288,6 +288,10 @@ fn mount_at_commit_read_only_and_head_moved() {
     m.sh_ok("echo three > a");
     let err = refused(&["commit", mp(&m)], "head moved");
     assert!(err.contains(&c1) && err.contains(&c2), "{err}");
+    // What no commit has: diff against the base, not the moved head.
+    let d = json(&["diff", mp(&m)]);
+    assert_eq!(d["from"].as_str(), Some(c2.as_str()), "{d}");
+    assert_eq!(d["changes"].as_array().map(|c| c.len()), Some(1), "{d}");
     assert_eq!(branches(&[mp(&m)]), [("main".into(), c1.clone(), true)]);
     // The way out the message names: the branch back to the base, commit.
     json(&["branch", mp(&m), "main", &c2, "--force"]);

@@ -209,7 +209,7 @@ impl Fs {
             let rtx = self.inner.store.begin_read().map_err(|e| SnapError::Store(e.to_string()))?;
             let a = match from {
                 Some(n) => snap::resolve(&rtx, &self.inner.store.packs, n)?,
-                None => Point::Commit(snap::head_commit(&rtx)?),
+                None => Point::Commit(snap::base_commit(&rtx)?),
             };
             let b = match to {
                 Some(n) => snap::resolve(&rtx, &self.inner.store.packs, n)?,

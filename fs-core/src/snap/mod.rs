@@ -194,7 +194,9 @@ pub(crate) fn commit_tree(store: &Store, opts: &CommitOptions, mut phases: Vec<(
         Some(h) => Some(dec_commit(&object_in(&txn, &store.packs, h)?).map_err(se)?),
         None => None,
     };
-    let mut changes = Vec::new();
+    // The root's own attributes (mode, owner, xattrs) count as a modified
+    // path, as `ringfs diff` lists them (".").
+    let mut changes: Vec<Change> = parent.as_ref().and_then(|p| diff::root_change(&p.root_meta, &built.root_meta)).into_iter().collect();
     {
         let objects = objstore::read_in(&txn, &store.packs).map_err(SnapError::Store)?;
         let mut src = Loaded { built: &built, objects: &objects };
@@ -516,6 +518,9 @@ pub(crate) fn resolve(rtx: &ReadTransaction, packs: &Packs, name: &str) -> Resul
             let mut candidates: Vec<String> = vec!["live".into()];
             candidates.extend(branches);
             candidates.extend(log.iter().take(5).map(|e| e.id[..12].to_string()));
+            if log.len() > 5 {
+                candidates.push(format!("… ({} older commits: ringfs log)", log.len() - 5));
+            }
             Err(SnapError::Unknown { name: name.to_string(), candidates })
         }
         _ => Err(SnapError::Ambiguous { prefix: name.to_string(), matches: matches.iter().map(|e| e.id[..16].to_string()).collect() }),
@@ -547,10 +552,16 @@ pub(crate) fn journaled_since_commit(store: &Store) -> Result<Option<std::collec
     Ok(Some(out))
 }
 
-/// The head commit of `HEAD`'s branch. Errors: [`SnapError::NoCommits`].
-pub(crate) fn head_commit(rtx: &ReadTransaction) -> Result<ObjectId, SnapError> {
+/// The commit the live tree descends from (`refs["BASE"]`: what `ringfs
+/// diff MNT` compares the live tree with — the changes no commit has, also
+/// after the branch head moved under the workspace), else the branch head.
+/// Errors: [`SnapError::NoCommits`].
+pub(crate) fn base_commit(rtx: &ReadTransaction) -> Result<ObjectId, SnapError> {
     let refs = rtx.open_table(REFS).map_err(se)?;
-    head(&refs)?.1.ok_or(SnapError::NoCommits)
+    match refs::ref_id(&refs, refs::BASE_KEY)? {
+        Some(id) => Ok(id),
+        None => head(&refs)?.1.ok_or(SnapError::NoCommits),
+    }
 }
 
 /// The diff from `from` to `to` (the caller has stored and flushed changed

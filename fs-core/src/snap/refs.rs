@@ -30,8 +30,9 @@ pub const BASE_KEY: &str = "BASE";
 /// Is `name` usable as a branch name? Git's rules, narrowed: 1–100 bytes
 /// of printable non-space ASCII or UTF-8; none of `~ ^ : ? * [ \`, no
 /// `..`, `//` or `@{`; not starting with `-`, `.` or `/`, not ending with
-/// `/`, `.` or `.lock`; not `HEAD`, `BASE`, `live` or `@`; not 4–64 hex
-/// digits (it would read as the start of a commit id). Errors: one line
+/// `/`, `.` or `.lock`; not `HEAD`, `BASE`, `live` or `@`; not hex digits
+/// alone, of any length up to 64 (they would read as the start of a commit
+/// id: diff and restore take starts of any length on the branch's history). Errors: one line
 /// naming the rule broken.
 pub fn check_name(name: &str) -> Result<(), SnapError> {
     let bad = |why: &str| Err(SnapError::BadName { name: name.to_string(), why: why.to_string() });
@@ -41,7 +42,7 @@ pub fn check_name(name: &str) -> Result<(), SnapError> {
     if [HEAD_KEY, BASE_KEY, "live", "@"].contains(&name) {
         return bad("that name is reserved");
     }
-    if name.len() >= 4 && name.len() <= 64 && name.chars().all(|c| c.is_ascii_hexdigit()) {
+    if name.len() <= 64 && name.chars().all(|c| c.is_ascii_hexdigit()) {
         return bad("hex digits alone read as the start of a commit id");
     }
     if name.chars().any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c)) {
