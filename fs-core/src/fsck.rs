@@ -43,6 +43,11 @@ pub struct FsckReport {
     /// Pack files the index does not list (a crash left them; the next
     /// mount removes them; a problem only after a clean shutdown).
     pub unreferenced_packs: u64,
+    /// Manifests of inodes that do not exist, after an unclean shutdown: a
+    /// restore (or a new file's content) the crash cut short before its
+    /// inodes were written; the next mount drops them with their chunk
+    /// references (recovery). A problem only after a clean shutdown.
+    pub orphan_manifests: u64,
     /// Chunks whose bytes are only on a remote (a lazy clone fetches them
     /// on first open and in the background), and their bytes: not missing.
     pub remote_only_chunks: u64,
@@ -83,6 +88,9 @@ impl fmt::Display for FsckReport {
         }
         if self.working_copies > 0 {
             writeln!(f, "{} working copies compared with the store ({})", self.working_copies, if self.full { "sizes and content" } else { "sizes; --full also compares content" })?;
+        }
+        if self.orphan_manifests > 0 {
+            writeln!(f, "{} manifest(s) of inodes nothing holds, left by a restore or write the crash cut short: the next mount drops them", self.orphan_manifests)?;
         }
         if self.unreferenced_packs > 0 && !self.clean_shutdown {
             writeln!(f, "{} pack file(s) no index entry uses, left by the crash: the next mount removes them", self.unreferenced_packs)?;
@@ -131,7 +139,8 @@ impl FsckReport {
 /// (a shared flock on `ringfs.lock` when that file exists):
 /// [`StoreError::Locked`] while a daemon holds it. Inodes with no links
 /// after an unclean shutdown (removed while open) are the orphans the next
-/// mount frees, not problems. Errors from redb stop the check
+/// mount frees, not problems; so are manifests of inodes that do not exist
+/// then (a restore the crash cut short: [`FsckReport::orphan_manifests`]). Errors from redb stop the check
 /// ([`StoreError::Corrupt`]); `ringfs fsck` goes through
 /// [`crate::fsck_store`], which reports them and never panics.
 pub fn fsck(store_dir: &Path) -> Result<FsckReport, StoreError> {
@@ -266,6 +275,7 @@ pub fn fsck_opts(store_dir: &Path, full: bool) -> Result<FsckReport, StoreError>
         match inodes.get(&ino) {
             Some(rec) if rec.mode & libc::S_IFMT == libc::S_IFREG => {}
             Some(_) => rep.bad(&place, "inode is not a regular file"),
+            None if !rep.clean_shutdown => rep.orphan_manifests += 1,
             None => rep.bad(&place, "inode missing"),
         }
         let m: Vec<ChunkRef> = match m {

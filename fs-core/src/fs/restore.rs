@@ -296,6 +296,14 @@ impl Fs {
         rep.phases.push(("plan", t.elapsed()));
         let t = Instant::now();
         let inos = self.store_manifests(&steps, &id)?;
+        if std::env::var_os("RINGFS_FAILPOINT").is_some_and(|v| v == "restore-after-manifests") {
+            // Test-only: the manifests made durable (as any durable commit
+            // in between would make them), then killed before the tree's.
+            if let Ok(txn) = self.inner.store.begin_write_plain() {
+                let _ = txn.commit();
+            }
+            crate::snap::gc::failpoint("restore-after-manifests");
+        }
         rep.phases.push(("manifests", t.elapsed()));
         let t = Instant::now();
         let mut used = HashSet::new();
