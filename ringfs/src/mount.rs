@@ -442,7 +442,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
                 let mp = info.mountpoint.display();
                 json!({ "refused": format!("{mp} is mounted read-only and restore changes its tree: remount it read-write first (ringfs mount {mp} -o remount,rw)") })
             } else {
-                crate::snap::restore_answer(&info.fs, &notifier, commit, paths)
+                crate::snap::restore_answer(&info.fs, &notifier, &info.mountpoint, commit, paths)
             }
         }
         _ => info.status_doc(),

@@ -24,7 +24,7 @@
 //!   "changed"}, "bytes", "kept": [path…], "invalidations", "phases_ms":
 //!   {"hash", "flush", "plan", "manifests", "apply", "durable",
 //!   "invalidate"}, "total_ms"}` (`bytes`: content of the files made, from
-//!   the store's chunks; `kept`: local-only paths left alone;
+//!   the store's chunks; `kept`: paths left alone (local-only, or another filesystem mounted there);
 //!   `invalidations`: kernel cache entries and inodes invalidated).
 //!
 //! A refusal (unknown commit, no commits yet, a store error) is
@@ -321,8 +321,17 @@ fn restore_doc(r: &RestoreReport, invalidate: std::time::Duration) -> Value {
 /// invalidations sent to the kernel through `notifier` (fs-core's locks
 /// are released by then; an entry or inode the kernel has not cached is
 /// no error).
-pub fn restore_answer(fs: &Fs, notifier: &fuse_uring::Notifier, commit: &str, paths: &[Vec<u8>]) -> Value {
-    let r = match fs.snapshot_restore(commit, paths) {
+pub fn restore_answer(fs: &Fs, notifier: &fuse_uring::Notifier, mountpoint: &std::path::Path, commit: &str, paths: &[Vec<u8>]) -> Value {
+    // Other filesystems mounted inside the workspace (a fork's mount, a
+    // bind mount; native roots are local-only anyway): kept, never removed
+    // from under their mount.
+    let mounts: std::collections::HashSet<Vec<u8>> = std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|t| crate::mountpoint::parse_mountinfo(&t))
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.mount_point.strip_prefix(mountpoint).ok().filter(|r| !r.as_os_str().is_empty()).map(|r| r.as_os_str().as_bytes().to_vec()))
+        .collect();
+    let r = match fs.snapshot_restore_keeping(commit, paths, &mounts) {
         Ok(r) => r,
         Err(e) => return json!({ "refused": e.to_string() }),
     };
@@ -373,7 +382,7 @@ pub fn cmd_restore(args: RestoreArgs) -> Result<()> {
     let kept = v.get("kept").and_then(|k| k.as_array()).cloned().unwrap_or_default();
     if !kept.is_empty() {
         let shown: Vec<&str> = kept.iter().take(5).filter_map(|x| x.as_str()).collect();
-        println!("  kept:    {} local-only paths left alone ({}{})", kept.len(), shown.join(", "), if kept.len() > 5 { ", …" } else { "" });
+        println!("  kept:    {} paths left alone: local-only, or mounted on ({}{})", kept.len(), shown.join(", "), if kept.len() > 5 { ", …" } else { "" });
     }
     let phases = v.get("phases_ms").and_then(|p| p.as_object()).map(|m| m.iter().map(|(k, x)| format!("{k} {}", x.as_f64().unwrap_or(0.0))).collect::<Vec<_>>().join(", ")).unwrap_or_default();
     println!("  time:    {} ms ({phases})", v.get("total_ms").and_then(|x| x.as_f64()).unwrap_or(0.0));

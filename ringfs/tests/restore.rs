@@ -320,3 +320,46 @@ fn crash_after_a_restores_manifests_is_noted_by_fsck_and_dropped_by_mount() {
     let (out, err) = out_str(&o);
     assert!(o.status.success() && !out.contains("manifest(s) of inodes"), "{out} {err}");
 }
+
+/// Unmounts a mountpoint when dropped (a workspace mounted inside another).
+struct Nested(std::path::PathBuf);
+
+impl Drop for Nested {
+    fn drop(&mut self) {
+        if is_mounted(&self.0) {
+            let _ = run_timeout(std::process::Command::new(RINGFS).arg("umount").arg(&self.0), std::time::Duration::from_secs(30));
+        }
+    }
+}
+
+/// A directory another filesystem is mounted on (here a fork's workspace)
+/// is left alone by a restore that would remove it — the kernel would
+/// detach the mount with the entry — and listed as kept; once unmounted,
+/// the same restore removes it.
+#[test]
+fn restore_keeps_a_directory_with_a_mount_on_it() {
+    if raw_mode() {
+        return;
+    }
+    let m = TestMount::new(Backend::Store);
+    m.sh_ok("echo a > a");
+    let c0 = json(&["commit", mp(&m)])["id"].as_str().unwrap().to_string();
+    m.sh_ok("mkdir sub");
+    let sub = m.p("sub");
+    let fork_store = m.host_tmp().join("nested-fork");
+    let nested = Nested(sub.clone());
+    json(&["fork", mp(&m), "--to", sub.to_str().unwrap(), "--new-store", fork_store.to_str().unwrap()]);
+    assert!(is_mounted(&sub));
+    json(&["commit", mp(&m), "-m", "with a mount on sub"]);
+    let r = json(&["restore", mp(&m), &c0]);
+    let kept: Vec<&str> = r["kept"].as_array().unwrap().iter().filter_map(|k| k.as_str()).collect();
+    assert_eq!(kept, ["sub"], "{r}");
+    assert!(is_mounted(&sub), "the restore detached the mount on sub");
+    assert_eq!(std::fs::read_to_string(sub.join("a")).unwrap(), "a\n", "the fork's tree still served");
+    let o = run_timeout(std::process::Command::new(RINGFS).arg("umount").arg(&sub), std::time::Duration::from_secs(30));
+    assert!(o.status.success(), "{:?}", out_str(&o));
+    drop(nested);
+    let r = json(&["restore", mp(&m), &c0]);
+    assert_eq!(r["paths"]["removed"].as_u64(), Some(1), "{r}");
+    assert!(!m.p("sub").exists());
+}

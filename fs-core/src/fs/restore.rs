@@ -68,6 +68,8 @@ struct Apply<'a> {
     /// Regular files whose attributes were set in place: their working
     /// copies get the commit's mtime after the lock (mtime).
     wc_mtimes: Vec<(u64, (i64, u32))>,
+    /// Paths other filesystems are mounted on: kept like local-only ones.
+    mounts: &'a HashSet<Vec<u8>>,
 }
 
 impl Apply<'_> {
@@ -86,7 +88,7 @@ impl Apply<'_> {
     /// holding one. Returns how many names went (0: kept).
     fn remove(&mut self, parent: u64, name: &[u8], child: u64, path: &[u8]) -> u64 {
         let Some(n) = self.st.nodes.get(&child) else { return 0 };
-        if n.local {
+        if n.local || self.mounts.contains(path) {
             self.rep.kept.push(path.to_vec());
             return 0;
         }
@@ -281,6 +283,15 @@ impl Fs {
     /// [`SnapError::Store`] (nothing restored, or, when the durable commit
     /// failed, restored in memory and retried by the group commit).
     pub fn snapshot_restore(&self, commit: &str, paths: &[Vec<u8>]) -> std::result::Result<RestoreReport, SnapError> {
+        self.snapshot_restore_keeping(commit, paths, &HashSet::new())
+    }
+
+    /// [`Fs::snapshot_restore`], leaving alone the paths in `mounts`
+    /// (relative to the root, as bytes: where other filesystems are mounted
+    /// in the workspace): they and the directories above them are neither
+    /// removed nor replaced — the kernel would detach a mount whose
+    /// directory entry the restore invalidates — and are listed as kept.
+    pub fn snapshot_restore_keeping(&self, commit: &str, paths: &[Vec<u8>], mounts: &HashSet<Vec<u8>>) -> std::result::Result<RestoreReport, SnapError> {
         let paths = paths.iter().map(|p| clean_path(p)).collect::<std::result::Result<Vec<_>, _>>()?;
         let id = {
             let rtx = self.inner.store.begin_read().map_err(se)?;
@@ -319,6 +330,7 @@ impl Fs {
                 entries: Vec::new(),
                 inodes: HashSet::new(),
                 wc_mtimes: Vec::new(),
+                mounts,
             };
             a.run(&steps, &inos, &mut used);
             let (entries, inodes, freed, wc_mtimes) = (a.entries, a.inodes, a.freed, a.wc_mtimes);
