@@ -181,6 +181,12 @@ fn restore_leaves_local_only_paths_alone() {
     let kept: Vec<&str> = r["kept"].as_array().unwrap().iter().map(|k| k.as_str().unwrap()).collect();
     assert_eq!(kept, ["gen/run.log"], "{r}");
     assert_eq!(m.sh_ok("cat src/app.js build.log node_modules/dep/index.js node_modules/dep/other.js gen/run.log; ls gen"), "z\ny\nmore\nx\nmore\nlog\nrun.log\n");
+    // --path of a local-only path says so (not "check the spelling").
+    for p in ["build.log", "node_modules/dep/index.js"] {
+        let o = ringfs(&["restore", mp(&m), c1["id"].as_str().unwrap(), "--path", p]);
+        let (out, err) = out_str(&o);
+        assert!(!o.status.success() && err.contains("a local-only path"), "{p}: {out}{err}");
+    }
     m.unmount_checked();
 }
 

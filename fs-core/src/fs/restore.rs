@@ -303,7 +303,7 @@ impl Fs {
         let mut rep = RestoreReport { commit: hex_id(&id), ..Default::default() };
         rep.phases = self.settle()?.to_vec();
         let t = Instant::now();
-        let steps = plan_restore(&self.inner.store, &id, &paths)?;
+        let steps = plan_restore(&self.inner.store, &id, &paths).map_err(|e| self.local_only_path(e))?;
         rep.phases.push(("plan", t.elapsed()));
         let t = Instant::now();
         let inos = self.store_manifests(&steps, &id)?;
@@ -371,6 +371,30 @@ impl Fs {
             snap::refs::base_after_restore(&self.inner.store, &id)?;
         }
         Ok(rep)
+    }
+
+    /// A path the plan found in neither tree that is a local-only path of
+    /// the live tree (outside snapshots): said so, instead of "check the
+    /// spelling". Other errors as they are.
+    fn local_only_path(&self, e: SnapError) -> SnapError {
+        let SnapError::BadPath { path, why } = e else { return e };
+        let st = self.inner.lock();
+        let local = |ino: u64| st.nodes.get(&ino).is_some_and(|n| n.local);
+        let mut ino = crate::inode::ROOT;
+        for c in path.as_bytes().split(|b| *b == b'/') {
+            match st.child(ino, c) {
+                Some((i, _)) => ino = i,
+                // Below a local-only directory (a native root's contents
+                // are the host's, not the daemon's): local-only too.
+                None if local(ino) => break,
+                None => return SnapError::BadPath { path, why },
+            }
+        }
+        if local(ino) {
+            let why = "a local-only path (it matches the workspace's ignore globs): snapshots leave it out, so no commit holds it".to_string();
+            return SnapError::BadPath { path, why };
+        }
+        SnapError::BadPath { path, why }
     }
 
     /// Gives every regular file the plan adds a fresh inode number and
