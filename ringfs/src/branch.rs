@@ -344,6 +344,10 @@ pub fn switch_branch(args: &MountArgs) -> Result<()> {
         }
         Ok(_) => Ok(()),
         Err(BranchStoreError::Store(e)) => Err(plan::explain_store_error(e, "--store")),
+        Err(BranchStoreError::Snap(e)) if name.len() >= 4 && name.chars().all(|c| c.is_ascii_hexdigit()) => Err(anyhow!(
+            "--branch {name}: {e} (--branch takes a branch name; for a commit: browse it with `--at {name} --read-only`, or name it first: `ringfs branch --store {} NAME {name}`)",
+            dir.display()
+        )),
         Err(BranchStoreError::Snap(e)) => Err(anyhow!("--branch {name}: {e}")),
     }
 }
