@@ -226,6 +226,9 @@ pub struct Adapter {
     /// REMOVEXATTR `security.capability` just answered: nodeid → (caller's
     /// pid, when). See [`Adapter::remove_privs_kills`].
     caps_removed: Mutex<HashMap<u64, (u32, Instant)>>,
+    /// Every change refused with EROFS whatever the mount's flags say (a
+    /// `mount --at` view: read-only even when remounted read-write).
+    read_only: bool,
 }
 
 /// `capability.h`: the capability that keeps set-id bits on write.
@@ -244,7 +247,23 @@ fn has_cap_fsetid(ctx: &RequestCtx) -> bool {
 
 impl Adapter {
     pub fn new(fs: Arc<Fs>, cache: CachePolicy) -> Adapter {
-        Adapter { fs, cache, conn: Mutex::new(None), backing: None, caps_removed: Mutex::new(HashMap::new()) }
+        Adapter { fs, cache, conn: Mutex::new(None), backing: None, caps_removed: Mutex::new(HashMap::new()), read_only: false }
+    }
+
+    /// Refuse every change with EROFS from now on, whatever the mount's
+    /// flags (a `mount --at` view; the kernel's MS_RDONLY can be lifted by
+    /// a remount).
+    pub fn set_read_only(&mut self) {
+        self.read_only = true;
+    }
+
+    /// Err(EROFS) when changes are refused ([`Adapter::set_read_only`]).
+    fn writable(&self) -> Result<()> {
+        if self.read_only {
+            Err(Errno(libc::EROFS))
+        } else {
+            Ok(())
+        }
     }
 
     /// Whether an empty SETATTR (`SetAttrIn::remove_privs`) clears the set-id
@@ -429,6 +448,7 @@ impl Filesystem for Adapter {
     }
 
     fn setattr(&self, ctx: &RequestCtx, nodeid: u64, s: &SetAttrIn) -> Result<AttrReply> {
+        self.writable()?;
         let set = fs_core::SetAttr {
             mode: s.mode,
             uid: s.uid,
@@ -457,6 +477,7 @@ impl Filesystem for Adapter {
         let word = |b: &[u8], at: usize| b.get(at..at + 4).and_then(|b| b.try_into().ok()).map(u32::from_ne_bytes).ok_or(Errno(libc::EINVAL));
         match cmd {
             FS_IOC_GETFLAGS => Ok((0, self.fs.get_flags(nodeid).map_err(err)?.to_ne_bytes().to_vec())),
+            FS_IOC_SETFLAGS | FS_IOC_FSSETXATTR if self.read_only => Err(Errno(libc::EROFS)),
             FS_IOC_SETFLAGS => {
                 self.fs.set_flags(nodeid, word(input, 0)?).map_err(err)?;
                 Ok((0, Vec::new()))
@@ -481,39 +502,50 @@ impl Filesystem for Adapter {
     }
 
     fn symlink(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, target: &OsStr) -> Result<Entry> {
+        self.writable()?;
         self.fs.symlink(&caller(ctx), parent, name, target).map(|a| self.entry(&a)).map_err(err)
     }
 
     fn mknod(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, rdev: u32, umask: u32) -> Result<Entry> {
+        self.writable()?;
         self.fs.mknod(&creator(ctx, umask), parent, name, mode, rdev).map(|a| self.entry(&a)).map_err(err)
     }
 
     fn mkdir(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, umask: u32) -> Result<Entry> {
+        self.writable()?;
         self.fs.mkdir(&creator(ctx, umask), parent, name, mode).map(|a| self.entry(&a)).map_err(err)
     }
 
     fn unlink(&self, ctx: &RequestCtx, parent: u64, name: &OsStr) -> Result<()> {
+        self.writable()?;
         self.fs.unlink(&caller(ctx), parent, name).map_err(err)
     }
 
     fn rmdir(&self, ctx: &RequestCtx, parent: u64, name: &OsStr) -> Result<()> {
+        self.writable()?;
         self.fs.rmdir(&caller(ctx), parent, name).map_err(err)
     }
 
     fn rename(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32) -> Result<()> {
+        self.writable()?;
         self.fs.rename(&caller(ctx), parent, name, newparent, newname, flags).map_err(err)
     }
 
     fn link(&self, ctx: &RequestCtx, nodeid: u64, newparent: u64, newname: &OsStr) -> Result<Entry> {
+        self.writable()?;
         self.fs.link(&caller(ctx), nodeid, newparent, newname).map(|a| self.entry(&a)).map_err(err)
     }
 
     fn open(&self, ctx: &RequestCtx, nodeid: u64, flags: u32) -> Result<Opened> {
+        if flags as i32 & libc::O_ACCMODE != libc::O_RDONLY || flags as i32 & libc::O_TRUNC != 0 {
+            self.writable()?;
+        }
         let fh = self.fs.open(&caller(ctx), nodeid, flags).map_err(err)?;
         Ok(self.file_opened(nodeid, fh, flags, false))
     }
 
     fn create(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, umask: u32, flags: u32) -> Result<(Entry, Opened)> {
+        self.writable()?;
         let (a, fh) = self.fs.create(&creator(ctx, umask), parent, name, mode, flags).map_err(err)?;
         // Opened first: the entry's attribute timeout depends on it. A
         // CREATE of a name that exists opens that file, maybe not empty.
@@ -522,6 +554,7 @@ impl Filesystem for Adapter {
     }
 
     fn tmpfile(&self, ctx: &RequestCtx, parent: u64, mode: u32, umask: u32, flags: u32) -> Result<(Entry, Opened)> {
+        self.writable()?;
         let (a, fh) = self.fs.tmpfile(&creator(ctx, umask), parent, mode, flags).map_err(err)?;
         let opened = self.file_opened(a.ino, fh, flags, true);
         Ok((self.entry(&a), opened))
@@ -532,6 +565,7 @@ impl Filesystem for Adapter {
     }
 
     fn write(&self, _ctx: &RequestCtx, nodeid: u64, fh: u64, offset: u64, data: &[u8], write_flags: u32) -> Result<u32> {
+        self.writable()?;
         if write_flags & fuse_uring::abi::FUSE_WRITE_KILL_SUIDGID != 0 {
             // HANDLE_KILLPRIV_V2: a caller without CAP_FSETID writes.
             self.fs.kill_suidgid(nodeid).map_err(err)?;
@@ -611,6 +645,7 @@ impl Filesystem for Adapter {
     }
 
     fn setxattr(&self, ctx: &RequestCtx, nodeid: u64, name: &OsStr, value: &[u8], flags: u32, setxattr_flags: u32) -> Result<()> {
+        self.writable()?;
         let kill = if setxattr_flags & fuse_uring::abi::FUSE_SETXATTR_ACL_KILL_SGID != 0 { fs_core::XATTR_ACL_KILL_SGID } else { 0 };
         self.fs.setxattr(&caller(ctx), nodeid, name, value, (flags & !fs_core::XATTR_ACL_KILL_SGID) | kill).map_err(err)
     }
@@ -624,6 +659,7 @@ impl Filesystem for Adapter {
     }
 
     fn removexattr(&self, ctx: &RequestCtx, nodeid: u64, name: &OsStr) -> Result<()> {
+        self.writable()?;
         self.fs.removexattr(&caller(ctx), nodeid, name).map_err(err)?;
         if name.as_encoded_bytes() == b"security.capability" {
             let mut m = self.caps_removed.lock().unwrap_or_else(|p| p.into_inner());
@@ -636,6 +672,7 @@ impl Filesystem for Adapter {
     }
 
     fn fallocate(&self, _ctx: &RequestCtx, _nodeid: u64, fh: u64, offset: u64, length: u64, mode: u32) -> Result<()> {
+        self.writable()?;
         self.fs.fallocate(fh, offset, length, mode).map_err(err)
     }
 
@@ -655,6 +692,7 @@ impl Filesystem for Adapter {
         len: u64,
         _flags: u64,
     ) -> Result<u64> {
+        self.writable()?;
         self.fs.copy_file_range(fh_in, off_in, fh_out, off_out, len).map_err(err)
     }
 }

@@ -361,6 +361,10 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         passthrough_mode: args.passthrough,
         passthrough_reason,
     };
+    if args.at_view.is_some() {
+        // A view: read-only in the daemon too, whatever a remount does.
+        adapter.set_read_only();
+    }
     let adapter = Arc::new(adapter);
     let op_stats = session.stats();
     let fsyncs = {
@@ -588,7 +592,7 @@ impl DaemonInfo {
         };
         let short = &commit[..commit.len().min(16)];
         Some(format!(
-            "{} is `ringfs mount --at {short}`, a read-only view of commit {short} of store {} served from a temporary copy removed at unmount: {what} is refused there (it would change only that copy); to work from that commit, fork it: ringfs fork --store {}@{short} --to NEWMNT",
+            "{} is `ringfs mount --at {short}`, a read-only view of commit {short} of store {} served from a temporary copy removed at unmount: {what} is refused there (it would change only that copy, lost at unmount); to work from that commit, fork it: ringfs fork --store {}@{short} --to NEWMNT",
             self.mountpoint.display(),
             origin.display(),
             origin.display()

@@ -338,6 +338,10 @@ fn mount_at_commit_read_only_and_head_moved() {
     let mut opts = fuse_uring::session::MountOptions::default();
     opts.read_only = false;
     let _ = fuse_uring::session::remount(&to, &opts);
+    // Refused by the daemon too, whatever the flags are at this moment.
+    for (what, r) in [("a new file", std::fs::write(to.join("c"), "x")), ("a's content", std::fs::OpenOptions::new().write(true).open(to.join("a")).map(|_| ()))] {
+        assert_eq!(r.expect_err(what).raw_os_error(), Some(libc::EROFS), "{what}");
+    }
     let ro = || std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().any(|l| l.split(' ').nth(4) == Some(s(&to)) && l.split(' ').nth(5).is_some_and(|o| o.split(',').any(|f| f == "ro")));
     for _ in 0..100 {
         if ro() {

@@ -368,4 +368,35 @@ fn restore_keeps_a_directory_with_a_mount_on_it() {
     let r = json(&["restore", mp(&m), &c0]);
     assert_eq!(r["paths"]["removed"].as_u64(), Some(1), "{r}");
     assert!(!m.p("sub").exists());
+
+    // A directory in both trees with a bind mount on it: nothing below it
+    // changes (the daemon's entries under the mount stay as they were).
+    m.sh_ok("mkdir d && echo one > d/f1");
+    let c1 = json(&["commit", mp(&m)])["id"].as_str().unwrap().to_string();
+    m.sh_ok("rm d/f1 && echo two > d/f2");
+    json(&["commit", mp(&m)]);
+    let src = m.host_tmp().join("bind-src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("b"), "b").unwrap();
+    let d = m.p("d");
+    let bind = Unmount(d.clone());
+    let o = std::process::Command::new("mount").arg("--bind").arg(&src).arg(&d).output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let r = json(&["restore", mp(&m), &c1]);
+    let kept: Vec<&str> = r["kept"].as_array().unwrap().iter().filter_map(|k| k.as_str()).collect();
+    assert_eq!(kept, ["d"], "{r}");
+    assert!(is_mounted(&d));
+    drop(bind);
+    assert_eq!(m.sh_ok("ls d"), "f2\n", "the restore changed what is under the mount");
+}
+
+/// `umount`s a mountpoint when dropped (a bind mount a test made).
+struct Unmount(std::path::PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        if is_mounted(&self.0) {
+            let _ = std::process::Command::new("umount").arg(&self.0).output();
+        }
+    }
 }

@@ -225,8 +225,25 @@ impl Apply<'_> {
 
     /// Applies `steps` in order; `inos` gives the inode numbers (with
     /// stored manifests) of the regular files added, by step index.
+    /// The mounted-on path (of [`Apply::mounts`]) that `path` lies strictly
+    /// below, or is when `or_at`.
+    fn under_mount(&self, path: &[u8], or_at: bool) -> Option<Vec<u8>> {
+        self.mounts.iter().find(|m| (or_at && path == &m[..]) || (path.len() > m.len() && path.starts_with(m) && path[m.len()] == b'/')).cloned()
+    }
+
     fn run(&mut self, steps: &[Step], inos: &HashMap<usize, u64>, used: &mut HashSet<u64>) {
         for (i, s) in steps.iter().enumerate() {
+            // Inside a directory another filesystem is mounted on (and its
+            // own attributes): left alone, the mount listed as kept.
+            let path = match s {
+                Step::Remove { dir, name, .. } => join(dir, name),
+                Step::Add { dir, entry, .. } => join(dir, &entry.name),
+                Step::Meta { path, .. } => path.clone(),
+            };
+            if let Some(m) = self.under_mount(&path, matches!(s, Step::Meta { .. })) {
+                self.rep.kept.push(m);
+                continue;
+            }
             match s {
                 Step::Remove { dir, name, replaced } => {
                     let Some(p) = resolve(&*self.st, dir) else { continue };
@@ -333,6 +350,8 @@ impl Fs {
                 mounts,
             };
             a.run(&steps, &inos, &mut used);
+            a.rep.kept.sort();
+            a.rep.kept.dedup();
             let (entries, inodes, freed, wc_mtimes) = (a.entries, a.inodes, a.freed, a.wc_mtimes);
             rep.invalidations = entries.into_iter().map(|(parent, name)| Inval::Entry { parent, name }).collect();
             let mut inodes: Vec<u64> = inodes.into_iter().collect();
