@@ -410,7 +410,7 @@ impl Fs {
             }
         }
         if local(ino) {
-            let why = "a local-only path (it matches the workspace's ignore globs): snapshots leave it out, so no commit holds it".to_string();
+            let why = "a local-only path of the live tree (it matches the workspace's ignore globs, or is in a native root): restore leaves local-only paths alone".to_string();
             return SnapError::BadPath { path, why };
         }
         SnapError::BadPath { path, why }
