@@ -240,7 +240,17 @@ fn watch_mount(fs: Arc<fs_core::Fs>, id: u64, at_view: Option<PathBuf>) -> std::
         if let (Some(mp), false) = (&at_view, vfs.read_only) {
             let mut opts = fuse_uring::session::MountOptions::default();
             Vfs { read_only: true, ..vfs.clone() }.apply_to(&mut opts);
-            match fuse_uring::session::remount(mp, &opts) {
+            // EBUSY while a write the kernel let through is still in flight
+            // (the daemon refuses it with EROFS): tried again for 5 s.
+            let mut r = fuse_uring::session::remount(mp, &opts);
+            for _ in 0..100 {
+                if !r.as_ref().is_err_and(|e| e.raw_os_error() == Some(libc::EBUSY)) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+                r = fuse_uring::session::remount(mp, &opts);
+            }
+            match r {
                 Ok(()) => tracing::error!("{} is a `mount --at` view and was remounted read-write by something other than `ringfs mount`: made read-only again (writes there would be lost at unmount)", mp.display()),
                 Err(e) => tracing::error!("{} is a `mount --at` view remounted read-write: making it read-only again failed: {e}", mp.display()),
             }
