@@ -202,7 +202,8 @@ pub fn cmd_fork(args: ForkArgs) -> Result<()> {
         origin.canonicalize()?
     };
     let to = match &args.to {
-        Some(to) if !args.no_mount => Some(mountpoint::check_mountable(to, false)?),
+        // `-o nonempty` as `ringfs mount -o nonempty` takes it.
+        Some(to) if !args.no_mount => Some(mountpoint::check_mountable(to, args.options.iter().flat_map(|o| o.split(',')).any(|o| o == "nonempty"))?),
         _ => None,
     };
     let new_store = match (&args.new_store, &to) {

@@ -148,6 +148,15 @@ fn forks_are_independent_share_packs_and_fsck_clean() {
     assert_eq!((f3["branch"].as_str(), f3["commit"].as_str()), (Some("old"), Some(c1.as_str())), "{f3}");
     assert_eq!(std::fs::read_to_string(to3.join("src/a")).unwrap(), "one\n");
     assert!(!to3.join("src/b").exists());
+    // A non-empty NEWMNT: refused, unless -o nonempty (as for mount).
+    let to5 = dir_beside(&m, "m5");
+    std::fs::write(to5.join("hidden"), "h").unwrap();
+    let st5 = m.store_dir().parent().unwrap().join("s5");
+    refused(&["fork", mp(&m), "--to", s(&to5), "--new-store", s(&st5)], "is not empty");
+    let x5 = Extra(to5.clone());
+    json(&["fork", mp(&m), "--to", s(&to5), "--new-store", s(&st5), "-o", "nonempty"]);
+    assert_eq!(std::fs::read_to_string(to5.join("src/a")).unwrap(), "two\n");
+    x5.unmount();
     let st4 = m.store_dir().parent().unwrap().join("s4");
     let f4 = json(&["fork", &format!("{}@{}", mp(&m), &c1[..12]), "--new-store", s(&st4), "--no-mount"]);
     assert_eq!((f4["branch"].as_str(), f4["mounted"].is_null()), (Some("main"), true), "{f4}");
