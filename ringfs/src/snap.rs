@@ -290,6 +290,9 @@ pub fn cmd_diff(args: DiffArgs) -> Result<()> {
         let (k, tail) = match c.get("change").and_then(|x| x.as_str()) {
             Some("added") => ("A", side_text(&new)),
             Some("removed") => ("D", side_text(&old)),
+            // Same kind, mode and size: what changed is what the listing
+            // does not show (owner, times of a file's content, flags, xattrs).
+            _ if side_text(&old) == side_text(&new) => ("M", format!("{}; owner, flags, xattrs or content changed", side_text(&new))),
             _ => ("M", format!("{} -> {}", side_text(&old), side_text(&new))),
         };
         let line = [format!("{k}  ").as_bytes(), &path, format!("  ({tail})\n").as_bytes()].concat();

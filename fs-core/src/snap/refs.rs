@@ -168,6 +168,9 @@ where
             if candidates.is_empty() {
                 candidates.push("(no branches: no commits yet)".into());
             }
+            if !name.is_empty() && name.len() < 4 && name.chars().all(|c| c.is_ascii_hexdigit()) {
+                candidates.push("(a commit is named here by 4 or more hex digits of its id)".into());
+            }
             Err(SnapError::Unknown { name: name.to_string(), candidates })
         }
         _ => Err(SnapError::Ambiguous { prefix: name.to_string(), matches: matches.iter().map(|m| hex_id(m)[..16].to_string()).collect() }),
