@@ -477,8 +477,8 @@ impl Filesystem for Adapter {
         let word = |b: &[u8], at: usize| b.get(at..at + 4).and_then(|b| b.try_into().ok()).map(u32::from_ne_bytes).ok_or(Errno(libc::EINVAL));
         match cmd {
             FS_IOC_GETFLAGS => Ok((0, self.fs.get_flags(nodeid).map_err(err)?.to_ne_bytes().to_vec())),
-            FS_IOC_SETFLAGS | FS_IOC_FSSETXATTR if self.read_only => Err(Errno(libc::EROFS)),
             FS_IOC_SETFLAGS => {
+                self.writable()?;
                 self.fs.set_flags(nodeid, word(input, 0)?).map_err(err)?;
                 Ok((0, Vec::new()))
             }
@@ -488,6 +488,7 @@ impl Filesystem for Adapter {
                 Ok((0, out))
             }
             FS_IOC_FSSETXATTR => {
+                self.writable()?;
                 let old = self.fs.get_flags(nodeid).map_err(err)?;
                 let new = flags_of_xflags(old, word(input, 0)?).ok_or(Errno(libc::EOPNOTSUPP))?;
                 self.fs.set_flags(nodeid, new).map_err(err)?;

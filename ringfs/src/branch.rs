@@ -288,6 +288,25 @@ impl Drop for AtStore {
     }
 }
 
+/// What a `mount --at` view at `mp` (of full commit id `commit` of store
+/// `origin`) says when it refuses something: the view, then `tail` (what
+/// is refused and why), then the fork that keeps work from that commit.
+pub fn at_view_line(mp: &Path, commit: &str, origin: &Path, tail: &str) -> String {
+    let short = &commit[..commit.len().min(16)];
+    let o = origin.display();
+    format!(
+        "{} is `ringfs mount --at {short}`, a read-only view of commit {short} of store {o} served from a temporary copy removed at unmount: {tail}; to work from that commit, fork it: ringfs fork --store {o}@{short} --to NEWMNT",
+        mp.display()
+    )
+}
+
+/// The `--at` view a daemon's status document (`at`: commit, store)
+/// describes, if it serves one.
+pub fn at_view_of(status: &Value) -> Option<(String, PathBuf)> {
+    let at = status.get("at").filter(|a| a.is_object())?;
+    Some((at["commit"].as_str()?.to_string(), PathBuf::from(at["store"].as_str()?)))
+}
+
 /// `ringfs mount --at COMMIT --read-only --store DIR`: forks COMMIT into
 /// `DIR/../.NAME.at-PID` and returns the mount's arguments with that store.
 pub fn at_store(args: &MountArgs) -> Result<Option<(MountArgs, AtStore)>> {
@@ -345,7 +364,7 @@ pub fn switch_branch(args: &MountArgs) -> Result<()> {
         }
         Ok(_) => Ok(()),
         Err(BranchStoreError::Store(e)) => Err(plan::explain_store_error(e, "--store")),
-        Err(BranchStoreError::Snap(e)) if name.len() >= 4 && name.chars().all(|c| c.is_ascii_hexdigit()) => Err(anyhow!(
+        Err(BranchStoreError::Snap(e)) if name.len() >= 4 && fs_core::snap::refs::all_hex(name) => Err(anyhow!(
             "--branch {name}: {e} (--branch takes a branch name; for a commit: browse it with `--at {name} --read-only`, or name it first: `ringfs branch --store {} NAME {name}`)",
             dir.display()
         )),

@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,13 +63,8 @@ fn remount(args: &MountArgs) -> Result<()> {
     if !vfs.read_only {
         // A `mount --at` view stays read-only: what is written there would
         // be removed with its temporary copy at unmount.
-        if let Some(at) = crate::ask(&mp, control::Request::Status).ok().and_then(|v| v.get("at").filter(|a| a.is_object()).cloned()) {
-            let (c, o) = (at["commit"].as_str().unwrap_or_default(), at["store"].as_str().unwrap_or_default());
-            let short = &c[..c.len().min(16)];
-            bail!(
-                "{} is `ringfs mount --at {short}`, a read-only view of commit {short} of store {o} served from a temporary copy removed at unmount: it cannot be remounted read-write (what is written there would be lost); to work from that commit, fork it: ringfs fork --store {o}@{short} --to NEWMNT",
-                mp.display()
-            );
+        if let Some((c, o)) = crate::ask(&mp, control::Request::Status).ok().as_ref().and_then(crate::branch::at_view_of) {
+            bail!("{}", crate::branch::at_view_line(&mp, &c, &o, "it cannot be remounted read-write (what is written there would be lost)"));
         }
     }
     let mut opts = fuse_uring::session::MountOptions::default();
@@ -77,18 +72,25 @@ fn remount(args: &MountArgs) -> Result<()> {
     // Going read-only is refused (EBUSY) while a file is open for writing;
     // a file just closed can hold the kernel's count a moment longer (its
     // RELEASE still on its way to the daemon), so EBUSY is retried for 2 s.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    let mut r = fuse_uring::session::remount(&mp, &opts);
-    while vfs.read_only && r.as_ref().is_err_and(|e| e.raw_os_error() == Some(libc::EBUSY)) && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        r = fuse_uring::session::remount(&mp, &opts);
-    }
+    let r = remount_retrying(&mp, &opts, if vfs.read_only { Duration::from_secs(2) } else { Duration::ZERO });
     r.map_err(|e| match e.raw_os_error() {
         Some(libc::EBUSY) if vfs.read_only => {
             anyhow::anyhow!("cannot remount {} read-only: files are open for writing in it (EBUSY): close them first", mp.display())
         }
         _ => anyhow::anyhow!("remounting {} with {}: {e}", mp.display(), vfs.describe()),
     })
+}
+
+/// mount(2) with MS_REMOUNT of `mp`, tried again every 50 ms for `busy`
+/// while it answers EBUSY (going read-only with a write in flight).
+fn remount_retrying(mp: &Path, opts: &fuse_uring::session::MountOptions, busy: Duration) -> std::io::Result<()> {
+    let deadline = std::time::Instant::now() + busy;
+    let mut r = fuse_uring::session::remount(mp, opts);
+    while r.as_ref().is_err_and(|e| e.raw_os_error() == Some(libc::EBUSY)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        r = fuse_uring::session::remount(mp, opts);
+    }
+    r
 }
 
 /// Start the daemon in a new session — a fork of this process, or (when
@@ -242,15 +244,7 @@ fn watch_mount(fs: Arc<fs_core::Fs>, id: u64, at_view: Option<PathBuf>) -> std::
             Vfs { read_only: true, ..vfs.clone() }.apply_to(&mut opts);
             // EBUSY while a write the kernel let through is still in flight
             // (the daemon refuses it with EROFS): tried again for 5 s.
-            let mut r = fuse_uring::session::remount(mp, &opts);
-            for _ in 0..100 {
-                if !r.as_ref().is_err_and(|e| e.raw_os_error() == Some(libc::EBUSY)) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-                r = fuse_uring::session::remount(mp, &opts);
-            }
-            match r {
+            match remount_retrying(mp, &opts, Duration::from_secs(5)) {
                 Ok(()) => tracing::error!("{} is a `mount --at` view and was remounted read-write by something other than `ringfs mount`: made read-only again (writes there would be lost at unmount)", mp.display()),
                 Err(e) => tracing::error!("{} is a `mount --at` view remounted read-write: making it read-only again failed: {e}", mp.display()),
             }
@@ -426,8 +420,9 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     });
     // Restore changes the tree behind the kernel's back: it invalidates.
     let notifier = session.notifier();
-    let answer = Arc::new(move |req: &control::Request| match req {
-        req if info.at_refusal(req).is_some() => json!({ "refused": info.at_refusal(req).unwrap_or_default() }),
+    let answer = Arc::new(move |req: &control::Request| match (info.at_refusal(req), req) {
+        (Some(why), _) => json!({ "refused": why }),
+        (None, req) => match req {
         control::Request::Stats => {
             let mut v = info.stats_doc();
             if let Some(s) = crate::remote::sync::active() {
@@ -460,6 +455,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
             }
         }
         _ => info.status_doc(),
+        },
     });
     let _ = std::fs::remove_file(crate::remote::sync::outcome_path(&mp));
     let syncer = match sync_plan {
@@ -600,13 +596,7 @@ impl DaemonInfo {
             control::Request::ExecBegin => "exec",
             _ => return None,
         };
-        let short = &commit[..commit.len().min(16)];
-        Some(format!(
-            "{} is `ringfs mount --at {short}`, a read-only view of commit {short} of store {} served from a temporary copy removed at unmount: {what} is refused there (it would change only that copy, lost at unmount); to work from that commit, fork it: ringfs fork --store {}@{short} --to NEWMNT",
-            self.mountpoint.display(),
-            origin.display(),
-            origin.display()
-        ))
+        Some(crate::branch::at_view_line(&self.mountpoint, commit, origin, &format!("{what} is refused there (it would change only that copy)")))
     }
 
     /// The `ringfs status --json` document.

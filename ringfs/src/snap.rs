@@ -328,8 +328,7 @@ pub fn restore_answer(fs: &Fs, notifier: &fuse_uring::Notifier, mountpoint: &std
     // Other filesystems mounted inside the workspace (a fork's mount, a
     // bind mount; native roots are local-only anyway): kept, never removed
     // from under their mount.
-    let mounts: std::collections::HashSet<Vec<u8>> = std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|t| crate::mountpoint::parse_mountinfo(&t))
+    let mounts: std::collections::HashSet<Vec<u8>> = crate::mountpoint::mounts()
         .unwrap_or_default()
         .into_iter()
         .filter_map(|m| m.mount_point.strip_prefix(mountpoint).ok().filter(|r| !r.as_os_str().is_empty()).map(|r| r.as_os_str().as_bytes().to_vec()))

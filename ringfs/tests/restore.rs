@@ -327,17 +327,6 @@ fn crash_after_a_restores_manifests_is_noted_by_fsck_and_dropped_by_mount() {
     assert!(o.status.success() && !out.contains("manifest(s) of inodes"), "{out} {err}");
 }
 
-/// Unmounts a mountpoint when dropped (a workspace mounted inside another).
-struct Nested(std::path::PathBuf);
-
-impl Drop for Nested {
-    fn drop(&mut self) {
-        if is_mounted(&self.0) {
-            let _ = run_timeout(std::process::Command::new(RINGFS).arg("umount").arg(&self.0), std::time::Duration::from_secs(30));
-        }
-    }
-}
-
 /// A directory another filesystem is mounted on (here a fork's workspace)
 /// is left alone by a restore that would remove it — the kernel would
 /// detach the mount with the entry — and listed as kept; once unmounted,
@@ -353,7 +342,7 @@ fn restore_keeps_a_directory_with_a_mount_on_it() {
     m.sh_ok("mkdir sub");
     let sub = m.p("sub");
     let fork_store = m.host_tmp().join("nested-fork");
-    let nested = Nested(sub.clone());
+    let nested = MountGuard(sub.clone());
     json(&["fork", mp(&m), "--to", sub.to_str().unwrap(), "--new-store", fork_store.to_str().unwrap()]);
     assert!(is_mounted(&sub));
     json(&["commit", mp(&m), "-m", "with a mount on sub"]);
@@ -379,7 +368,7 @@ fn restore_keeps_a_directory_with_a_mount_on_it() {
     std::fs::create_dir_all(&src).unwrap();
     std::fs::write(src.join("b"), "b").unwrap();
     let d = m.p("d");
-    let bind = Unmount(d.clone());
+    let bind = MountGuard(d.clone());
     let o = std::process::Command::new("mount").arg("--bind").arg(&src).arg(&d).output().unwrap();
     assert!(o.status.success(), "{o:?}");
     let r = json(&["restore", mp(&m), &c1]);
@@ -388,15 +377,4 @@ fn restore_keeps_a_directory_with_a_mount_on_it() {
     assert!(is_mounted(&d));
     drop(bind);
     assert_eq!(m.sh_ok("ls d"), "f2\n", "the restore changed what is under the mount");
-}
-
-/// `umount`s a mountpoint when dropped (a bind mount a test made).
-struct Unmount(std::path::PathBuf);
-
-impl Drop for Unmount {
-    fn drop(&mut self) {
-        if is_mounted(&self.0) {
-            let _ = std::process::Command::new("umount").arg(&self.0).output();
-        }
-    }
 }

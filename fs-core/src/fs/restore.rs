@@ -223,24 +223,31 @@ impl Apply<'_> {
         }
     }
 
-    /// Applies `steps` in order; `inos` gives the inode numbers (with
-    /// stored manifests) of the regular files added, by step index.
     /// The mounted-on path (of [`Apply::mounts`]) that `path` lies strictly
     /// below, or is when `or_at`.
     fn under_mount(&self, path: &[u8], or_at: bool) -> Option<Vec<u8>> {
         self.mounts.iter().find(|m| (or_at && path == &m[..]) || (path.len() > m.len() && path.starts_with(m) && path[m.len()] == b'/')).cloned()
     }
 
+    /// Applies `steps` in order; `inos` gives the inode numbers (with
+    /// stored manifests) of the regular files added, by step index.
     fn run(&mut self, steps: &[Step], inos: &HashMap<usize, u64>, used: &mut HashSet<u64>) {
         for (i, s) in steps.iter().enumerate() {
+            let joined;
+            let path: &[u8] = match s {
+                Step::Remove { dir, name, .. } => {
+                    joined = join(dir, name);
+                    &joined
+                }
+                Step::Add { dir, entry, .. } => {
+                    joined = join(dir, &entry.name);
+                    &joined
+                }
+                Step::Meta { path, .. } => path,
+            };
             // Inside a directory another filesystem is mounted on (and its
             // own attributes): left alone, the mount listed as kept.
-            let path = match s {
-                Step::Remove { dir, name, .. } => join(dir, name),
-                Step::Add { dir, entry, .. } => join(dir, &entry.name),
-                Step::Meta { path, .. } => path.clone(),
-            };
-            if let Some(m) = self.under_mount(&path, matches!(s, Step::Meta { .. })) {
+            if let Some(m) = self.under_mount(path, matches!(s, Step::Meta { .. })) {
                 self.rep.kept.push(m);
                 continue;
             }
@@ -248,20 +255,19 @@ impl Apply<'_> {
                 Step::Remove { dir, name, replaced } => {
                     let Some(p) = resolve(&*self.st, dir) else { continue };
                     let Some((child, _)) = self.st.child(p, name) else { continue };
-                    let gone = self.remove(p, name, child, &join(dir, name));
+                    let gone = self.remove(p, name, child, path);
                     self.rep.removed += gone.saturating_sub(*replaced as u64);
                 }
                 Step::Add { dir, entry, content, replaces } => {
-                    let path = join(dir, &entry.name);
                     let Some(p) = resolve(&*self.st, dir) else {
-                        self.rep.kept.push(path);
+                        self.rep.kept.push(path.to_vec());
                         continue;
                     };
                     let ino = inos.get(&i).copied();
                     let size = content.as_ref().map(|c| c.size).unwrap_or(0);
                     // A sparse file's holes take no blocks (du, cp --sparse), as in a fork (D60).
                     let blocks = content.as_ref().map(|c| crate::schema::data_blocks(&c.chunks)).unwrap_or(0);
-                    if self.add(p, entry, ino, (size, blocks), &path) {
+                    if self.add(p, entry, ino, (size, blocks), path) {
                         if let Some(ino) = ino {
                             used.insert(ino);
                         }
@@ -273,7 +279,7 @@ impl Apply<'_> {
                         }
                     }
                 }
-                Step::Meta { path, meta, counted } => {
+                Step::Meta { meta, counted, .. } => {
                     let Some(ino) = resolve(&*self.st, path) else { continue };
                     self.meta(ino, meta);
                     self.rep.changed += *counted as u64;
@@ -305,9 +311,10 @@ impl Fs {
 
     /// [`Fs::snapshot_restore`], leaving alone the paths in `mounts`
     /// (relative to the root, as bytes: where other filesystems are mounted
-    /// in the workspace): they and the directories above them are neither
-    /// removed nor replaced — the kernel would detach a mount whose
-    /// directory entry the restore invalidates — and are listed as kept.
+    /// in the workspace): nothing at or below them changes and the
+    /// directories above them are neither removed nor replaced — the kernel
+    /// would detach a mount whose directory entry the restore invalidates —
+    /// and they are listed as kept.
     pub fn snapshot_restore_keeping(&self, commit: &str, paths: &[Vec<u8>], mounts: &HashSet<Vec<u8>>) -> std::result::Result<RestoreReport, SnapError> {
         let paths = paths.iter().map(|p| clean_path(p)).collect::<std::result::Result<Vec<_>, _>>()?;
         let id = {
@@ -324,7 +331,7 @@ impl Fs {
         rep.phases.push(("plan", t.elapsed()));
         let t = Instant::now();
         let inos = self.store_manifests(&steps, &id)?;
-        if std::env::var_os("RINGFS_FAILPOINT").is_some_and(|v| v == "restore-after-manifests") {
+        if crate::snap::gc::failpoint_armed("restore-after-manifests") {
             // Test-only: the manifests made durable (as any durable commit
             // in between would make them), then killed before the tree's.
             if let Ok(txn) = self.inner.store.begin_write_plain() {

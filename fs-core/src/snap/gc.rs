@@ -61,15 +61,22 @@ pub fn gc_store(dir: &std::path::Path) -> Result<crate::GcReport, StoreError> {
 /// Points: `gc-after-mark` (objects marked, nothing written),
 /// `gc-before-commit` (deletions made in the open transaction, not
 /// committed), `gc-after-commit` (snapshot GC committed, pack compaction
-/// not begun). docs/DECISIONS.md D36.
+/// not begun), `restore-after-manifests` (a restore's manifests made
+/// durable, its tree not: fs/restore.rs). docs/DECISIONS.md D36.
 pub(crate) fn failpoint(name: &str) {
-    if std::env::var_os("RINGFS_FAILPOINT").is_some_and(|v| v == name) {
+    if failpoint_armed(name) {
         tracing::warn!("failpoint {name}: killing the process");
         // SAFETY: raise(2) with a valid signal number has no memory effects.
         unsafe {
             libc::raise(libc::SIGKILL);
         }
     }
+}
+
+/// Is crash point `name` set in `RINGFS_FAILPOINT` (test-only)? For a
+/// caller that must prepare the crash before [`failpoint`].
+pub(crate) fn failpoint_armed(name: &str) -> bool {
+    std::env::var_os("RINGFS_FAILPOINT").is_some_and(|v| v == name)
 }
 
 /// Deletes every snapshot object the refs and the last commit's tree do not reach

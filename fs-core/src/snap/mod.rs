@@ -505,7 +505,7 @@ pub(crate) fn resolve(rtx: &ReadTransaction, packs: &Packs, name: &str) -> Resul
     }
     let log = log_of(rtx, packs)?;
     let lname = name.to_ascii_lowercase();
-    let matches: Vec<&LogEntry> = if !lname.is_empty() && lname.chars().all(|c| c.is_ascii_hexdigit()) { log.iter().filter(|e| e.id.starts_with(&lname)).collect() } else { Vec::new() };
+    let matches: Vec<&LogEntry> = if refs::all_hex(&lname) { log.iter().filter(|e| e.id.starts_with(&lname)).collect() } else { Vec::new() };
     match matches.len() {
         1 => {
             let mut id = [0u8; 32];

@@ -34,6 +34,11 @@ pub const BASE_KEY: &str = "BASE";
 /// alone, of any length up to 64 (they would read as the start of a commit
 /// id: diff and restore take starts of any length on the branch's history). Errors: one line
 /// naming the rule broken.
+/// Is `s` one or more hex digits (what may be the start of a commit id)?
+pub fn all_hex(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit())
+}
+
 pub fn check_name(name: &str) -> Result<(), SnapError> {
     let bad = |why: &str| Err(SnapError::BadName { name: name.to_string(), why: why.to_string() });
     if name.is_empty() || name.len() > 100 {
@@ -42,7 +47,7 @@ pub fn check_name(name: &str) -> Result<(), SnapError> {
     if [HEAD_KEY, BASE_KEY, "live", "@"].contains(&name) {
         return bad("that name is reserved");
     }
-    if name.len() <= 64 && name.chars().all(|c| c.is_ascii_hexdigit()) {
+    if name.len() <= 64 && all_hex(name) {
         return bad("hex digits alone read as the start of a commit id");
     }
     if name.chars().any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c)) {
@@ -117,7 +122,7 @@ pub(crate) fn list<T: ReadableTable<&'static str, &'static [u8]>>(refs: &T) -> R
 
 /// Parses a full or partial hex id into the range of ids it can start.
 fn hex_range(p: &str) -> Option<([u8; 32], [u8; 32])> {
-    if p.len() < 4 || p.len() > 64 || !p.chars().all(|c| c.is_ascii_hexdigit()) {
+    if p.len() < 4 || p.len() > 64 || !all_hex(p) {
         return None;
     }
     let fill = |c: char| {
@@ -168,7 +173,7 @@ where
             if candidates.is_empty() {
                 candidates.push("(no branches: no commits yet)".into());
             }
-            if !name.is_empty() && name.len() < 4 && name.chars().all(|c| c.is_ascii_hexdigit()) {
+            if name.len() < 4 && all_hex(name) {
                 candidates.push("(a commit is named here by 4 or more hex digits of its id)".into());
             }
             Err(SnapError::Unknown { name: name.to_string(), candidates })

@@ -91,13 +91,9 @@ fn store_of(mountpoint: Option<&Path>, store: Option<&Path>) -> Result<(bool, Pa
             if s == "memory" {
                 bail!("{} is a memory workspace: remotes need a durable store (mount with --store DIR)", m.display());
             }
-            if let Some(at) = st.get("at").filter(|a| a.is_object()) {
-                let (c, o) = (at["commit"].as_str().unwrap_or_default(), at["store"].as_str().unwrap_or_default());
-                bail!(
-                    "{} is `ringfs mount --at {}`, a read-only view of a commit of store {o} served from a temporary copy: remotes belong to the store itself (give `--store {o}` while it is unmounted, or a mount of it)",
-                    m.display(),
-                    &c[..c.len().min(16)]
-                );
+            if let Some((c, o)) = crate::branch::at_view_of(&st) {
+                let tail = format!("remotes belong to the store itself (give `--store {}` while it is unmounted, or a mount of it)", o.display());
+                bail!("{}", crate::branch::at_view_line(m, &c, &o, &tail));
             }
             Ok((true, PathBuf::from(s)))
         }

@@ -786,6 +786,25 @@ impl TestMount {
     }
 }
 
+/// Unmounts a mountpoint a test made inside or beside a workspace (a fork
+/// mounted there, a bind mount) when dropped: `ringfs umount`, else
+/// umount(8), else a lazy unmount.
+pub struct MountGuard(pub PathBuf);
+
+impl Drop for MountGuard {
+    fn drop(&mut self) {
+        if is_mounted(&self.0) {
+            let _ = run_timeout(Command::new(RINGFS).arg("umount").arg(&self.0), Duration::from_secs(30));
+        }
+        if is_mounted(&self.0) {
+            let _ = run_timeout(Command::new("umount").arg(&self.0), Duration::from_secs(10));
+        }
+        if is_mounted(&self.0) {
+            lazy_umount(&self.0);
+        }
+    }
+}
+
 fn lazy_umount(p: &Path) {
     let _ = run_timeout(Command::new("umount").arg("-l").arg(p), Duration::from_secs(10));
     if is_mounted(p) {
