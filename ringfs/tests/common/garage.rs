@@ -322,6 +322,14 @@ impl Garage {
         g.cli_retry(&[
             "bucket", "allow", "--read", "--write", "--owner", BUCKET, "--key", &key_id,
         ]);
+        // Node 0 connected to the others; they find each other by gossip, a moment
+        // later: a node not yet connected to a peer fails quorum reads once another
+        // node stops (the cluster test did, twice in CI).
+        if n > 1 {
+            for i in 0..n {
+                g.wait_connected(i);
+            }
+        }
         if std::env::var_os("RINGFS_TEST_KEEP_LOGS").is_some() {
             eprintln!(
                 "[garage] {n} node(s) ready in {:?} at {}",
@@ -421,10 +429,15 @@ impl Garage {
         if let Err(log) = node.wait_ready(&bin) {
             panic!("garage node {i} did not restart: {log}");
         }
-        // Answering RPC is not enough: until the node has reconnected to its peers its
-        // quorum reads fail with "Not connected" (503). `garage health` counts the peers
-        // it holds a connection to ("Connected nodes") and says HEALTHY once every
-        // partition has all its nodes up.
+        self.wait_connected(i);
+    }
+
+    /// Wait until node `i` holds a connection to every node. Answering RPC is not
+    /// enough: until then its quorum reads fail with "Not connected" (503). `garage
+    /// health` counts the peers it holds a connection to ("Connected nodes") and says
+    /// HEALTHY once every partition has all its nodes up.
+    fn wait_connected(&mut self, i: usize) {
+        let bin = self.bin.clone();
         let want = self.nodes.len();
         let node = &mut self.nodes[i];
         let t0 = Instant::now();
@@ -440,7 +453,7 @@ impl Garage {
                 break;
             }
             if t0.elapsed() > BOOT_TIMEOUT {
-                panic!("garage node {i} did not reconnect to its peers within {BOOT_TIMEOUT:?}: {out}{err}");
+                panic!("garage node {i} did not connect to all its peers within {BOOT_TIMEOUT:?}: {out}{err}");
             }
             thread::sleep(STEP);
         }
