@@ -95,6 +95,61 @@ fn full_disk_during_commit_recovers_once_space_is_freed() {
     drop(cleanup);
 }
 
+/// The disk filled from inside the workspace, then `rm` there: the space
+/// comes back within a commit interval (the working copies of removed
+/// files go once a commit records the removal, or at once when the commit
+/// itself fails for want of space, D76), and writing works again.
+#[test]
+fn rm_in_the_workspace_frees_space_on_a_full_disk() {
+    if raw_mode() {
+        return;
+    }
+    let base = tempfile::Builder::new().prefix("ringfs-full-").tempdir().unwrap();
+    let fsdir = base.path().join("fs");
+    let mp = base.path().join("mnt");
+    std::fs::create_dir_all(&mp).unwrap();
+    let _tmpfs = Tmpfs::mount(&fsdir, "size=64m");
+    let store = fsdir.join("store");
+    let o = ringfs_ok(&["mount".as_ref(), mp.as_os_str(), "--store".as_ref(), store.as_os_str(), "--daemon".as_ref(), "--commit-interval-ms".as_ref(), "200".as_ref()]);
+    assert!(o.status.success(), "mount: {}", out_str(&o).1);
+    let cleanup = scopeguard(&mp);
+    let block: Vec<u8> = (0..4u32 << 20).map(|j| (j.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let fill = |prefix: &str| -> usize {
+        let mut n = 0;
+        loop {
+            let p = mp.join(format!("{prefix}{n}"));
+            let r = std::fs::write(&p, &block).and_then(|_| fsync(&p));
+            if r.is_err() {
+                let _ = std::fs::remove_file(&p);
+                return n;
+            }
+            n += 1;
+            assert!(n < 64, "64 MiB filesystem never filled");
+        }
+    };
+    let n = fill("big");
+    assert!(n >= 2, "only {n} files fit");
+    for i in 0..n {
+        std::fs::remove_file(mp.join(format!("big{i}"))).unwrap();
+    }
+    // Room again for at least one such file, within a few commit intervals.
+    let mut ok = false;
+    for _ in 0..50 {
+        let p = mp.join("after");
+        if std::fs::write(&p, &block).and_then(|_| fsync(&p)).is_ok() {
+            ok = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(ok, "no room after removing {n} files of 4 MiB in the workspace");
+    let o = ringfs_ok(&["umount".as_ref(), mp.as_os_str()]);
+    assert!(o.status.success(), "umount: {}", out_str(&o).1);
+    drop(cleanup);
+    let o = ringfs_ok(&["fsck".as_ref(), "--store".as_ref(), store.as_os_str()]);
+    assert!(o.status.success(), "fsck: {}", out_str(&o).0);
+}
+
 /// Unmounts `mp` (ringfs umount, then a lazy umount) when dropped.
 fn scopeguard(mp: &Path) -> impl Drop + '_ {
     struct G<'a>(&'a Path);

@@ -4,7 +4,8 @@
 //! kernel for passthrough ([`Fs::backing_fd`]).
 //!
 //! Owns: file handles and their access modes, backing files of new and
-//! freed inodes (`new_backing_file`, `finish_free`), when a changed file is
+//! new inodes (`new_backing_file`; a freed file's goes after a durable
+//! commit, `State::drop_after_commit`), when a changed file is
 //! queued for hashing (release, fsync: neither reads the file). Must not touch:
 //! names — create only looks its name up and asks
 //! [`namespace`](super::namespace) to make or take it back (`make_in`,
@@ -27,7 +28,7 @@ use crate::fs::chunked::FirstOpen;
 use crate::posix::*;
 use crate::types::*;
 use crate::host::copy_range;
-use crate::inode::{wc_stamp, Freed, Handle, OpenFile};
+use crate::inode::{wc_stamp, Handle, OpenFile};
 use crate::store::db::db_errno;
 use crate::wc::queue::FSYNC_HASH_DELAY;
 use crate::wc::{note_bypass, set_mtime};
@@ -48,14 +49,6 @@ impl Fs {
             set_mtime(&f, mtime);
         }
         Ok(f)
-    }
-
-    pub(super) fn finish_free(&self, f: Option<Freed>) {
-        if let Some(f) = f {
-            if f.regular {
-                let _ = self.inner.data_dir(f.data_local).unlink(&f.ino.to_string());
-            }
-        }
     }
 
     /// Attaches a new handle to `ino`, opening its working copy if this is
@@ -365,7 +358,7 @@ impl Fs {
         if is_host_id(fh) {
             return self.inner.host.release(fh);
         }
-        let (freed, last) = {
+        let last = {
             let mut st = self.inner.lock();
             let h = st.handles.remove(&fh).ok_or(Errno(libc::EBADF))?;
             let ino = h.ino;
@@ -382,10 +375,10 @@ impl Fs {
             if dirty {
                 self.inner.queue_hash(&mut st, ino);
             }
-            (st.maybe_free(ino), last)
+            st.maybe_free(ino);
+            last
         };
         drop(last);
-        self.finish_free(freed);
         Ok(())
     }
 

@@ -35,7 +35,7 @@ use std::thread::JoinHandle;
 use redb::{Database, Durability};
 
 use crate::host::HostTrees;
-use crate::inode::{self, meta_key, Freed, State, POOL_LOCAL, ROOT};
+use crate::inode::{self, meta_key, State, POOL_LOCAL, ROOT};
 use crate::laps::Laps;
 use crate::local::{BackDir, IgnorePolicy};
 use crate::posix::*;
@@ -178,14 +178,24 @@ impl Inner {
 
     /// One group commit of everything dirty (see [`Store::group_commit`]).
     /// After a durable one, the drained inodes count as durable
-    /// ([`State::note_durable`]), which lets `fsync` skip later commits.
+    /// ([`State::note_durable`]), which lets `fsync` skip later commits,
+    /// and the backing files of files freed before it are deleted
+    /// ([`State::drop_after_commit`]: a durable commit records their free,
+    /// here or in an earlier non-durable commit it makes durable).
     fn commit(&self, durability: Durability, force: bool, clean: Option<bool>) -> std::result::Result<(), redb::Error> {
         let durable = matches!(durability, Durability::Immediate);
         let mut drained = Vec::new();
+        let mut drops = Vec::new();
         let mut drew = false;
         let drain = || {
             let mut st = self.lock();
             let mut b = st.drain(self.local_tables);
+            if durable {
+                // Freed before this drain: the free is in this batch or an
+                // earlier one, which this durable commit covers.
+                b.drops = std::mem::take(&mut st.drop_after_commit);
+                drops = b.drops.clone();
+            }
             if clean == Some(true) {
                 // The clean shutdown's commit: the ready files outlive the mount.
                 b.pool = Some(st.pool.clone());
@@ -207,6 +217,23 @@ impl Inner {
             if r.is_ok() {
                 st.note_durable(drained);
             }
+        }
+        let drops = match &r {
+            Ok(()) => drops,
+            // A full disk: the commit may need the space those files hold
+            // (rm to make room must work), so they go now. A crash before
+            // the next commit may then bring such a file back empty.
+            Err(e) if crate::store::db::is_enospc(e) => {
+                let drops = std::mem::take(&mut self.lock().drop_after_commit);
+                if !drops.is_empty() && self.store.full_disk_drops.due() {
+                    tracing::warn!("store: the disk is full; deleting the working copies of {} removed files before a commit records their removal", drops.len());
+                }
+                drops
+            }
+            Err(_) => Vec::new(),
+        };
+        for (ino, data_local) in drops {
+            let _ = self.data_dir(data_local).unlink(&ino.to_string());
         }
         r
     }
@@ -645,24 +672,18 @@ impl Fs {
             return Ok(());
         }
         let dbpath = self.inner.store.db_path();
-        let freed: Vec<Freed> = {
+        // Their backing files go with the final commit below.
+        {
             let mut st = self.inner.lock();
             st.handles.clear();
             let all: Vec<u64> = st.nodes.keys().copied().collect();
-            let mut freed = Vec::new();
             for ino in &all {
                 let n = st.nodes.get_mut(ino).unwrap();
                 n.opens = 0;
                 n.lookups = 0;
                 n.file = None;
-                if let Some(f) = st.maybe_free(*ino) {
-                    freed.push(f);
-                }
+                st.maybe_free(*ino);
             }
-            freed
-        };
-        for f in freed {
-            self.finish_free(Some(f));
         }
         // Every changed file goes to the hash workers, which take them in
         // batches (due times ignored once the queue closes) and in

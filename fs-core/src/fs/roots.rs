@@ -220,16 +220,14 @@ impl Inner {
         for (c, _) in &nested {
             self.host.detach_root(*c);
         }
-        // The model forgets the subtree; its flat data files go.
-        let mut freed = Vec::new();
+        // The model forgets the subtree; its flat data files go after the
+        // next durable commit (`State::drop_after_commit`).
         for (c, parent, name) in order.iter().rev() {
             st.remove_entry(*parent, name);
             if let Some(n) = st.nodes.get_mut(c) {
                 n.rec.nlink = 0;
             }
-            if let Some(f) = st.maybe_free(*c) {
-                freed.push(f);
-            }
+            st.maybe_free(*c);
             // It may still have synced records (made local-only by a pattern
             // change at this mount, not committed yet): drop those too.
             st.freed.insert(*c);
@@ -239,9 +237,6 @@ impl Inner {
             st.dirty_inodes.insert(root);
         }
         drop(st);
-        for f in freed.into_iter().filter(|f| f.regular) {
-            let _ = self.data_dir(f.data_local).unlink(&f.ino.to_string());
-        }
         self.host.attach_root(root).map_err(|e| std::io::Error::from_raw_os_error(e.0))
     }
 

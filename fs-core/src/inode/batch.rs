@@ -33,11 +33,15 @@ pub(crate) struct Batch {
     /// `[POOL_LOCAL]` of `State::pool`): set only for the final, clean
     /// commit, which replaces the `pool` table with them.
     pub(crate) pool: Option<[Vec<u64>; 2]>,
+    /// Backing files of freed files to delete once this batch is durable
+    /// (`State::drop_after_commit`): set only for a durable commit, which
+    /// they make happen even when nothing else is in it.
+    pub(crate) drops: Vec<(u64, bool)>,
 }
 
 impl Batch {
     /// Nothing to write (a commit may still be forced).
     pub(crate) fn is_empty(&self) -> bool {
-        self.inodes.is_empty() && self.dirents.is_empty() && self.xattrs.is_empty() && self.freed.is_empty() && self.freed_local.is_empty()
+        self.inodes.is_empty() && self.dirents.is_empty() && self.xattrs.is_empty() && self.freed.is_empty() && self.freed_local.is_empty() && self.drops.is_empty()
     }
 }

@@ -32,7 +32,7 @@ impl Store {
         local_tables: bool,
         clean: Option<bool>,
     ) -> std::result::Result<(u64, i64, i64), redb::Error> {
-        let Batch { inodes, dirents, xattrs, freed, freed_local, loc, next_ino, pool } = b;
+        let Batch { inodes, dirents, xattrs, freed, freed_local, loc, next_ino, pool, drops: _ } = b;
         let next_ino = *next_ino;
         let mut seq = self.journal_last(txn)?;
         let mut journal: Vec<JournalRecord> = Vec::new();

@@ -51,6 +51,8 @@ pub(crate) struct Store {
     pub(crate) chunk_bytes: AtomicU64,
     /// Failing store commits (a full disk retries every commit interval).
     pub(crate) trouble: LogThrottle,
+    /// Deleting freed files' working copies before their commit, on a full disk.
+    pub(crate) full_disk_drops: LogThrottle,
     /// Held for the life of the store: the flock on DIR/ringfs.lock.
     lock_file: Mutex<Option<File>>,
     /// What the lock file says after [`Store::release_lock`] when not
@@ -112,6 +114,7 @@ impl Store {
             chunk_count: AtomicU64::new(chunks.0),
             chunk_bytes: AtomicU64::new(chunks.1),
             trouble: LogThrottle::default(),
+            full_disk_drops: LogThrottle::default(),
             lock_file: Mutex::new(lock),
             lock_after: Mutex::new(None),
             on_reopen: OnceLock::new(),
@@ -348,6 +351,11 @@ impl Store {
 /// ENOSPC, EIO and the like: the handle must be reopened.
 pub(crate) fn is_io_error(e: &redb::Error) -> bool {
     matches!(e, redb::Error::Io(_) | redb::Error::PreviousIo)
+}
+
+/// Did `e` fail for want of space (ENOSPC, EDQUOT)?
+pub(crate) fn is_enospc(e: &redb::Error) -> bool {
+    matches!(e, redb::Error::Io(io) if matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)))
 }
 
 /// A store error on a request path: logged, answered EIO.

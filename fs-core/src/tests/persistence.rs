@@ -130,6 +130,48 @@ fn crash_keeps_fsynced_data() {
     fsck_clean(t.path());
 }
 
+/// A file replaced (rename over it) or removed after its fsync, then a
+/// crash before the next durable commit: the store still names the old
+/// file, whose bytes were only in its working copy (not hashed yet) — that
+/// working copy must still be there (ci6's crash test: an fsynced file came
+/// back empty, D76).
+#[test]
+fn crash_after_replacing_an_fsynced_file_keeps_its_bytes() {
+    let t = tempfile::tempdir().unwrap();
+    let old: Vec<u8> = (0..285_085u32).map(|i| (i % 251) as u8).collect();
+    let new: Vec<u8> = (0..89_814u32).map(|i| (i % 241) as u8).collect();
+    {
+        let fs = Fs::open_store(Config { commit_interval: Duration::from_secs(3600), ..cfg(StoreLocation::Dir(t.path().into())) }).unwrap();
+        let mut put = |name: &str, data: &[u8]| {
+            let (a, fh) = fs.create(&C, ROOT, os(name), 0o644, libc::O_RDWR as u32).unwrap();
+            fs.write(fh, 0, data).unwrap();
+            fs.fsync(fh, false).unwrap();
+            fs.release(fh).unwrap();
+            a.ino
+        };
+        let f = put("f", &old);
+        let g = put("g", &old);
+        put("tmp", &new);
+        fs.fsyncdir(0).unwrap();
+        // Not durable yet: the rename over f, the unlink of g.
+        fs.rename(&C, ROOT, os("tmp"), ROOT, os("f"), 0).unwrap();
+        fs.unlink(&C, ROOT, os("g")).unwrap();
+        fs.forget(f, 1);
+        fs.forget(g, 1);
+        fs.simulate_crash();
+    }
+    let fs = dir_fs(t.path());
+    let f = lookup(&fs, ROOT, "f").unwrap();
+    let got = read_all(&fs, f.ino);
+    assert!(got == old || got == new, "f: {} bytes, neither version", got.len());
+    // The unlink was not durable: g is back, whole.
+    let g = lookup(&fs, ROOT, "g").unwrap();
+    assert_eq!(read_all(&fs, g.ino), old, "g");
+    fs.shutdown().unwrap();
+    drop(fs);
+    fsck_clean(t.path());
+}
+
 #[test]
 fn crash_after_unlink_frees_orphans() {
     let t = tempfile::tempdir().unwrap();
