@@ -395,7 +395,7 @@ impl Fs {
             }
         }
         let t = now();
-        {
+        let moved_dir = {
             let mut st = self.inner.lock();
             if !is_dir(st.node(parent)?.rec.mode) || !is_dir(st.node(newparent)?.rec.mode) {
                 return err(libc::ENOTDIR);
@@ -517,6 +517,12 @@ impl Fs {
             if let Some(d) = freed {
                 st.maybe_free(d);
             }
+            // A directory that became local-only (moved to an ignored name).
+            let now_local = st.nodes.get(&src).is_some_and(|n| n.local) && plan.iter().any(|m| m.0 == src && m.1);
+            (src_dir && flags & EXCHANGE == 0 && now_local).then_some(src)
+        };
+        if let Some(d) = moved_dir {
+            self.inner.root_after_rename(d);
         }
         Ok(())
     }
