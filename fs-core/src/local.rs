@@ -15,6 +15,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 
+/// The name a freed file's backing file is set aside under until the
+/// durable commit that records the free (D76): `.doomed-<inode>`, in the
+/// same directory. Recovery after a crash puts it back as `<inode>` if the
+/// store still names the inode, and deletes it otherwise.
+pub(crate) fn doomed_name(ino: u64) -> String {
+    format!(".doomed-{ino}")
+}
+
 /// Which paths of a workspace are local-only: gitignore patterns matched
 /// against the path relative to the workspace root (`node_modules` at any
 /// depth, `/dist` only at the root, `**/target`, `!keep` re-includes).

@@ -400,34 +400,3 @@ fn synced_directory_becomes_a_native_root_cleanly() {
     assert!(o.status.success(), "fsck: {}", out_str(&o).0);
     m.mount_again();
 }
-
-/// A directory renamed to an ignored name becomes a native root at once, as
-/// `mkdir` of that name does: cargo makes `target` so (a temporary
-/// directory holding CACHEDIR.TAG, renamed). One with a file open in it
-/// stays served by the daemon, whole, and becomes a root at the next mount.
-#[test]
-fn rename_to_an_ignored_name_makes_a_native_root() {
-    if !native_roots_possible() {
-        return;
-    }
-    let mut m = mount(Backend::Store, &["--ignore", "target", "--ignore", "build"], "rename-root");
-    m.sh_ok("mkdir -p .tmpAbc/sub && echo tag > .tmpAbc/CACHEDIR.TAG && echo s > .tmpAbc/sub/s && ln -s sub/s .tmpAbc/l && mv .tmpAbc target");
-    wait_native_root(&m.p("target"));
-    assert_eq!(m.sh_ok("cat target/CACHEDIR.TAG target/sub/s target/l"), "tag\ns\ns\n");
-    let backing = backing_of(m.path(), "target");
-    assert_eq!(std::fs::read(backing.join("CACHEDIR.TAG")).unwrap(), b"tag\n", "the bytes are in the backing tree");
-    m.sh_ok("echo more > target/sub/new");
-    assert_eq!(std::fs::read(backing.join("sub/new")).unwrap(), b"more\n");
-    // A file open in it during the rename: not a root yet, nothing lost.
-    m.sh_ok("mkdir b && echo f > b/f && exec 3<b/f && mv b build && cat build/f <&3");
-    assert!(!is_mounted(&m.p("build")), "a directory with an open file became a root");
-    assert_eq!(m.sh_ok("cat build/f"), "f\n");
-    m.unmount_checked();
-    let o = run_timeout(Command::new(RINGFS).arg("fsck").arg("--store").arg(m.store_dir()), Duration::from_secs(60));
-    assert!(o.status.success(), "fsck: {}", out_str(&o).0);
-    m.mount_again();
-    wait_native_root(&m.p("target"));
-    wait_native_root(&m.p("build"));
-    assert_eq!(m.sh_ok("cat target/CACHEDIR.TAG target/sub/s target/sub/new target/l build/f"), "tag\ns\nmore\ns\nf\n");
-    m.unmount_checked();
-}

@@ -4,8 +4,8 @@
 //! kernel for passthrough ([`Fs::backing_fd`]).
 //!
 //! Owns: file handles and their access modes, backing files of new and
-//! new inodes (`new_backing_file`; a freed file's goes after a durable
-//! commit, `State::drop_after_commit`), when a changed file is
+//! new and freed inodes (`new_backing_file`, `finish_free`: a freed file's
+//! is set aside, and deleted after a durable commit), when a changed file is
 //! queued for hashing (release, fsync: neither reads the file). Must not touch:
 //! names — create only looks its name up and asks
 //! [`namespace`](super::namespace) to make or take it back (`make_in`,
@@ -28,7 +28,7 @@ use crate::fs::chunked::FirstOpen;
 use crate::posix::*;
 use crate::types::*;
 use crate::host::copy_range;
-use crate::inode::{wc_stamp, Handle, OpenFile};
+use crate::inode::{wc_stamp, Freed, Handle, OpenFile};
 use crate::store::db::db_errno;
 use crate::wc::queue::FSYNC_HASH_DELAY;
 use crate::wc::{note_bypass, set_mtime};
@@ -49,6 +49,17 @@ impl Fs {
             set_mtime(&f, mtime);
         }
         Ok(f)
+    }
+
+    /// Sets aside the backing file of a freed regular file: renamed to
+    /// `.doomed-<inode>` in its directory now, deleted after the durable
+    /// commit that records the free ([`crate::inode::State::drop_after_commit`],
+    /// D76). Until then a crash finds it: recovery puts it back if the
+    /// store still names the file, else deletes it. A file with no backing
+    /// file (never opened, served from the store) has nothing to set aside.
+    pub(super) fn finish_free(&self, f: Option<Freed>) {
+        let Some(f) = f.filter(|f| f.regular) else { return };
+        self.inner.set_aside(f.ino, f.data_local);
     }
 
     /// Attaches a new handle to `ino`, opening its working copy if this is
@@ -358,7 +369,7 @@ impl Fs {
         if is_host_id(fh) {
             return self.inner.host.release(fh);
         }
-        let last = {
+        let (freed, last) = {
             let mut st = self.inner.lock();
             let h = st.handles.remove(&fh).ok_or(Errno(libc::EBADF))?;
             let ino = h.ino;
@@ -375,10 +386,10 @@ impl Fs {
             if dirty {
                 self.inner.queue_hash(&mut st, ino);
             }
-            st.maybe_free(ino);
-            last
+            (st.maybe_free(ino), last)
         };
         drop(last);
+        self.finish_free(freed);
         Ok(())
     }
 

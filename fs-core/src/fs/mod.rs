@@ -35,7 +35,7 @@ use std::thread::JoinHandle;
 use redb::{Database, Durability};
 
 use crate::host::HostTrees;
-use crate::inode::{self, meta_key, State, POOL_LOCAL, ROOT};
+use crate::inode::{self, meta_key, Freed, State, POOL_LOCAL, ROOT};
 use crate::laps::Laps;
 use crate::local::{BackDir, IgnorePolicy};
 use crate::posix::*;
@@ -179,9 +179,10 @@ impl Inner {
     /// One group commit of everything dirty (see [`Store::group_commit`]).
     /// After a durable one, the drained inodes count as durable
     /// ([`State::note_durable`]), which lets `fsync` skip later commits,
-    /// and the backing files of files freed before it are deleted
-    /// ([`State::drop_after_commit`]: a durable commit records their free,
-    /// here or in an earlier non-durable commit it makes durable).
+    /// and the backing files of files freed before it go to the pool thread
+    /// to be deleted ([`State::drop_after_commit`]: a durable commit
+    /// records their free, here or in an earlier non-durable commit it
+    /// makes durable; deleted here once the threads have stopped).
     fn commit(&self, durability: Durability, force: bool, clean: Option<bool>) -> std::result::Result<(), redb::Error> {
         let durable = matches!(durability, Durability::Immediate);
         let mut drained = Vec::new();
@@ -218,8 +219,16 @@ impl Inner {
                 st.note_durable(drained);
             }
         }
-        let drops = match &r {
-            Ok(()) => drops,
+        match &r {
+            Ok(()) if !drops.is_empty() => {
+                if self.stopping.load(Ordering::SeqCst) {
+                    self.unlink_doomed(drops);
+                } else {
+                    // Off the committing thread (an fsync after a mass delete).
+                    self.lock().unlink_ready.extend(drops);
+                    self.pools.cv.notify_all();
+                }
+            }
             // A full disk: the commit may need the space those files hold
             // (rm to make room must work), so they go now. A crash before
             // the next commit may then bring such a file back empty.
@@ -228,14 +237,32 @@ impl Inner {
                 if !drops.is_empty() && self.store.full_disk_drops.due() {
                     tracing::warn!("store: the disk is full; deleting the working copies of {} removed files before a commit records their removal", drops.len());
                 }
-                drops
+                self.unlink_doomed(drops);
             }
-            Err(_) => Vec::new(),
-        };
-        for (ino, data_local) in drops {
-            let _ = self.data_dir(data_local).unlink(&ino.to_string());
+            _ => {}
         }
         r
+    }
+
+    /// Sets aside the backing file of freed regular file `ino` (see
+    /// `Fs::finish_free`): renamed to [`crate::local::doomed_name`] in its directory and
+    /// queued for deletion after the next durable commit. Nothing to do if
+    /// it has none; another error is logged and the file left as it is
+    /// (a crash after the free is durable then keeps it in lost+found).
+    pub(crate) fn set_aside(&self, ino: u64, data_local: bool) {
+        let dir = self.data_dir(data_local);
+        match dir.rename_to(&ino.to_string(), dir, &crate::local::doomed_name(ino)) {
+            Ok(()) => self.lock().drop_after_commit.push((ino, data_local)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => tracing::warn!("setting aside the backing file {}/{ino} of a removed file: {e}; left in place", dir.path().display()),
+        }
+    }
+
+    /// Deletes set-aside backing files (`(inode, in the local directory)`).
+    pub(crate) fn unlink_doomed(&self, doomed: Vec<(u64, bool)>) {
+        for (ino, data_local) in doomed {
+            let _ = self.data_dir(data_local).unlink(&crate::local::doomed_name(ino));
+        }
     }
 
     fn tell_root(&self, ino: u64) {
@@ -660,6 +687,12 @@ impl Fs {
         for t in threads {
             let _ = t.join();
         }
+        // Set-aside files the pool thread did not get to (their frees are
+        // durable); a crash leaves them to recovery.
+        if !abandon {
+            let left = std::mem::take(&mut self.inner.lock().unlink_ready);
+            self.inner.unlink_doomed(left);
+        }
     }
 
     /// Clean shutdown: frees unlinked inodes, hashes every changed working
@@ -672,18 +705,23 @@ impl Fs {
             return Ok(());
         }
         let dbpath = self.inner.store.db_path();
-        // Their backing files go with the final commit below.
-        {
+        // Their backing files are set aside, deleted after the final commit.
+        let freed: Vec<Freed> = {
             let mut st = self.inner.lock();
             st.handles.clear();
             let all: Vec<u64> = st.nodes.keys().copied().collect();
+            let mut freed = Vec::new();
             for ino in &all {
                 let n = st.nodes.get_mut(ino).unwrap();
                 n.opens = 0;
                 n.lookups = 0;
                 n.file = None;
-                st.maybe_free(*ino);
+                freed.extend(st.maybe_free(*ino));
             }
+            freed
+        };
+        for f in freed {
+            self.finish_free(Some(f));
         }
         // Every changed file goes to the hash workers, which take them in
         // batches (due times ignored once the queue closes) and in

@@ -8,7 +8,7 @@
 //! ENOTEMPTY, EINVAL, EXDEV, EMLINK, EPERM for flagged inodes), link
 //! counts, readdir cookies and where a stream ends, whiteouts. Must not
 //! touch: file bytes or backing files (it asks [`data`](super::data):
-//! `new_backing_file`), the store except through
+//! `new_backing_file`, `finish_free`), the store except through
 //! `Inner::commit` (a new native root is committed before the reply).
 
 use redb::Durability;
@@ -60,12 +60,15 @@ impl Fs {
         if is_host_id(ino) {
             return self.inner.host.forget(ino, n);
         }
-        let mut st = self.inner.lock();
-        match st.nodes.get_mut(&ino) {
-            Some(node) => node.lookups = node.lookups.saturating_sub(n),
-            None => return,
-        }
-        st.maybe_free(ino);
+        let freed = {
+            let mut st = self.inner.lock();
+            match st.nodes.get_mut(&ino) {
+                Some(node) => node.lookups = node.lookups.saturating_sub(n),
+                None => return,
+            }
+            st.maybe_free(ino)
+        };
+        self.finish_free(freed);
     }
 
     /// Creates an inode of `mode` (type bits included) named `name` in
@@ -263,7 +266,7 @@ impl Fs {
         }
         check_name(name)?;
         let t = now();
-        {
+        let freed = {
             let mut st = self.inner.lock();
             if !is_dir(st.node(parent)?.rec.mode) {
                 return err(libc::ENOTDIR);
@@ -283,8 +286,9 @@ impl Fs {
             n.rec.ctime = t;
             st.touch_inode(child);
             st.set_mctime(parent, t);
-            st.maybe_free(child);
-        }
+            st.maybe_free(child)
+        };
+        self.finish_free(freed);
         Ok(())
     }
 
@@ -296,7 +300,7 @@ impl Fs {
         }
         check_name(name)?;
         let t = now();
-        {
+        let freed = {
             let mut st = self.inner.lock();
             if !is_dir(st.node(parent)?.rec.mode) {
                 return err(libc::ENOTDIR);
@@ -331,8 +335,9 @@ impl Fs {
             let p = st.node_mut(parent)?;
             p.rec.nlink = p.rec.nlink.saturating_sub(1);
             st.set_mctime(parent, t);
-            st.maybe_free(child);
-        }
+            st.maybe_free(child)
+        };
+        self.finish_free(freed);
         Ok(())
     }
 
@@ -395,7 +400,7 @@ impl Fs {
             }
         }
         let t = now();
-        let moved_dir = {
+        let freed = {
             let mut st = self.inner.lock();
             if !is_dir(st.node(parent)?.rec.mode) || !is_dir(st.node(newparent)?.rec.mode) {
                 return err(libc::ENOTDIR);
@@ -514,16 +519,9 @@ impl Fs {
             if flags & WHITEOUT != 0 {
                 self.whiteout(&mut st, c, parent, name, t);
             }
-            if let Some(d) = freed {
-                st.maybe_free(d);
-            }
-            // A directory that became local-only (moved to an ignored name).
-            let now_local = st.nodes.get(&src).is_some_and(|n| n.local) && plan.iter().any(|m| m.0 == src && m.1);
-            (src_dir && flags & EXCHANGE == 0 && now_local).then_some(src)
+            freed.and_then(|d| st.maybe_free(d))
         };
-        if let Some(d) = moved_dir {
-            self.inner.root_after_rename(d);
-        }
+        self.finish_free(freed);
         Ok(())
     }
 
@@ -622,14 +620,15 @@ impl Fs {
             let _ = self.inner.host.release(fh);
             return;
         }
-        {
+        let freed = {
             let mut st = self.inner.lock();
             let Some(h) = st.handles.remove(&fh) else { return };
             if let Some(n) = st.nodes.get_mut(&h.ino) {
                 n.opens = n.opens.saturating_sub(1);
             }
-            st.maybe_free(h.ino);
-        }
+            st.maybe_free(h.ino)
+        };
+        self.finish_free(freed);
     }
 
     /// Collects up to `max` entries of `ino` with cookie > `offset`, each

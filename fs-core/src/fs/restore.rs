@@ -22,7 +22,7 @@ use std::time::Instant;
 use redb::Durability;
 
 use crate::fs::Fs;
-use crate::inode::{Node, State, ROOT};
+use crate::inode::{Freed, Node, State, ROOT};
 use crate::posix::*;
 use crate::live::remove_manifest;
 use crate::schema::{bump_chunk_counters, InodeRec};
@@ -60,6 +60,7 @@ struct Apply<'a> {
     st: &'a mut State,
     t: (i64, u32),
     rep: &'a mut RestoreReport,
+    freed: Vec<Freed>,
     /// Inodes made by this restore (the kernel knows nothing of them).
     new: HashSet<u64>,
     entries: Vec<(u64, Vec<u8>)>,
@@ -115,7 +116,7 @@ impl Apply<'_> {
             }
         }
         self.entry_changed(parent, name);
-        self.st.maybe_free(child);
+        self.freed.extend(self.st.maybe_free(child));
         gone + 1
     }
 
@@ -339,13 +340,14 @@ impl Fs {
         rep.phases.push(("manifests", t.elapsed()));
         let t = Instant::now();
         let mut used = HashSet::new();
-        let wc_mtimes = {
+        let (freed, wc_mtimes) = {
             let mut st = self.inner.lock();
             let mut a = Apply {
                 fs: self,
                 st: &mut st,
                 t: now(),
                 rep: &mut rep,
+                freed: Vec::new(),
                 new: HashSet::new(),
                 entries: Vec::new(),
                 inodes: HashSet::new(),
@@ -355,21 +357,24 @@ impl Fs {
             a.run(&steps, &inos, &mut used);
             a.rep.kept.sort();
             a.rep.kept.dedup();
-            let (entries, inodes, wc_mtimes) = (a.entries, a.inodes, a.wc_mtimes);
+            let (entries, inodes, freed, wc_mtimes) = (a.entries, a.inodes, a.freed, a.wc_mtimes);
             rep.invalidations = entries.into_iter().map(|(parent, name)| Inval::Entry { parent, name }).collect();
             let mut inodes: Vec<u64> = inodes.into_iter().collect();
             inodes.sort_unstable();
             rep.invalidations.extend(inodes.into_iter().map(Inval::Inode));
             let files: Vec<(Option<std::sync::Arc<crate::inode::OpenFile>>, u64, (i64, u32))> =
                 wc_mtimes.into_iter().map(|(i, m)| (st.nodes.get(&i).and_then(|n| n.file.clone()), i, m)).collect();
-            files
+            (freed, files)
         };
         rep.phases.push(("apply", t.elapsed()));
         let t = Instant::now();
         self.drop_unused_manifests(&inos, &used);
-        // One group commit holds every change above (they were made under
-        // one hold of the lock), durable before the working copies of
-        // freed files go (it deletes them, `State::drop_after_commit`).
+        // The working copies of freed files are set aside; one group commit
+        // holds every change above (they were made under one hold of the
+        // lock), durable before those go (`Inner::set_aside`).
+        for f in freed {
+            self.finish_free(Some(f));
+        }
         let durable = self.inner.commit(Durability::Immediate, true, None);
         for (open, ino, mtime) in wc_mtimes {
             let f = match open {

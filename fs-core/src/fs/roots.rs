@@ -23,11 +23,6 @@ use crate::posix::*;
 use crate::schema::InodeRec;
 use crate::types::*;
 
-/// The most entries below a directory renamed to an ignored name that the
-/// rename itself makes into a native root (hard links into the host tree,
-/// inside the rename request); a bigger one becomes a root at the next mount.
-pub(crate) const RENAME_ROOT_MAX: usize = 10_000;
-
 impl Inner {
     /// Serves every native root found on disk whose directory is still a
     /// live local-only directory; an orphaned tree is left alone (warned).
@@ -66,7 +61,7 @@ impl Inner {
         };
         let mut done = 0;
         for ino in cands {
-            match self.migrate_one(ino, usize::MAX) {
+            match self.migrate_one(ino) {
                 Ok(()) => done += 1,
                 Err(e) => tracing::warn!("local-only directory inode {ino} stays served by the daemon: making it a native root failed: {e}"),
             }
@@ -79,30 +74,15 @@ impl Inner {
         }
     }
 
-    /// Makes the local-only directory `root` a native root (see
-    /// [`Inner::migrate_flat_roots`]) if it still is eligible (a live
-    /// local-only directory whose parent is synced, not a root yet) and
-    /// its subtree has at most `max` entries. Files the kernel still knows
-    /// (a lookup count) but nobody has open are fine: their nodes stay,
-    /// unlinked, until FORGET, their bytes hard-linked into the tree.
-    /// Errors: not eligible, too big, a file open or with links outside,
-    /// and the host tree's I/O errors; nothing changes then.
-    pub(super) fn migrate_one(&self, root: u64, max: usize) -> std::io::Result<()> {
+    pub(super) fn migrate_one(&self, root: u64) -> std::io::Result<()> {
         use std::os::unix::ffi::OsStrExt;
         let mut st = self.lock();
-        let eligible = st.nodes.get(&root).is_some_and(|n| n.local && n.dir.is_some() && n.rec.nlink > 0 && !st.is_local(n.rec.parent));
-        if root == ROOT || !eligible || self.host.is_root(root) {
-            return Err(std::io::Error::other("not an eligible local-only directory"));
-        }
         // The subtree, parents before children: (ino, parent, name).
         let mut order: Vec<(u64, u64, Vec<u8>)> = Vec::new();
         let mut stack = vec![root];
         let mut links: HashMap<u64, u32> = HashMap::new();
         while let Some(d) = stack.pop() {
             let Some(dd) = st.nodes.get(&d).and_then(|n| n.dir.as_ref()) else { continue };
-            if order.len() + dd.by_name.len() > max {
-                return Err(std::io::Error::other(format!("more than {max} entries")));
-            }
             for (name, (c, _)) in &dd.by_name {
                 order.push((*c, d, name.to_vec()));
                 match st.nodes.get(c) {
@@ -116,8 +96,15 @@ impl Inner {
             if st.nodes[c].rec.nlink != *k {
                 return Err(std::io::Error::other(format!("inode {c} has hard links outside the directory")));
             }
-            if st.nodes[c].opens > 0 {
-                return Err(std::io::Error::other("a file in it is open"));
+            if st.nodes[c].lookups > 0 || st.nodes[c].opens > 0 {
+                return Err(std::io::Error::other("in use"));
+            }
+            // A file whose bytes are only in the store (it stayed synced
+            // when they could not be written out, D71): the host tree would
+            // get zeros in their place, and the model forgets the file.
+            let n = &st.nodes[c];
+            if !n.local || (is_reg(n.rec.mode) && n.rec.size > 0 && !self.data_dir(n.data_local).exists(&c.to_string())) {
+                return Err(std::io::Error::other(format!("the bytes of inode {c} are not on this disk (only in the store)")));
             }
         }
         let final_dir = self.host.root_path(root);
@@ -240,14 +227,15 @@ impl Inner {
         for (c, _) in &nested {
             self.host.detach_root(*c);
         }
-        // The model forgets the subtree; its flat data files go after the
-        // next durable commit (`State::drop_after_commit`).
+        // The model forgets the subtree; its flat data files are set aside
+        // and go after the next durable commit (`Inner::set_aside`).
+        let mut freed = Vec::new();
         for (c, parent, name) in order.iter().rev() {
             st.remove_entry(*parent, name);
             if let Some(n) = st.nodes.get_mut(c) {
                 n.rec.nlink = 0;
             }
-            st.maybe_free(*c);
+            freed.extend(st.maybe_free(*c));
             // It may still have synced records (made local-only by a pattern
             // change at this mount, not committed yet): drop those too.
             st.freed.insert(*c);
@@ -257,37 +245,10 @@ impl Inner {
             st.dirty_inodes.insert(root);
         }
         drop(st);
+        for f in freed.into_iter().filter(|f| f.regular) {
+            self.set_aside(f.ino, f.data_local);
+        }
         self.host.attach_root(root).map_err(|e| std::io::Error::from_raw_os_error(e.0))
-    }
-
-    /// A directory a rename made local-only (moved to an ignored name)
-    /// becomes a native root at once, as `mkdir` of that name would make
-    /// one (cargo makes `target` by renaming a temporary directory that
-    /// holds CACHEDIR.TAG): if [`Inner::migrate_one`] takes it — native
-    /// roots on, its parent synced, at most [`RENAME_ROOT_MAX`] entries
-    /// below it, no file in it open — it is committed durably and the root
-    /// listener told. Otherwise it stays served by the daemon until the
-    /// next mount makes it a root (logged).
-    pub(super) fn root_after_rename(&self, ino: u64) {
-        if !self.native_roots {
-            return;
-        }
-        {
-            let st = self.lock();
-            let local_dir = st.nodes.get(&ino).is_some_and(|n| n.local && n.dir.is_some() && !st.is_local(n.rec.parent));
-            if !local_dir || self.host.is_root(ino) {
-                return;
-            }
-        }
-        match self.migrate_one(ino, RENAME_ROOT_MAX) {
-            Ok(()) => {
-                if let Err(e) = self.commit(Durability::Immediate, true, None) {
-                    tracing::warn!("committing native root {ino}: {e}");
-                }
-                self.tell_root(ino);
-            }
-            Err(e) => tracing::info!("local-only directory inode {ino} (renamed) stays served by the daemon until the next mount: {e}"),
-        }
     }
 
     /// Native roots whose path the ignore patterns no longer match become

@@ -7,9 +7,10 @@
 //! lookups, no open handles), inode numbers ([`State::alloc_ino`]), and the
 //! dirty sets that [`State::drain`] hands to the store as a
 //! [`Batch`]. Must not touch: redb, file contents or names on disk
-//! (a freed file's backing file is deleted after the durable commit that
-//! records the free, [`State::drop_after_commit`]; the table only reads an open working copy's size and times, [`fstat_into`]),
-//! path policy, FUSE.
+//! (freeing returns a [`Freed`] whose backing file the caller sets aside
+//! outside the lock, deleted after the durable commit that records the
+//! free, [`State::drop_after_commit`]; the table only reads an open
+//! working copy's size and times, [`fstat_into`]), path policy, FUSE.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
@@ -294,13 +295,17 @@ pub(crate) struct State {
     pub(crate) freed: HashSet<u64>,
     /// Freed local-only inodes (removed from the LOCAL_* tables only).
     pub(crate) freed_local: HashSet<u64>,
-    /// Backing files of freed regular files, (inode, in the local-only
-    /// directory): deleted only after a durable commit that records the
-    /// free (`Inner::commit`, D76). Until then the store may still name the
-    /// file, and its working copy may hold the only copy of bytes an fsync
-    /// made durable (a file replaced by a rename before it was hashed): a
-    /// crash must find them.
+    /// Backing files of freed regular files, set aside as
+    /// `.doomed-<inode>` (inode, in the local-only directory): deleted only
+    /// after a durable commit that records the free (`Inner::commit`,
+    /// D76). Until then the store may still name the file, and its working
+    /// copy may hold the only copy of bytes an fsync made durable (a file
+    /// replaced by a rename before it was hashed): recovery after a crash
+    /// puts such a file back, and deletes one whose free is durable.
     pub(crate) drop_after_commit: Vec<(u64, bool)>,
+    /// Set-aside backing files whose free a durable commit recorded: the
+    /// pool thread deletes them (`wc::pool`).
+    pub(crate) unlink_ready: Vec<(u64, bool)>,
     pub(crate) hash_queued: HashSet<u64>,
     /// Inodes a hash worker (or a caller) is hashing now (their `Node::hashing`).
     pub(crate) hashing: HashSet<u64>,
@@ -434,13 +439,14 @@ impl State {
         Some((child, cookie))
     }
     /// Frees `ino` if nothing references it any more (no links, lookups or
-    /// open handles): its records go with the next group commit, and a
-    /// regular file's backing file once a durable commit has recorded that
-    /// ([`State::drop_after_commit`]). Returns whether it was freed.
-    pub(crate) fn maybe_free(&mut self, ino: u64) -> bool {
-        let Some(n) = self.nodes.get(&ino) else { return false };
+    /// open handles): its records go with the next group commit; a regular
+    /// file's backing file is for the caller to set aside, outside the lock
+    /// (`Fs::finish_free`, D76).
+    #[must_use]
+    pub(crate) fn maybe_free(&mut self, ino: u64) -> Option<Freed> {
+        let n = self.nodes.get(&ino)?;
         if ino == ROOT || n.rec.nlink > 0 || n.lookups > 0 || n.opens > 0 {
-            return false;
+            return None;
         }
         let n = self.nodes.remove(&ino).unwrap();
         for name in n.xattrs().keys() {
@@ -454,10 +460,7 @@ impl State {
         } else {
             self.freed.insert(ino);
         }
-        if is_reg(n.rec.mode) {
-            self.drop_after_commit.push((ino, n.data_local));
-        }
-        true
+        Some(Freed { ino, regular: is_reg(n.rec.mode), data_local: n.data_local })
     }
     pub(crate) fn alloc_ino(&mut self) -> u64 {
         let i = self.next_ino;
@@ -600,6 +603,16 @@ impl State {
         self.freed_local.extend(b.freed_local);
         self.drop_after_commit.extend(b.drops);
     }
+}
+
+/// An inode [`State::maybe_free`] removed: its backing file (if `regular`,
+/// in the local directory if `data_local`, else `wc/`) is set aside by the
+/// caller, outside the lock (`Fs::finish_free`).
+#[must_use]
+pub(crate) struct Freed {
+    pub(crate) ino: u64,
+    pub(crate) regular: bool,
+    pub(crate) data_local: bool,
 }
 
 pub(crate) fn attr_of(ino: u64, n: &Node) -> Attr {

@@ -369,6 +369,9 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
             }
         }
     }
+    if !clean {
+        put_back_doomed(&st, wc, local);
+    }
     // Where each file's bytes are, and directory link counts over both sides.
     let local_names: HashSet<u64> = local.names().iter().filter_map(|n| n.parse().ok()).collect();
     let any_local = !local_names.is_empty() || st.nodes.values().any(|n| n.local);
@@ -575,4 +578,26 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
         chunk_bytes: (chunk_bytes as i64 + dbytes).max(0) as u64,
         rehash,
     })
+}
+
+/// After a crash: backing files of removed files set aside as
+/// `.doomed-<inode>` (`Inner::set_aside`, D76) go back to `<inode>` when
+/// the store still names that regular file (its removal was not durable:
+/// the working copy may hold the only copy of fsynced bytes) and it has no
+/// other backing file; the others (the removal is durable) are deleted.
+fn put_back_doomed(st: &State, wc: &BackDir, local: &BackDir) {
+    for dir in [wc, local] {
+        for name in dir.names() {
+            let Some(ino) = name.strip_prefix(".doomed-").and_then(|i| i.parse::<u64>().ok()) else { continue };
+            let named = st.nodes.get(&ino).is_some_and(|n| is_reg(n.rec.mode));
+            let plain = ino.to_string();
+            if named && !wc.exists(&plain) && !local.exists(&plain) {
+                if let Err(e) = dir.rename_to(&name, dir, &plain) {
+                    tracing::warn!("putting back {}/{name} (a removal the crash undid): {e}", dir.path().display());
+                }
+            } else {
+                let _ = dir.unlink(&name);
+            }
+        }
+    }
 }

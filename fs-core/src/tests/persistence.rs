@@ -158,9 +158,16 @@ fn crash_after_replacing_an_fsynced_file_keeps_its_bytes() {
         fs.unlink(&C, ROOT, os("g")).unwrap();
         fs.forget(f, 1);
         fs.forget(g, 1);
+        // Set aside, not deleted: the removal is not durable yet.
+        assert!(t.path().join(format!("wc/.doomed-{g}")).exists() && !t.path().join(format!("wc/{g}")).exists());
+        // One whose removal a commit made durable (the deletion after it
+        // not done): recovery deletes it, nothing goes to lost+found.
+        std::fs::write(t.path().join("wc/.doomed-999997"), b"gone").unwrap();
         fs.simulate_crash();
     }
     let fs = dir_fs(t.path());
+    assert!(!t.path().join("wc/.doomed-999997").exists());
+    assert!(std::fs::read_dir(t.path().join("lost+found")).map(|d| d.count()).unwrap_or(0) == 0, "lost+found");
     let f = lookup(&fs, ROOT, "f").unwrap();
     let got = read_all(&fs, f.ino);
     assert!(got == old || got == new, "f: {} bytes, neither version", got.len());

@@ -10,6 +10,10 @@
 //! the pools for them), so a fresh mount's creates do not make files on the
 //! request path (D52).
 //!
+//! The pool thread also deletes the set-aside backing files of removed
+//! files once a durable commit has recorded their removal
+//! (`State::unlink_ready`, D76), off the thread that committed.
+//!
 //! Owns: the pool thread and how many files to keep. The reserved numbers
 //! themselves live in the inode table (`State::pool`), under its lock. Must
 //! not touch: the store.
@@ -70,11 +74,20 @@ impl Pools {
         loop {
             let (side, range) = {
                 let mut st = lock(table);
-                while !stopping.load(Ordering::SeqCst) && !low(&st, POOL_WC) && !low(&st, POOL_LOCAL) {
+                while !stopping.load(Ordering::SeqCst) && !low(&st, POOL_WC) && !low(&st, POOL_LOCAL) && st.unlink_ready.is_empty() {
                     st = self.cv.wait_timeout(st, std::time::Duration::from_millis(500)).unwrap_or_else(|p| p.into_inner()).0;
                 }
                 if stopping.load(Ordering::SeqCst) {
                     return;
+                }
+                // Backing files of removed files whose removal is durable.
+                let doomed = std::mem::take(&mut st.unlink_ready);
+                if !doomed.is_empty() {
+                    drop(st);
+                    for (ino, data_local) in doomed {
+                        let _ = dirs.data_dir(data_local).unlink(&crate::local::doomed_name(ino));
+                    }
+                    continue;
                 }
                 let side = if low(&st, POOL_WC) { POOL_WC } else { POOL_LOCAL };
                 let k = self.size[side].load(Ordering::Relaxed).saturating_sub(st.pool[side].len()) as u64;
