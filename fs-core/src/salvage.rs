@@ -529,7 +529,7 @@ impl Builder<'_> {
     /// each found in the database or a pack with bytes hashing to it. An
     /// empty file with neither verifies. `Err`: why not, one phrase.
     fn verify_file(&self, old: u64, rec: &InodeRec, local: bool) -> Result<(), String> {
-        let wc = [self.wc_path(old, local), self.wc_path(old, !local)].into_iter().find(|p| p.is_file());
+        let wc = self.wc_candidates(old, local).into_iter().find(|p| p.is_file());
         let wc_len = wc.as_ref().and_then(|p| std::fs::metadata(p).ok()).map(|m| m.len());
         if wc_len.is_some_and(|l| !self.meta.clean || l == rec.size) {
             return Ok(());
@@ -579,6 +579,15 @@ impl Builder<'_> {
         self.from.join(if local { "local" } else { "wc" }).join(ino.to_string())
     }
 
+    /// Where the backing file of inode `ino` may be, first match wins: its
+    /// side's directory, the other side's, then the same set aside as
+    /// `.doomed-N` by a removal that the surviving metadata does not
+    /// record (D76: recovery would put it back).
+    fn wc_candidates(&self, ino: u64, local: bool) -> [PathBuf; 4] {
+        let doomed = |l: bool| self.from.join(if l { "local" } else { "wc" }).join(crate::local::doomed_name(ino));
+        [self.wc_path(ino, local), self.wc_path(ino, !local), doomed(local), doomed(!local)]
+    }
+
     /// Creates a regular file and fills it: from its working copy (the
     /// truth) when there is one, else from its manifest's chunks. Records
     /// in the report what could not be filled (the file is still made,
@@ -593,7 +602,7 @@ impl Builder<'_> {
             }
         };
         let mut missing = Vec::new();
-        let mut wc = [self.wc_path(old, local), self.wc_path(old, !local)].into_iter().find(|p| p.is_file());
+        let mut wc = self.wc_candidates(old, local).into_iter().find(|p| p.is_file());
         // After a clean shutdown the store holds every file's bytes: a
         // working copy that disagrees with its manifest is damage, and the
         // manifest wins when all its chunks are at hand.
@@ -715,6 +724,10 @@ impl Builder<'_> {
             names.sort_by_key(|n| (n.parse::<u64>().unwrap_or(u64::MAX), n.clone()));
             for n in names {
                 if n.parse::<u64>().ok().is_some_and(|i| self.placed.contains_key(&i)) {
+                    continue;
+                }
+                // Set aside by a removal (used above if its inode is named).
+                if n.starts_with(".doomed-") {
                     continue;
                 }
                 let p = self.from.join(dir).join(&n);

@@ -165,6 +165,22 @@ fn crash_after_replacing_an_fsynced_file_keeps_its_bytes() {
         std::fs::write(t.path().join("wc/.doomed-999997"), b"gone").unwrap();
         fs.simulate_crash();
     }
+    // Salvage of the crashed store takes set-aside bytes too (and leaves
+    // the one whose removal was durable out of lost+found).
+    {
+        let to = t.path().join("salvaged");
+        let rep = salvage(t.path(), &to).unwrap();
+        assert!(rep.complete(), "{rep}");
+        let fs = dir_fs(&to);
+        for name in ["f", "g"] {
+            let ino = lookup(&fs, ROOT, name).unwrap().ino;
+            assert_eq!(read_all(&fs, ino), old, "salvaged {name}");
+        }
+        assert!(lookup(&fs, ROOT, "lost+found").map(|a| list(&fs, a.ino).len() <= 2).unwrap_or(true), "lost+found");
+        fs.shutdown().unwrap();
+        drop(fs);
+        std::fs::remove_dir_all(&to).unwrap();
+    }
     let fs = dir_fs(t.path());
     assert!(!t.path().join("wc/.doomed-999997").exists());
     assert!(std::fs::read_dir(t.path().join("lost+found")).map(|d| d.count()).unwrap_or(0) == 0, "lost+found");
