@@ -7,9 +7,12 @@ journal_mode=DELETE with synchronous=EXTRA (the journal is unlinked and its
 directory fsynced before COMMIT returns) and records each committed
 transaction number on the host disk after COMMIT returned; the daemon is
 killed with SIGKILL at a random moment, the store mounted again, and the
-database must hold at least the last recorded transaction. An open finding
-(docs/DECISIONS.md, D78): about one round in 40-70 loses its
-last transaction to a hot journal that should have been deleted.
+database must hold at least the last recorded transaction. About one round
+in 40-70 "loses" its last transaction: the kill lands between the journal's
+unlink and SQLite's open of the directory to fsync it, the open fails
+(ECONNABORTED) and SQLite skips that fsync yet reports COMMIT done
+(docs/DECISIONS.md, D78) - not a ringfs loss; a loss with a directory fsync
+after the unlink in the request trace (--trace) would be one.
 
 usage: scripts/crash-sqlite.py [--ringfs target/release/ringfs]
                                [--transport auto|uring|dev] [--passthrough on|off]

@@ -142,7 +142,7 @@ fn crash_after_replacing_an_fsynced_file_keeps_its_bytes() {
     let new: Vec<u8> = (0..89_814u32).map(|i| (i % 241) as u8).collect();
     {
         let fs = Fs::open_store(Config { commit_interval: Duration::from_secs(3600), ..cfg(StoreLocation::Dir(t.path().into())) }).unwrap();
-        let mut put = |name: &str, data: &[u8]| {
+        let put = |name: &str, data: &[u8]| {
             let (a, fh) = fs.create(&C, ROOT, os(name), 0o644, libc::O_RDWR as u32).unwrap();
             fs.write(fh, 0, data).unwrap();
             fs.fsync(fh, false).unwrap();
