@@ -16,6 +16,9 @@
 //!   `move_mount(MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH)` onto
 //!   that descriptor (mount_setattr(2) family, Linux ≥ 5.2): a process
 //!   that swaps the directory for a symlink cannot redirect the mount.
+//!   The bind gets the FUSE mount's `nosuid`, `nodev` and `noexec`
+//!   (statvfs(3) flags of the mount root; mount_setattr(2) on the detached
+//!   tree before it is moved), so a native root is no way around them.
 //! * **Detaching** ([`Placed::detach`]) is `umount2(MNT_DETACH)` on the
 //!   `/proc/self/fd` link of the mount's own root descriptor, so it always
 //!   removes exactly that mount, wherever it is now.
@@ -103,6 +106,7 @@ pub fn place(mount_root: BorrowedFd<'_>, rel: &Path, dev: u64, ino: u64, source:
         OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC | OpenTreeFlags::AT_SYMLINK_NOFOLLOW,
     )
     .map_err(|e| Error::Source { path: source.to_path_buf(), source: e.into() })?;
+    same_restrictions(mount_root, &tree).map_err(|e| Error::Source { path: source.to_path_buf(), source: e })?;
     rustix::mount::move_mount(
         tree.as_fd(),
         "",
@@ -112,6 +116,45 @@ pub fn place(mount_root: BorrowedFd<'_>, rel: &Path, dev: u64, ino: u64, source:
     )
     .map_err(|e| Error::Mount { path: rel.to_path_buf(), source: e.into() })?;
     Ok(Placed { tree, path: rel.to_path_buf() })
+}
+
+/// Gives the detached mount `tree` the `nosuid`, `nodev` and `noexec` of
+/// the mount `mount_root` is on (statvfs(3) `ST_NOSUID`, `ST_NODEV`,
+/// `ST_NOEXEC`), with mount_setattr(2) (Linux ≥ 5.12; an older kernel's
+/// ENOSYS leaves the bind as it is). Errors: statvfs's, mount_setattr's.
+fn same_restrictions(mount_root: BorrowedFd<'_>, tree: &OwnedFd) -> std::io::Result<()> {
+    const MOUNT_ATTR_NOSUID: u64 = 0x2;
+    const MOUNT_ATTR_NODEV: u64 = 0x4;
+    const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+    let flags = rustix::fs::fstatvfs(mount_root)?.f_flag;
+    let mut set = 0u64;
+    for (st, attr) in [
+        (rustix::fs::StatVfsMountFlags::NOSUID, MOUNT_ATTR_NOSUID),
+        (rustix::fs::StatVfsMountFlags::NODEV, MOUNT_ATTR_NODEV),
+        (rustix::fs::StatVfsMountFlags::NOEXEC, MOUNT_ATTR_NOEXEC),
+    ] {
+        if flags.contains(st) {
+            set |= attr;
+        }
+    }
+    if set == 0 {
+        return Ok(());
+    }
+    // struct mount_attr { u64 attr_set, attr_clr, propagation, userns_fd } (linux/mount.h).
+    let attr: [u64; 4] = [set, 0, 0, 0];
+    // SAFETY: mount_setattr(2) on our own detached tree descriptor, with
+    // an empty path (AT_EMPTY_PATH) and a mount_attr of the size passed.
+    let r = unsafe {
+        libc::syscall(libc::SYS_mount_setattr, tree.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, attr.as_ptr(), std::mem::size_of_val(&attr))
+    };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENOSYS) {
+            return Ok(());
+        }
+        return Err(e);
+    }
+    Ok(())
 }
 
 /// Can this process place bind mounts at all? Err: why not, one line.

@@ -68,6 +68,17 @@ fn mkdir_makes_a_native_root() {
     let mut m = mount(Backend::Store, &["--ignore", "node_modules"], "mkdir-root");
     let nm = make_native_root(&m, "node_modules");
     assert_eq!(std::fs::metadata(&nm).unwrap().ino(), std::fs::metadata(&nm).unwrap().ino());
+    // The bind keeps the workspace's nosuid and nodev (a set-uid binary or a
+    // device node in a native root is no way around them).
+    let restrictions = |p: &Path| {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: statvfs(3) into a zeroed struct.
+        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut s) }, 0, "statvfs {}", p.display());
+        s.f_flag & (libc::ST_NOSUID | libc::ST_NODEV | libc::ST_NOEXEC)
+    };
+    assert_ne!(restrictions(m.path()) & libc::ST_NOSUID, 0, "the workspace is nosuid");
+    assert_eq!(restrictions(&nm), restrictions(m.path()), "the native root's bind has the workspace's nosuid/nodev/noexec");
     m.sh_ok("mkdir -p node_modules/a/b && echo hello > node_modules/a/b/f && ln -s ../x node_modules/l");
     let backing = backing_of(m.path(), "node_modules");
     assert_eq!(std::fs::read(backing.join("a/b/f")).unwrap(), b"hello\n", "the bytes are in the backing tree");
