@@ -27,6 +27,11 @@ pub const HEAD_KEY: &str = "HEAD";
 /// The `refs` key holding the commit the live tree descends from (32 bytes).
 pub const BASE_KEY: &str = "BASE";
 
+/// Is `s` one or more hex digits (what may be the start of a commit id)?
+pub fn all_hex(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit())
+}
+
 /// Is `name` usable as a branch name? Git's rules, narrowed: 1–100 bytes
 /// of printable non-space ASCII or UTF-8; none of `~ ^ : ? * [ \`, no
 /// `..`, `//` or `@{`; not starting with `-`, `.` or `/`, not ending with
@@ -34,11 +39,6 @@ pub const BASE_KEY: &str = "BASE";
 /// alone, of any length up to 64 (they would read as the start of a commit
 /// id: diff and restore take starts of any length on the branch's history). Errors: one line
 /// naming the rule broken.
-/// Is `s` one or more hex digits (what may be the start of a commit id)?
-pub fn all_hex(s: &str) -> bool {
-    !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit())
-}
-
 pub fn check_name(name: &str) -> Result<(), SnapError> {
     let bad = |why: &str| Err(SnapError::BadName { name: name.to_string(), why: why.to_string() });
     if name.is_empty() || name.len() > 100 {
