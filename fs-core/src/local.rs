@@ -23,6 +23,11 @@ pub(crate) fn doomed_name(ino: u64) -> String {
     format!(".doomed-{ino}")
 }
 
+/// The inode a [`doomed_name`] names; `None` for any other name.
+pub(crate) fn doomed_ino(name: &str) -> Option<u64> {
+    name.strip_prefix(".doomed-")?.parse().ok()
+}
+
 /// Which paths of a workspace are local-only: gitignore patterns matched
 /// against the path relative to the workspace root (`node_modules` at any
 /// depth, `/dist` only at the root, `**/target`, `!keep` re-includes).

@@ -727,7 +727,7 @@ impl Builder<'_> {
                     continue;
                 }
                 // Set aside by a removal (used above if its inode is named).
-                if n.starts_with(".doomed-") {
+                if crate::local::doomed_ino(&n).is_some() {
                     continue;
                 }
                 let p = self.from.join(dir).join(&n);

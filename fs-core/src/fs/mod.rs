@@ -217,18 +217,16 @@ impl Inner {
             st.commits_in_flight -= 1;
             if r.is_ok() {
                 st.note_durable(drained);
-            }
-        }
-        match &r {
-            Ok(()) if !drops.is_empty() => {
-                if self.stopping.load(Ordering::SeqCst) {
-                    self.unlink_doomed(drops);
-                } else {
+                if !drops.is_empty() && !self.stopping.load(Ordering::SeqCst) {
                     // Off the committing thread (an fsync after a mass delete).
-                    self.lock().unlink_ready.extend(drops);
+                    st.unlink_ready.append(&mut drops);
                     self.pools.cv.notify_all();
                 }
             }
+        }
+        match &r {
+            // The threads have stopped (the final commit): deleted here.
+            Ok(()) => self.dirs.unlink_doomed(drops),
             // A full disk: the commit may need the space those files hold
             // (rm to make room must work), so they go now. A crash before
             // the next commit may then bring such a file back empty.
@@ -237,7 +235,7 @@ impl Inner {
                 if !drops.is_empty() && self.store.full_disk_drops.due() {
                     tracing::warn!("store: the disk is full; deleting the working copies of {} removed files before a commit records their removal", drops.len());
                 }
-                self.unlink_doomed(drops);
+                self.dirs.unlink_doomed(drops);
             }
             _ => {}
         }
@@ -255,13 +253,6 @@ impl Inner {
             Ok(()) => self.lock().drop_after_commit.push((ino, data_local)),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
             Err(e) => tracing::warn!("setting aside the backing file {}/{ino} of a removed file: {e}; left in place", dir.path().display()),
-        }
-    }
-
-    /// Deletes set-aside backing files (`(inode, in the local directory)`).
-    pub(crate) fn unlink_doomed(&self, doomed: Vec<(u64, bool)>) {
-        for (ino, data_local) in doomed {
-            let _ = self.data_dir(data_local).unlink(&crate::local::doomed_name(ino));
         }
     }
 
@@ -691,7 +682,7 @@ impl Fs {
         // durable); a crash leaves them to recovery.
         if !abandon {
             let left = std::mem::take(&mut self.inner.lock().unlink_ready);
-            self.inner.unlink_doomed(left);
+            self.inner.dirs.unlink_doomed(left);
         }
     }
 

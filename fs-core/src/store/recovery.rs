@@ -588,7 +588,7 @@ pub(crate) fn load(db: &Database, dbpath: &Path, wc: &BackDir, local: &BackDir, 
 fn put_back_doomed(st: &State, wc: &BackDir, local: &BackDir) {
     for dir in [wc, local] {
         for name in dir.names() {
-            let Some(ino) = name.strip_prefix(".doomed-").and_then(|i| i.parse::<u64>().ok()) else { continue };
+            let Some(ino) = crate::local::doomed_ino(&name) else { continue };
             let named = st.nodes.get(&ino).is_some_and(|n| is_reg(n.rec.mode));
             let plain = ino.to_string();
             if named && !wc.exists(&plain) && !local.exists(&plain) {

@@ -51,6 +51,14 @@ impl Dirs {
             &self.wc
         }
     }
+
+    /// Deletes set-aside backing files of removed files, `(inode, in the
+    /// local directory)` ([`crate::local::doomed_name`], D76).
+    pub(crate) fn unlink_doomed(&self, doomed: Vec<(u64, bool)>) {
+        for (ino, data_local) in doomed {
+            let _ = self.data_dir(data_local).unlink(&crate::local::doomed_name(ino));
+        }
+    }
 }
 
 /// What opening and hashing working copies needs: the inode table, the

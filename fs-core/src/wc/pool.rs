@@ -84,9 +84,7 @@ impl Pools {
                 let doomed = std::mem::take(&mut st.unlink_ready);
                 if !doomed.is_empty() {
                     drop(st);
-                    for (ino, data_local) in doomed {
-                        let _ = dirs.data_dir(data_local).unlink(&crate::local::doomed_name(ino));
-                    }
+                    dirs.unlink_doomed(doomed);
                     continue;
                 }
                 let side = if low(&st, POOL_WC) { POOL_WC } else { POOL_LOCAL };
