@@ -38,19 +38,29 @@ fn fsync(p: &Path) -> std::io::Result<()> {
     std::fs::OpenOptions::new().write(true).open(p)?.sync_all()
 }
 
+/// A 64 MiB tmpfs (in a temporary directory) holding a store, mounted at
+/// `mnt` beside it with `--commit-interval-ms ms`: (the temporary
+/// directory, the tmpfs, the tmpfs's directory, the mountpoint, the store).
+/// Drop the returned values in reverse order (as bindings of one `let`
+/// are), after unmounting (`scopeguard`).
+fn mounted_on_64m_tmpfs(ms: &str) -> (tempfile::TempDir, Tmpfs, std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let base = tempfile::Builder::new().prefix("ringfs-full-").tempdir().unwrap();
+    let fsdir = base.path().join("fs");
+    let mp = base.path().join("mnt");
+    std::fs::create_dir_all(&mp).unwrap();
+    let tmpfs = Tmpfs::mount(&fsdir, "size=64m");
+    let store = fsdir.join("store");
+    let o = ringfs_ok(&["mount".as_ref(), mp.as_os_str(), "--store".as_ref(), store.as_os_str(), "--daemon".as_ref(), "--commit-interval-ms".as_ref(), ms.as_ref()]);
+    assert!(o.status.success(), "mount: {}", out_str(&o).1);
+    (base, tmpfs, fsdir, mp, store)
+}
+
 #[test]
 fn full_disk_during_commit_recovers_once_space_is_freed() {
     if raw_mode() {
         return;
     }
-    let base = tempfile::Builder::new().prefix("ringfs-full-").tempdir().unwrap();
-    let fsdir = base.path().join("fs");
-    let mp = base.path().join("mnt");
-    std::fs::create_dir_all(&mp).unwrap();
-    let _tmpfs = Tmpfs::mount(&fsdir, "size=64m");
-    let store = fsdir.join("store");
-    let o = ringfs_ok(&["mount".as_ref(), mp.as_os_str(), "--store".as_ref(), store.as_os_str(), "--daemon".as_ref(), "--commit-interval-ms".as_ref(), "600000".as_ref()]);
-    assert!(o.status.success(), "mount: {}", out_str(&o).1);
+    let (_base, _tmpfs, fsdir, mp, store) = mounted_on_64m_tmpfs("600000");
     let cleanup = scopeguard(&mp);
     // Files that must survive, then a filler (outside the store) that fills the disk.
     std::fs::create_dir(mp.join("d")).unwrap();
@@ -105,14 +115,7 @@ fn rm_in_the_workspace_frees_space_on_a_full_disk() {
     if raw_mode() {
         return;
     }
-    let base = tempfile::Builder::new().prefix("ringfs-full-").tempdir().unwrap();
-    let fsdir = base.path().join("fs");
-    let mp = base.path().join("mnt");
-    std::fs::create_dir_all(&mp).unwrap();
-    let _tmpfs = Tmpfs::mount(&fsdir, "size=64m");
-    let store = fsdir.join("store");
-    let o = ringfs_ok(&["mount".as_ref(), mp.as_os_str(), "--store".as_ref(), store.as_os_str(), "--daemon".as_ref(), "--commit-interval-ms".as_ref(), "200".as_ref()]);
-    assert!(o.status.success(), "mount: {}", out_str(&o).1);
+    let (_base, _tmpfs, _fsdir, mp, store) = mounted_on_64m_tmpfs("200");
     let cleanup = scopeguard(&mp);
     let block: Vec<u8> = (0..4u32 << 20).map(|j| (j.wrapping_mul(2654435761) >> 13) as u8).collect();
     let fill = |prefix: &str| -> usize {
