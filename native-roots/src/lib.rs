@@ -118,14 +118,36 @@ pub fn place(mount_root: BorrowedFd<'_>, rel: &Path, dev: u64, ino: u64, source:
     Ok(Placed { tree, path: rel.to_path_buf() })
 }
 
+/// `struct mount_attr` of mount_setattr(2) (linux/mount.h).
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// mount_setattr(2) attribute bits (linux/mount.h).
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+
+/// mount_setattr(2) (Linux ≥ 5.12): sets `set` and clears `clr` on the
+/// mount at `path` relative to `dirfd` (`flags`: `AT_EMPTY_PATH`,
+/// `AT_RECURSIVE` 0x8000, …). Returns the raw result (0, or -1 with
+/// errno set); allocates nothing, so a forked child may call it.
+pub fn mount_setattr(dirfd: i32, path: &std::ffi::CStr, flags: u32, set: u64, clr: u64) -> i64 {
+    let a = MountAttr { attr_set: set, attr_clr: clr, propagation: 0, userns_fd: 0 };
+    // SAFETY: a valid C string and an attribute struct of the size passed.
+    unsafe { libc::syscall(libc::SYS_mount_setattr, dirfd, path.as_ptr(), flags, &a as *const MountAttr, std::mem::size_of::<MountAttr>()) }
+}
+
 /// Gives the detached mount `tree` the `nosuid`, `nodev` and `noexec` of
 /// the mount `mount_root` is on (statvfs(3) `ST_NOSUID`, `ST_NODEV`,
-/// `ST_NOEXEC`), with mount_setattr(2) (Linux ≥ 5.12; an older kernel's
-/// ENOSYS leaves the bind as it is). Errors: statvfs's, mount_setattr's.
+/// `ST_NOEXEC`), with [`mount_setattr`] (an older kernel's ENOSYS leaves
+/// the bind as it is). Errors: statvfs's, mount_setattr's.
 fn same_restrictions(mount_root: BorrowedFd<'_>, tree: &OwnedFd) -> std::io::Result<()> {
-    const MOUNT_ATTR_NOSUID: u64 = 0x2;
-    const MOUNT_ATTR_NODEV: u64 = 0x4;
-    const MOUNT_ATTR_NOEXEC: u64 = 0x8;
     let flags = rustix::fs::fstatvfs(mount_root)?.f_flag;
     let mut set = 0u64;
     for (st, attr) in [
@@ -137,24 +159,14 @@ fn same_restrictions(mount_root: BorrowedFd<'_>, tree: &OwnedFd) -> std::io::Res
             set |= attr;
         }
     }
-    if set == 0 {
+    if set == 0 || mount_setattr(tree.as_raw_fd(), c"", libc::AT_EMPTY_PATH as u32, set, 0) == 0 {
         return Ok(());
     }
-    // struct mount_attr { u64 attr_set, attr_clr, propagation, userns_fd } (linux/mount.h).
-    let attr: [u64; 4] = [set, 0, 0, 0];
-    // SAFETY: mount_setattr(2) on our own detached tree descriptor, with
-    // an empty path (AT_EMPTY_PATH) and a mount_attr of the size passed.
-    let r = unsafe {
-        libc::syscall(libc::SYS_mount_setattr, tree.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, attr.as_ptr(), std::mem::size_of_val(&attr))
-    };
-    if r != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::ENOSYS) {
-            return Ok(());
-        }
-        return Err(e);
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ENOSYS) {
+        return Ok(());
     }
-    Ok(())
+    Err(e)
 }
 
 /// Can this process place bind mounts at all? Err: why not, one line.

@@ -239,39 +239,9 @@ fn fail(fd: i32, step: usize) -> ! {
     unsafe { libc::_exit(125) }
 }
 
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
 const AT_RECURSIVE: u32 = 0x8000;
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
 const OPEN_TREE_CLONE: u32 = 1;
 const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x4;
-
-/// Sets and clears mount attributes on `path` and every mount below it.
-fn mount_setattr(path: *const libc::c_char, set: u64, clr: u64) -> i64 {
-    let a = MountAttr {
-        attr_set: set,
-        attr_clr: clr,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    // SAFETY: a valid path and attribute struct of the size passed.
-    unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            path,
-            AT_RECURSIVE,
-            &a as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    }
-}
 
 /// Everything B and C need, made before the fork.
 struct Plan {
@@ -377,7 +347,7 @@ fn init(plan: &Plan, status_fd: i32, out: (i32, i32)) -> ! {
         if ws < 0 {
             fail(status_fd, 2);
         }
-        if mount_setattr(c"/".as_ptr(), MOUNT_ATTR_RDONLY, 0) != 0 {
+        if native_roots::mount_setattr(libc::AT_FDCWD, c"/", AT_RECURSIVE, native_roots::MOUNT_ATTR_RDONLY, 0) != 0 {
             fail(status_fd, 3);
         }
         let nodev = libc::MS_NOSUID | libc::MS_NODEV;
