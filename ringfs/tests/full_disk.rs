@@ -34,6 +34,25 @@ fn ringfs_ok(args: &[&std::ffi::OsStr]) -> std::process::Output {
     run_timeout(Command::new(RINGFS).args(args), Duration::from_secs(120))
 }
 
+/// Does `ok()` hold within 5 s (tried every 100 ms)?
+fn within_5s(mut ok: impl FnMut() -> bool) -> bool {
+    for _ in 0..50 {
+        if ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+/// `ringfs umount MP` succeeds, then `ringfs fsck --store STORE` is clean.
+fn umount_then_fsck(mp: &Path, store: &Path) {
+    let o = ringfs_ok(&["umount".as_ref(), mp.as_os_str()]);
+    assert!(o.status.success(), "umount: {}", out_str(&o).1);
+    let o = ringfs_ok(&["fsck".as_ref(), "--store".as_ref(), store.as_os_str()]);
+    assert!(o.status.success(), "fsck: {}", out_str(&o).0);
+}
+
 fn fsync(p: &Path) -> std::io::Result<()> {
     std::fs::OpenOptions::new().write(true).open(p)?.sync_all()
 }
@@ -81,20 +100,9 @@ fn full_disk_during_commit_recovers_once_space_is_freed() {
     std::thread::sleep(Duration::from_millis(600));
     // Space comes back: fsync works again, nothing queued was dropped.
     std::fs::remove_file(&filler).unwrap();
-    let mut ok = false;
-    for _ in 0..50 {
-        if fsync(&mp.join("d/late")).is_ok() {
-            ok = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(ok, "fsync after space was freed");
-    let o = ringfs_ok(&["umount".as_ref(), mp.as_os_str()]);
-    assert!(o.status.success(), "umount: {}", out_str(&o).1);
+    assert!(within_5s(|| fsync(&mp.join("d/late")).is_ok()), "fsync after space was freed");
+    umount_then_fsck(&mp, &store);
     drop(cleanup);
-    let o = ringfs_ok(&["fsck".as_ref(), "--store".as_ref(), store.as_os_str()]);
-    assert!(o.status.success(), "fsck: {}", out_str(&o).0);
     let o = ringfs_ok(&["mount".as_ref(), mp.as_os_str(), "--store".as_ref(), store.as_os_str(), "--daemon".as_ref()]);
     assert!(o.status.success(), "remount: {}", out_str(&o).1);
     let cleanup = scopeguard(&mp);
@@ -137,21 +145,10 @@ fn rm_in_the_workspace_frees_space_on_a_full_disk() {
         std::fs::remove_file(mp.join(format!("big{i}"))).unwrap();
     }
     // Room again for at least one such file, within a few commit intervals.
-    let mut ok = false;
-    for _ in 0..50 {
-        let p = mp.join("after");
-        if std::fs::write(&p, &block).and_then(|_| fsync(&p)).is_ok() {
-            ok = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(ok, "no room after removing {n} files of 4 MiB in the workspace");
-    let o = ringfs_ok(&["umount".as_ref(), mp.as_os_str()]);
-    assert!(o.status.success(), "umount: {}", out_str(&o).1);
+    let p = mp.join("after");
+    assert!(within_5s(|| std::fs::write(&p, &block).and_then(|_| fsync(&p)).is_ok()), "no room after removing {n} files of 4 MiB in the workspace");
+    umount_then_fsck(&mp, &store);
     drop(cleanup);
-    let o = ringfs_ok(&["fsck".as_ref(), "--store".as_ref(), store.as_os_str()]);
-    assert!(o.status.success(), "fsck: {}", out_str(&o).0);
 }
 
 /// Unmounts `mp` (ringfs umount, then a lazy umount) when dropped.
