@@ -992,6 +992,17 @@ pub struct fuse_notify_delete_out {
     pub padding: u32,
 }
 
+/// NOTIFY_STORE body, followed by `size` bytes of data.
+#[allow(missing_docs)] // fields as in fuse.h
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct fuse_notify_store_out {
+    pub nodeid: u64,
+    pub offset: u64,
+    pub size: u32,
+    pub padding: u32,
+}
+
 /// Argument of `FUSE_DEV_IOC_BACKING_OPEN`.
 #[allow(missing_docs)] // fields as in fuse.h
 #[repr(C)]
@@ -1172,6 +1183,7 @@ pod! {
     fuse_notify_inval_inode_out = 24,
     fuse_notify_inval_entry_out = 16,
     fuse_notify_delete_out = 24,
+    fuse_notify_store_out = 24,
     fuse_backing_map = 16,
     fuse_uring_cmd_req = 24,
     fuse_statx_in = 24,

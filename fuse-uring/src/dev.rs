@@ -192,6 +192,18 @@ impl Notifier {
         let arg = fuse_notify_delete_out { parent, child, namelen: b.len() as u32, padding: 0 };
         self.send(FUSE_NOTIFY_DELETE, &[arg.as_bytes(), b, &[0]])
     }
+
+    /// FUSE_NOTIFY_STORE: put `data` in the page cache of `nodeid` at byte
+    /// `offset` (fs/fuse/dev.c `fuse_notify_store`: the pages it fills
+    /// become up to date; a store past the cached size extends it). ENOENT
+    /// if the kernel has no inode `nodeid`, EINVAL if it is not a regular
+    /// file. The caller keeps the pages right: the kernel drops them only
+    /// on an open without FOPEN_KEEP_CACHE or an invalidation.
+    pub fn store(&self, nodeid: u64, offset: u64, data: &[u8]) -> io::Result<()> {
+        let size = u32::try_from(data.len()).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+        let arg = fuse_notify_store_out { nodeid, offset, size, padding: 0 };
+        self.send(FUSE_NOTIFY_STORE, &[arg.as_bytes(), data])
+    }
 }
 
 /// Serves requests on `fd` until the connection ends: reads one whole

@@ -465,7 +465,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     // A lazy clone: remote-only chunks fetched on first open and in the
     // background (D51), stopped before the store closes.
     let prefetch = match &store_dir {
-        Some(d) => crate::remote::lazy::Prefetch::start(fs.clone(), d).unwrap_or_else(|e| {
+        Some(d) => crate::remote::lazy::Prefetch::start(fs.clone(), d, Some(session.notifier())).unwrap_or_else(|e| {
             tracing::error!("remote-only chunks: {e:#}; files using them fail to open with EIO");
             None
         }),

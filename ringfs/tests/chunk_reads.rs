@@ -7,7 +7,9 @@
 //! size); a chunk-served file maps (shared and private) byte-equal; a
 //! daemon killed (-9) with chunk-served files open leaves a store whose
 //! next mount reads everything back; a restored file unlinked while open
-//! from chunks reads back after `gc` dropped its only commit (D69). Run under `--passthrough off` and
+//! from chunks reads back after `gc` dropped its only commit (D69); the
+//! files the prefetch completes are read from the kernel's page cache with
+//! no READ request, and a write after that is read back (D79). Run under `--passthrough off` and
 //! `--transport dev` too (RINGFS_TEST_MOUNT_ARGS): with passthrough, the
 //! writer's open must be served through the daemon while a chunk-served
 //! open exists (the kernel refuses mixing), and later opens may use
@@ -254,4 +256,67 @@ fn an_unlinked_chunk_served_file_reads_back_after_gc_drops_its_commit() {
     m.unmount_checked();
     let out = ringfs(&["fsck", "--full", "--store", s(m.store_dir())]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+fn read_requests(m: &TestMount) -> u64 {
+    let o = run_timeout(std::process::Command::new(RINGFS).args(["stats", "--json"]).arg(m.path()), std::time::Duration::from_secs(20));
+    assert!(o.status.success(), "ringfs stats: {}", out_str(&o).1);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stats json");
+    v["requests"]["READ"]["count"].as_u64().unwrap_or(0)
+}
+
+/// D79: a lazy clone mounted, every file looked up by the kernel, then the
+/// prefetch (held back until then by RINGFS_TEST_PREFETCH_GATE; no working
+/// copies built after it): each small file it completes is put in the
+/// page cache, so reading them all back is byte-equal to the origin with
+/// no READ request; a file appended to afterwards reads back with the new
+/// bytes, and so does one truncated by path.
+#[test]
+fn files_the_prefetch_completes_are_read_from_the_page_cache() {
+    if raw_mode() {
+        return;
+    }
+    let (o, url) = origin(60);
+    let gate = o.store_dir().parent().unwrap().join("prefetch-gate");
+    let mut c = TestMount::builder(Backend::Store)
+        .name("clone")
+        .env("RINGFS_TEST_PREFETCH_GATE", s(&gate))
+        .env("RINGFS_TEST_NO_WC_BUILD", "1")
+        .mount();
+    c.unmount_checked();
+    std::fs::remove_dir_all(c.store_dir()).unwrap();
+    json(&["clone", &url, "--store", s(c.store_dir())]);
+    c.mount_again();
+    c.sh_ok("find . -type f -print0 | xargs -0 stat -c %s > /dev/null");
+    std::fs::write(&gate, b"").unwrap();
+    let t0 = std::time::Instant::now();
+    loop {
+        let l = lazy_stats(&c);
+        // 60 files of 3 000 bytes; `big` (2 MB) is above the fill's size
+        // limit and `empty` has no bytes.
+        if l["page_cache_files"].as_u64() == Some(60) && json(&["remote", "status", mp(&c)])["remote_only_chunks"] == 0 {
+            break;
+        }
+        assert!(t0.elapsed() < std::time::Duration::from_secs(30), "the prefetch did not fill 60 files: {l}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let before = read_requests(&c);
+    for i in 0..60 {
+        let rel = format!("d{}/f{i}", i / 50);
+        let got = std::fs::read(c.path().join(&rel)).unwrap();
+        assert_eq!(got, std::fs::read(o.path().join(&rel)).unwrap(), "{rel}");
+    }
+    assert_eq!(read_requests(&c), before, "reading the filled files asked the daemon for READ");
+    // The pages follow the file: an append and a truncate by path.
+    let f0 = c.path().join("d0/f0");
+    let mut w = std::fs::OpenOptions::new().append(true).open(&f0).unwrap();
+    w.write_all(b"appended").unwrap();
+    drop(w);
+    let got = std::fs::read(&f0).unwrap();
+    assert_eq!(got.len(), 3008);
+    assert!(got.ends_with(b"appended"));
+    let f1 = c.path().join("d0/f1");
+    c.sh_ok("truncate -s 100 d0/f1");
+    assert_eq!(std::fs::read(&f1).unwrap(), std::fs::read(o.path().join("d0/f1")).unwrap()[..100]);
+    c.unmount_checked();
 }

@@ -164,7 +164,8 @@ fn remote_gone_after_a_lazy_clone_gives_eio_and_fetched_files_still_read() {
         return;
     }
     let (m, url) = origin();
-    let (c, _) = clone_mount(&url, &[], &[("RINGFS_TEST_NO_PREFETCH", "1")]);
+    // Batches of 1 MiB: `a/b/big`'s neighbourhood then ends before `c/big2`.
+    let (c, _) = clone_mount(&url, &[], &[("RINGFS_TEST_NO_PREFETCH", "1"), ("RINGFS_TEST_PREFETCH_BATCH_BYTES", "1048576")]);
     let want = std::fs::read(m.p("a/b/big")).unwrap();
     assert_eq!(std::fs::read(c.p("a/b/big")).unwrap(), want);
     let back = RemoteAway::new(&url);

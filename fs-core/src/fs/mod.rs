@@ -282,6 +282,18 @@ impl Fs {
         self.inner.wc().prebuild(ino).map_err(|e| format!("building the working copy of inode {ino}: {e}"))
     }
 
+    /// Hands `put` the stored bytes of `ino` (1..=`max` bytes) for the
+    /// kernel's page cache ahead of the file's first read, when the pages
+    /// would be exactly what its next open serves (see `Wc::fill`: no
+    /// working copy, no open handle, known to the kernel, unchanged since
+    /// stored; a writer's open waits meanwhile). Ok(None): not done;
+    /// Ok(Some(true)): the content moved while `put` ran, drop the pages.
+    /// Errors as one line naming the inode.
+    /// `known`: chunks already in memory and checked against their hashes.
+    pub fn fill_page_cache(&self, ino: u64, max: u64, known: &std::collections::HashMap<[u8; 32], Vec<u8>>, put: impl FnOnce(&[u8]) -> std::io::Result<()>) -> std::result::Result<Option<bool>, String> {
+        self.inner.wc().fill(ino, max, known, put).map_err(|e| format!("filling the page cache of inode {ino}: {e}"))
+    }
+
     /// Working copies built by [`Fs::prebuild_wc`] since the mount.
     pub fn wc_prebuilt(&self) -> u64 {
         self.inner.builds.built.load(std::sync::atomic::Ordering::Relaxed)

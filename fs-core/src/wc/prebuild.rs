@@ -215,21 +215,8 @@ impl Wc<'_> {
             return Ok(false);
         }
         // Only from local chunks: a file with a remote-only chunk waits.
-        {
-            let rtx = self.store.begin_read().map_err(db_errno)?;
-            let Ok(Some(m)) = crate::live::read_tx(&rtx, ino) else {
-                return Ok(false);
-            };
-            let chunks = rtx.open_table(CHUNKS).map_err(db_errno)?;
-            for c in &m {
-                if let Some((REMOTE_PACK, ..)) = chunks
-                    .get(&c.hash[..])
-                    .map_err(db_errno)?
-                    .map(|g| g.value())
-                {
-                    return Ok(false);
-                }
-            }
+        if self.local_manifest(ino)?.is_none() {
+            return Ok(false);
         }
         let dir = &self.dirs.wc;
         // Unnamed until whole; the fallback's name is not open_wc's
@@ -267,5 +254,96 @@ impl Wc<'_> {
             self.builds.built.fetch_add(1, Ordering::Relaxed);
         }
         built
+    }
+
+    /// The live manifest of `ino` when every chunk it names is in a local
+    /// pack (None: no live manifest — a fork's deferred file — or a chunk
+    /// still remote-only).
+    fn local_manifest(&self, ino: u64) -> Result<Option<Vec<crate::schema::ChunkRef>>> {
+        let rtx = self.store.begin_read().map_err(db_errno)?;
+        let Ok(Some(m)) = crate::live::read_tx(&rtx, ino) else {
+            return Ok(None);
+        };
+        let chunks = rtx.open_table(CHUNKS).map_err(db_errno)?;
+        for c in &m {
+            if let Some((REMOTE_PACK, ..)) = chunks.get(&c.hash[..]).map_err(db_errno)?.map(|g| g.value()) {
+                return Ok(None);
+            }
+        }
+        Ok(Some(m))
+    }
+
+    /// Hands `put` the bytes of `ino` read from its local chunks, for the
+    /// FUSE adapter to put in the kernel's page cache ahead of the file's
+    /// first read (FUSE_NOTIFY_STORE; DECISIONS D79), when what the kernel
+    /// would cache for the file is exactly those bytes: a linked, stored,
+    /// synced regular file of 1..=`max` bytes the kernel holds (lookup
+    /// count above 0), with no working copy (on disk or open) and no open
+    /// handle — so its next read-only open is served from the same chunks
+    /// with FOPEN_KEEP_CACHE, and a writer's open (which builds a working
+    /// copy) waits for the per-inode guard held here. `put` runs with that
+    /// guard and no other lock. Returns Ok(None) when the file does not
+    /// qualify (nothing read, `put` not called), else Ok(Some(changed)):
+    /// `changed` when the file's content moved while `put` ran (a path that
+    /// takes no guard): the caller must then drop the pages it stored.
+    /// Errors: the store's or `put`'s (EIO; a damaged chunk is logged).
+    ///
+    /// `known`: chunks the caller holds in memory, checked against their
+    /// hashes already (the prefetch's batches): taken from there instead of
+    /// the packs.
+    pub(crate) fn fill(&self, ino: u64, max: u64, known: &HashMap<[u8; 32], Vec<u8>>, put: impl FnOnce(&[u8]) -> std::io::Result<()>) -> Result<Option<bool>> {
+        let _g = self.builds.claim(ino);
+        let qualifies = |n: &crate::inode::Node| {
+            is_reg(n.rec.mode)
+                && !n.local
+                && !n.data_local
+                && n.file.is_none()
+                && n.opens == 0
+                && n.lookups > 0
+                && n.content_gen == n.hashed_gen
+                && n.rec.nlink > 0
+                && (1..=max).contains(&n.rec.size)
+        };
+        let (size, gen) = {
+            let st = lock(self.table);
+            let Ok(n) = st.node(ino) else { return Ok(None) };
+            if !qualifies(n) {
+                return Ok(None);
+            }
+            (n.rec.size, n.content_gen)
+        };
+        if self.dirs.wc.exists(&ino.to_string()) {
+            return Ok(None);
+        }
+        let Some(m) = self.local_manifest(ino)? else { return Ok(None) };
+        let mut buf = vec![0u8; size as usize];
+        // A chunk past the size (a shrink not stored yet) is cut.
+        let mut copy = |c: &crate::schema::ChunkRef, b: &[u8]| {
+            let (at, end) = (c.offset as usize, (c.offset as usize + b.len()).min(buf.len()));
+            if at < end {
+                buf[at..end].copy_from_slice(&b[..end - at]);
+            }
+        };
+        let mut rest = Vec::new();
+        for c in m {
+            match known.get(&c.hash).filter(|b| b.len() == c.len as usize) {
+                Some(b) => copy(&c, b),
+                None => rest.push(c),
+            }
+        }
+        self.store.each_stored_chunk(ino, "page cache fill", &rest, |c, b| {
+            copy(c, b);
+            Ok(())
+        })?;
+        {
+            let st = lock(self.table);
+            let Ok(n) = st.node(ino) else { return Ok(None) };
+            if !qualifies(n) || n.content_gen != gen || n.rec.size != size {
+                return Ok(None);
+            }
+        }
+        put(&buf)?;
+        let st = lock(self.table);
+        Ok(Some(st.node(ino).map_or(true, |n| n.content_gen != gen || n.rec.size != size || n.file.is_some())))
     }
 }

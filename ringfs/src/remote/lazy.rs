@@ -112,6 +112,10 @@ struct Stats {
     bytes: AtomicU64,
     /// Working copies built in the background (D58).
     built: AtomicU64,
+    /// Files put in the kernel's page cache as the prefetch completed
+    /// them, and their bytes (D79).
+    filled: AtomicU64,
+    filled_bytes: AtomicU64,
 }
 
 static STATS: Stats = Stats {
@@ -121,12 +125,16 @@ static STATS: Stats = Stats {
     chunks: AtomicU64::new(0),
     bytes: AtomicU64::new(0),
     built: AtomicU64::new(0),
+    filled: AtomicU64::new(0),
+    filled_bytes: AtomicU64::new(0),
 };
 
 /// The fetch counters of this process (a daemon's, when asked through its
 /// control socket): `{"gets", "first_opens", "waits", "chunks", "bytes",
-/// "wc_built", "chunk_opens"}` (`chunk_opens`: read-only opens served from
-/// the store's chunks with no working copy, D67).
+/// "wc_built", "chunk_opens", "page_cache_files", "page_cache_bytes"}`
+/// (`chunk_opens`: read-only opens served from the store's chunks with no
+/// working copy, D67; `page_cache_*`: files the prefetch put in the
+/// kernel's page cache, D79).
 pub fn stats() -> serde_json::Value {
     let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
     serde_json::json!({
@@ -137,6 +145,8 @@ pub fn stats() -> serde_json::Value {
         "bytes": g(&STATS.bytes),
         "wc_built": g(&STATS.built),
         "chunk_opens": fs_core::chunk_served_opens(),
+        "page_cache_files": g(&STATS.filled),
+        "page_cache_bytes": g(&STATS.filled_bytes),
     })
 }
 
@@ -559,7 +569,7 @@ impl ChunkSource for Source {
 const WORKERS: usize = 4;
 /// The bytes one batch (a neighbourhood a first open fetches whole, a
 /// prefetch GET) holds at most (a larger chunk is a batch alone).
-const BATCH_BYTES: u64 = 1 << 20;
+const BATCH_BYTES: u64 = 4 << 20;
 
 /// The prefetch of a mounted lazy clone: fetches every chunk still
 /// remote-only, in the background, [`WORKERS`] batches at a time in bundle
@@ -618,10 +628,13 @@ impl Prefetch {
     /// of the store has a record of remote-only chunks, and starts, in the
     /// background, the scan of what is still remote-only and the prefetch
     /// of it (unless RINGFS_TEST_NO_PREFETCH is set: tests of the fetch on
-    /// open). None when no remote has a record. An error of the background
+    /// open; RINGFS_TEST_PREFETCH_GATE=FILE: it waits until FILE exists).
+    /// `cache`: the session's notifier, for the page cache fill of the files
+    /// the prefetch completes (D79; None: no fill). None when no remote
+    /// has a record. An error of the background
     /// start (the record damaged, its remote gone from the store) is
     /// logged and makes first opens of remote-only chunks fail (EIO).
-    pub fn start(fs: Arc<Fs>, dir: &Path) -> Result<Option<Prefetch>> {
+    pub fn start(fs: Arc<Fs>, dir: &Path, cache: Option<fuse_uring::Notifier>) -> Result<Option<Prefetch>> {
         // Only a lazy clone has a record: other stores skip the scan of
         // the chunk index.
         let records: Vec<_> = state::names(dir)
@@ -664,10 +677,17 @@ impl Prefetch {
                 Ok(Some(src)) => {
                     deferred.set(Ok(src.clone()));
                     tracing::info!("remote-only chunks listed in {:.1} ms: {} batches", t.elapsed().as_secs_f64() * 1e3, src.batches());
+                    // Tests: the prefetch starts once this file exists (the
+                    // test first makes the kernel look every file up).
+                    if let Some(gate) = std::env::var_os("RINGFS_TEST_PREFETCH_GATE") {
+                        while !Path::new(&gate).exists() && !stop2.load(Ordering::SeqCst) {
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                    }
                     if std::env::var_os("RINGFS_TEST_NO_PREFETCH").is_none() {
                         let mut w = workers2.lock().unwrap_or_else(|p| p.into_inner());
                         if !stop2.load(Ordering::SeqCst) {
-                            let (tx, builder) = spawn_builder(fs.clone(), stop2.clone());
+                            let (tx, builder) = spawn_builder(fs.clone(), stop2.clone(), cache);
                             *w = spawn_workers(fs, src, stop2, tx);
                             w.extend(builder);
                         }
@@ -733,7 +753,7 @@ fn setup(fs: &Fs, dir: &Path, names: Vec<String>) -> Result<Option<Arc<Source>>>
 /// The prefetch threads: each claims the next batch nobody fetched yet, in
 /// bundle order, fetches and stores it, until none is left, `stop` is set
 /// or it failed 3 times.
-fn spawn_workers(fs: Arc<Fs>, src: Arc<Source>, stop: Arc<AtomicBool>, stored: std::sync::mpsc::Sender<Vec<Hash>>) -> Vec<std::thread::JoinHandle<()>> {
+fn spawn_workers(fs: Arc<Fs>, src: Arc<Source>, stop: Arc<AtomicBool>, stored: Handoff) -> Vec<std::thread::JoinHandle<()>> {
     let n = std::env::var("RINGFS_TEST_PREFETCH_WORKERS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -752,7 +772,7 @@ fn spawn_workers(fs: Arc<Fs>, src: Arc<Source>, stop: Arc<AtomicBool>, stored: s
                     let (n, bad) = r?;
                     // Local now (stored here or before): their files' working
                     // copies can be built (a chunk that failed stays remote).
-                    let _ = stored.send(got.into_iter().map(|g| g.0).filter(|h| !bad.contains(h)).collect());
+                    stored.send(got.into_iter().filter(|g| !bad.contains(&g.0)).collect());
                     Ok((n, bad))
                 });
                 match r {
@@ -792,10 +812,40 @@ fn spawn_workers(fs: Arc<Fs>, src: Arc<Source>, stop: Arc<AtomicBool>, stored: s
 /// this long (D67).
 const BUILD_AFTER_IDLE: Duration = Duration::from_secs(1);
 
-fn spawn_builder(fs: Arc<Fs>, stop: Arc<AtomicBool>) -> (std::sync::mpsc::Sender<Vec<Hash>>, Option<std::thread::JoinHandle<()>>) {
-    let (tx, rx) = std::sync::mpsc::channel::<Vec<Hash>>();
+/// The prefetch's stored batches on their way to the builder: the hashes,
+/// and the checked bytes while the page cache fill wants them (D79) and
+/// fewer than [`FILL_BATCHES`] batches of bytes wait in the channel (a
+/// builder still planning does not make the prefetch hold a clone's bytes
+/// in memory); else empty byte vectors.
+#[derive(Clone)]
+struct Handoff {
+    tx: std::sync::mpsc::Sender<Vec<(Hash, Vec<u8>)>>,
+    /// Batches with bytes in the channel; `usize::MAX`: no fill (no bytes).
+    queued: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Handoff {
+    fn send(&self, mut got: Vec<(Hash, Vec<u8>)>) {
+        let q = &self.queued;
+        let with_bytes = q.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < FILL_BATCHES).then_some(n + 1)).is_ok();
+        if !with_bytes {
+            for g in &mut got {
+                g.1 = Vec::new();
+            }
+        }
+        if self.tx.send(got).is_err() && with_bytes {
+            q.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn spawn_builder(fs: Arc<Fs>, stop: Arc<AtomicBool>, cache: Option<fuse_uring::Notifier>) -> (Handoff, Option<std::thread::JoinHandle<()>>) {
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<(Hash, Vec<u8>)>>();
+    // RINGFS_TEST_NO_FILL: measurements of the fill's effect.
+    let cache = cache.filter(|_| std::env::var_os("RINGFS_TEST_NO_FILL").is_none());
+    let queued = Arc::new(std::sync::atomic::AtomicUsize::new(if cache.is_some() { 0 } else { usize::MAX }));
+    let handoff = Handoff { tx, queued: queued.clone() };
     let t = std::thread::Builder::new().name("ringfs-wcbuild".into()).spawn(move || {
-        fs_core::background_priority();
         let t0 = std::time::Instant::now();
         let mut plan = match fs.wc_plan() {
             Ok(p) => p,
@@ -830,15 +880,33 @@ fn spawn_builder(fs: Arc<Fs>, stop: Arc<AtomicBool>) -> (std::sync::mpsc::Sender
         // competed with it and with the reader and made the benchmark's
         // read-back slower (D58); the files its batches complete are only
         // noted, and built once every sender is gone.
+        let mut fill = Fill { cache, budget: FILL_TOTAL, known: HashMap::new(), batches: std::collections::VecDeque::new() };
         let mut ready = plan.take_ready();
-        while let Ok(hashes) = rx.recv() {
+        fill.files(&fs, &ready);
+        while let Ok(got) = rx.recv() {
+            if got.first().is_some_and(|g| !g.1.is_empty()) {
+                let _ = queued.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n != usize::MAX).then(|| n.saturating_sub(1)));
+            }
+            if fill.cache.is_none() || fill.budget == 0 {
+                // The fill stopped: no more bytes through the channel.
+                queued.store(usize::MAX, Ordering::SeqCst);
+            }
             if stop.load(Ordering::SeqCst) {
                 return;
             }
             if !plan.is_empty() {
-                ready.extend(plan.stored(&hashes));
+                let now = plan.stored(got.iter().map(|g| &g.0));
+                fill.remember(got);
+                fill.files(&fs, &now);
+                ready.extend(now);
             }
         }
+        // The prefetch ended: building working copies is background work
+        // (RINGFS_TEST_NO_WC_BUILD: none, for tests of what reads do).
+        if std::env::var_os("RINGFS_TEST_NO_WC_BUILD").is_some() {
+            return;
+        }
+        fs_core::background_priority();
         ready.extend(plan.rest());
         // Last first: a reader that started at the first files (the bundle
         // order is the tree's) and this thread meet in the middle instead
@@ -850,10 +918,87 @@ fn spawn_builder(fs: Arc<Fs>, stop: Arc<AtomicBool>) -> (std::sync::mpsc::Sender
         build(ready);
     });
     match t {
-        Ok(t) => (tx, Some(t)),
+        Ok(t) => (handoff, Some(t)),
         Err(e) => {
             tracing::warn!("prefetch: starting the working-copy builder: {e}");
-            (tx, None)
+            handoff.queued.store(usize::MAX, Ordering::SeqCst);
+            (handoff, None)
+        }
+    }
+}
+
+/// A file the prefetch completed is put in the kernel's page cache when it
+/// is at most this big (a bigger file's reads are few and large)...
+const FILL_MAX: u64 = 1 << 20;
+/// ... until this many bytes were put there in this mount.
+const FILL_TOTAL: u64 = 512 << 20;
+
+/// The page cache fill of files the prefetch completes (D79): their bytes
+/// put in the kernel's page cache (FUSE_NOTIFY_STORE) before a reader asks,
+/// so a read-only open (served from the same chunks, FOPEN_KEEP_CACHE)
+/// reads them with no READ request. None: no notifier (tests of fs-core
+/// alone) or the kernel refused one (then no more are tried).
+struct Fill {
+    cache: Option<fuse_uring::Notifier>,
+    budget: u64,
+    /// The chunks of the last [`FILL_BATCHES`] batches stored, by hash (a
+    /// file a batch completes mostly began in the one before).
+    known: HashMap<Hash, Vec<u8>>,
+    batches: std::collections::VecDeque<Vec<Hash>>,
+}
+
+/// How many of the prefetch's last batches the fill keeps in memory.
+const FILL_BATCHES: usize = 8;
+
+impl Fill {
+    fn remember(&mut self, got: Vec<(Hash, Vec<u8>)>) {
+        if self.cache.is_none() || self.budget == 0 || got.first().is_none_or(|g| g.1.is_empty()) {
+            return;
+        }
+        if self.batches.len() == FILL_BATCHES {
+            for h in self.batches.pop_front().unwrap_or_default() {
+                self.known.remove(&h);
+            }
+        }
+        self.batches.push_back(got.iter().map(|g| g.0).collect());
+        self.known.extend(got);
+    }
+
+    fn files(&mut self, fs: &Fs, inos: &[u64]) {
+        for &ino in inos {
+            let Some(n) = self.cache.as_ref() else { return };
+            if self.budget == 0 {
+                return;
+            }
+            // What the kernel said (kept here: fs-core's error is a line).
+            let (mut put, mut refused) = (0u64, None);
+            let r = fs.fill_page_cache(ino, FILL_MAX.min(self.budget), &self.known, |b| {
+                match n.store(ino, 0, b) {
+                    Ok(()) => put = b.len() as u64,
+                    Err(e) => refused = Some(e),
+                }
+                Ok(())
+            });
+            match (r, refused) {
+                // The kernel dropped the inode since: nothing was stored.
+                (_, Some(e)) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                (_, Some(e)) => {
+                    tracing::warn!("page cache fill stopped: the kernel refused FUSE_NOTIFY_STORE for inode {ino}: {e}");
+                    self.cache = None;
+                }
+                (Ok(Some(true)), None) => {
+                    // Written meanwhile by a path that takes no guard: the
+                    // pages may be older than the file.
+                    let _ = n.inval_inode(ino, 0, 0);
+                }
+                (Ok(Some(false)), None) => {
+                    STATS.filled.fetch_add(1, Ordering::Relaxed);
+                    STATS.filled_bytes.fetch_add(put, Ordering::Relaxed);
+                    self.budget = self.budget.saturating_sub(put);
+                }
+                (Ok(None), None) => {}
+                (Err(e), None) => tracing::debug!("{e}"),
+            }
         }
     }
 }
