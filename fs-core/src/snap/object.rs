@@ -160,7 +160,7 @@ pub fn id_of(bytes: &[u8]) -> ObjectId {
 
 /// Lower-case hex of an id.
 pub fn hex_id(id: &ObjectId) -> String {
-    id.iter().map(|b| format!("{b:02x}")).collect()
+    crate::schema::hex(id)
 }
 
 struct W(Vec<u8>);
