@@ -887,8 +887,9 @@ fn spawn_builder(fs: Arc<Fs>, stop: Arc<AtomicBool>, cache: Option<fuse_uring::N
             if got.first().is_some_and(|g| !g.1.is_empty()) {
                 let _ = queued.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n != usize::MAX).then(|| n.saturating_sub(1)));
             }
-            if fill.cache.is_none() || fill.budget == 0 {
-                // The fill stopped: no more bytes through the channel.
+            if fill.cache.is_none() || fill.budget == 0 || plan.is_empty() {
+                // The fill stopped (or no planned file is left to complete):
+                // no more bytes through the channel.
                 queued.store(usize::MAX, Ordering::SeqCst);
             }
             if stop.load(Ordering::SeqCst) {
@@ -936,10 +937,12 @@ const FILL_TOTAL: u64 = 512 << 20;
 /// The page cache fill of files the prefetch completes (D79): their bytes
 /// put in the kernel's page cache (FUSE_NOTIFY_STORE) before a reader asks,
 /// so a read-only open (served from the same chunks, FOPEN_KEEP_CACHE)
-/// reads them with no READ request. None: no notifier (tests of fs-core
-/// alone) or the kernel refused one (then no more are tried).
+/// reads them with no READ request.
 struct Fill {
+    /// None: no fill (no notifier, RINGFS_TEST_NO_FILL, or the kernel
+    /// refused a notification: then no more are tried).
     cache: Option<fuse_uring::Notifier>,
+    /// Bytes the fill may still put in the page cache ([`FILL_TOTAL`]).
     budget: u64,
     /// The chunks of the last [`FILL_BATCHES`] batches stored, by hash (a
     /// file a batch completes mostly began in the one before).
