@@ -18,7 +18,10 @@ fn content(i: u64, v: u64) -> Vec<u8> {
 /// The writer: new files are created, written, fsynced and their directory fsynced;
 /// every 5th step an earlier file is replaced atomically (tmp + fsync + rename + fsync
 /// dir). Only after those calls return is "name version" appended (and fsynced) to the
-/// record file on the host disk.
+/// record file on the host disk. Its files are numbered from `argv[2]`: each round
+/// writes names of its own, so no round truncates and rewrites a file an earlier round
+/// recorded (a file rewritten in place when the daemon dies may rightly be found
+/// truncated or half written: its fsync was before the rewrite).
 const WRITER: &str = r#"
 import os, sys
 record = open(sys.argv[1], "a")
@@ -34,7 +37,7 @@ def put(path, data):
         off += os.write(fd, data[off:off + 65536])
     os.fsync(fd)
     os.close(fd)
-i = 0
+i = int(sys.argv[2])
 while True:
     name = "f%05d" % i
     put("data/" + name, content(i, 0))
@@ -83,7 +86,9 @@ fn fsck(m: &TestMount) {
     assert!(o.status.success(), "ringfs fsck --store {} exited {}:\n{so}\n{se}", m.store_dir().display(), o.status);
 }
 
-fn crash_round(m: &mut TestMount, min_records: usize) -> BTreeMap<String, u64> {
+/// One round of the writer (its files numbered from `first`, a multiple of 5), killed
+/// with the daemon once `min_records` are recorded: the record.
+fn crash_round(m: &mut TestMount, min_records: usize, first: u64) -> BTreeMap<String, u64> {
     let round = fs::read_dir(m.host_tmp()).unwrap().filter(|e| {
         e.as_ref().map(|e| e.file_name().to_string_lossy().starts_with("record-")).unwrap_or(false)
     }).count();
@@ -92,6 +97,7 @@ fn crash_round(m: &mut TestMount, min_records: usize) -> BTreeMap<String, u64> {
         .arg("-c")
         .arg(WRITER)
         .arg(&record)
+        .arg(first.to_string())
         .current_dir(m.path())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -142,12 +148,13 @@ fn verify(m: &TestMount, rec: &BTreeMap<String, u64>) {
 #[test]
 fn crash_kill9_fsynced_files_survive() {
     let mut m = TestMount::new(Backend::Store);
-    let rec = crash_round(&mut m, 40);
+    let rec = crash_round(&mut m, 40, 0);
     assert!(rec.len() >= 40);
     m.mount_again();
     verify(&m, &rec);
     // A second crash on the recovered store, then a clean stop.
-    let rec2 = crash_round(&mut m, 20);
+    // Its own names: round 1's files must stay as recorded.
+    let rec2 = crash_round(&mut m, 20, 10_000);
     m.mount_again();
     let mut all = rec.clone();
     all.extend(rec2);
