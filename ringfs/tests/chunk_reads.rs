@@ -259,10 +259,7 @@ fn an_unlinked_chunk_served_file_reads_back_after_gc_drops_its_commit() {
 }
 
 fn read_requests(m: &TestMount) -> u64 {
-    let o = run_timeout(std::process::Command::new(RINGFS).args(["stats", "--json"]).arg(m.path()), std::time::Duration::from_secs(20));
-    assert!(o.status.success(), "ringfs stats: {}", out_str(&o).1);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stats json");
-    v["requests"]["READ"]["count"].as_u64().unwrap_or(0)
+    json(&["stats", mp(m)])["requests"]["READ"]["count"].as_u64().unwrap_or(0)
 }
 
 /// D79: a lazy clone mounted, every file looked up by the kernel, then the

@@ -137,6 +137,14 @@ impl WcPlan {
     }
 }
 
+/// A linked, synced regular file whose bytes are all stored (unchanged
+/// since its last hash) and which has no working copy open: what a
+/// background build ([`Wc::prebuild`]) or a page cache fill ([`Wc::fill`])
+/// may start from.
+fn stored_without_open_wc(n: &crate::inode::Node) -> bool {
+    is_reg(n.rec.mode) && !n.local && !n.data_local && n.file.is_none() && n.content_gen == n.hashed_gen && n.rec.nlink > 0
+}
+
 impl Wc<'_> {
     /// The plan of the stored regular files that have no working copy (see
     /// [`WcPlan`]). Errors: the store's (EIO).
@@ -200,13 +208,7 @@ impl Wc<'_> {
             let Ok(n) = st.node(ino) else {
                 return Ok(false);
             };
-            if !is_reg(n.rec.mode)
-                || n.local
-                || n.data_local
-                || n.file.is_some()
-                || n.content_gen != n.hashed_gen
-                || n.rec.nlink == 0
-            {
+            if !stored_without_open_wc(n) {
                 return Ok(false);
             }
             (n.rec.size, n.rec.mtime, n.content_gen)
@@ -293,17 +295,7 @@ impl Wc<'_> {
     /// the packs.
     pub(crate) fn fill(&self, ino: u64, max: u64, known: &HashMap<[u8; 32], Vec<u8>>, put: impl FnOnce(&[u8]) -> std::io::Result<()>) -> Result<Option<bool>> {
         let _g = self.builds.claim(ino);
-        let qualifies = |n: &crate::inode::Node| {
-            is_reg(n.rec.mode)
-                && !n.local
-                && !n.data_local
-                && n.file.is_none()
-                && n.opens == 0
-                && n.lookups > 0
-                && n.content_gen == n.hashed_gen
-                && n.rec.nlink > 0
-                && (1..=max).contains(&n.rec.size)
-        };
+        let qualifies = |n: &crate::inode::Node| stored_without_open_wc(n) && n.opens == 0 && n.lookups > 0 && (1..=max).contains(&n.rec.size);
         let (size, gen) = {
             let st = lock(self.table);
             let Ok(n) = st.node(ino) else { return Ok(None) };
