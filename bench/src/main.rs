@@ -103,6 +103,9 @@ struct Cli {
     /// The sync section's server: auto (Garage when `garage` is on PATH, else file://), garage or file.
     #[arg(long, value_parser = ["auto", "garage", "file"], default_value = "auto")]
     sync_remote: String,
+    /// Only these steps of the sync section, comma-separated (default: all): npm, dedup, restart, clone, throughput.
+    #[arg(long, value_delimiter = ',', value_parser = bench::sync::STEPS)]
+    sync_steps: Vec<String>,
     /// Samples per npm workload and target (default: 1 quick, REPS full).
     #[arg(long)]
     npm_reps: Option<usize>,
@@ -242,7 +245,8 @@ fn real_main() -> Result<()> {
         date: cli.date.clone().unwrap_or_else(today),
         store: store::Sizes::of(cli.store_section.as_deref().unwrap_or(prof)),
         snapshots: bench::snapshots::Sizes::of(cli.snap_section.as_deref().unwrap_or(prof)),
-        sync: bench::sync::Sizes::of(cli.sync_section.as_deref().unwrap_or(if cli.profile == Profile::Full { "full" } else { "none" })),
+        sync: bench::sync::Sizes::of(cli.sync_section.as_deref().unwrap_or(if cli.profile == Profile::Full { "full" } else { "none" }))
+            .map(|s| bench::sync::Sizes { steps: cli.sync_steps.clone(), ..s }),
         sync_remote: cli.sync_remote.clone(),
     };
     if !cli.no_setup {

@@ -56,7 +56,12 @@ pub struct Sizes {
     pub clone_mib: u64,
     /// The push-throughput change, MiB (the 1 GiB).
     pub push_mib: u64,
+    /// The steps to run, by name ([`STEPS`]); empty: all of them.
+    pub steps: Vec<String>,
 }
+
+/// The section's steps by name, in the order they run (`--sync-steps`).
+pub const STEPS: [&str; 5] = ["npm", "dedup", "restart", "clone", "throughput"];
 
 impl Sizes {
     /// "full" (the sizes), "quick" (a 256 MiB push), "tiny" (the test's, seconds).
@@ -70,6 +75,7 @@ impl Sizes {
                 clone_files: 3000,
                 clone_mib: 100,
                 push_mib: 1024,
+                steps: vec![],
             },
             "quick" => Sizes {
                 profile: "quick",
@@ -79,6 +85,7 @@ impl Sizes {
                 clone_files: 3000,
                 clone_mib: 100,
                 push_mib: 256,
+                steps: vec![],
             },
             "tiny" => Sizes {
                 profile: "tiny",
@@ -88,6 +95,7 @@ impl Sizes {
                 clone_files: 200,
                 clone_mib: 4,
                 push_mib: 16,
+                steps: vec![],
             },
             _ => return None,
         })
@@ -101,6 +109,9 @@ impl Sizes {
         m.insert("clone_files".into(), json!(self.clone_files));
         m.insert("clone_mib".into(), json!(self.clone_mib));
         m.insert("push_mib".into(), json!(self.push_mib));
+        if !self.steps.is_empty() {
+            m.insert("steps".into(), json!(self.steps));
+        }
         m
     }
 }
@@ -324,15 +335,16 @@ pub fn run(
         figures: vec![],
         errors: vec![],
     };
-    let mut steps: Vec<(&str, Step)> = vec![];
+    let mut steps: Vec<(&str, &str, Step)> = vec![];
     if sizes.npm {
-        steps.push(("npm install express: sent vs local-only", work::npm));
+        steps.push(("npm", "npm install express: sent vs local-only", work::npm));
     }
-    steps.push(("dedup: 10-byte edits and a prepend, pushed", work::dedup));
-    steps.push(("restart with --remote", work::restart));
-    steps.push(("clone vs raw download", work::clone));
-    steps.push(("push throughput vs raw PUT", work::throughput));
-    for (what, step) in steps {
+    steps.push(("dedup", "dedup: 10-byte edits and a prepend, pushed", work::dedup));
+    steps.push(("restart", "restart with --remote", work::restart));
+    steps.push(("clone", "clone vs raw download", work::clone));
+    steps.push(("throughput", "push throughput vs raw PUT", work::throughput));
+    steps.retain(|(name, _, _)| sizes.steps.is_empty() || sizes.steps.iter().any(|s| s == name));
+    for (_, what, step) in steps {
         sys::check_interrupted()?;
         log(&format!("ringfs-bench: sync ({}): {what}", sizes.profile));
         if let Err(e) = step(&mut cx) {
