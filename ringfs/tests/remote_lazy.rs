@@ -10,7 +10,9 @@
 //! fetches everything before returning; reading back many small files takes
 //! far fewer GETs than files, and reads during the prefetch are right (D56);
 //! after the prefetch every file has a working copy before its first open
-//! (D58); a reader racing the prefetch downloads each chunk once (D63).
+//! (D58); a reader racing the prefetch downloads each chunk once (D63);
+//! the clone's record lists chunks in the order a path walk needs them
+//! (D82).
 
 mod common;
 
@@ -512,4 +514,58 @@ fn fork_of_an_unfetched_lazy_clone_is_refused_with_the_way_out() {
     f.mount_again();
     assert_eq!(tree(f.path()), tree(m.path()));
     f.unmount_checked();
+}
+
+/// D82: a lazy clone lists its remote-only chunks in the order a walk of
+/// the tree by path first needs them — not in the order of the bundles'
+/// names — and the prefetch takes its batches in that order, so it runs
+/// ahead of a reader walking the tree (`cat`, `tar`, `grep -r`, a build).
+/// The origin is pushed as many small bundles, whose hash names sort in no
+/// order of the tree; the record's chunk order is checked against the
+/// BLAKE3 hashes of the files in path order, then the clone reads back.
+#[test]
+fn the_clone_records_chunks_in_the_order_a_path_walk_needs_them() {
+    if raw_mode() {
+        return;
+    }
+    // The daemon makes the push's bundles: small ones.
+    let m = TestMount::builder(Backend::Store)
+        .env("RINGFS_TEST_BUNDLE_MAX", "20000")
+        .mount();
+    let remote = m.store_dir().parent().unwrap().join("remote");
+    m.sh_ok(
+        "for d in 0 1 2 3; do mkdir -p t/d$d; for i in $(seq 10 29); do \
+         head -c 2000 /dev/urandom > t/d$d/f$i; done; done",
+    );
+    // One chunk each (below fs-core's MIN_CHUNK). Path order: d0..d3,
+    // f10..f29 (names of equal length sort as numbers).
+    let mut want = Vec::new();
+    for d in 0..4 {
+        for i in 10..30 {
+            let b = std::fs::read(m.path().join(format!("t/d{d}/f{i}"))).unwrap();
+            want.push(blake3::hash(&b).to_hex().to_string());
+        }
+    }
+    json(&["commit", mp(&m), "-m", "tree"]);
+    json(&["remote", "add", mp(&m), "origin", &file_url(&remote)]);
+    let pushed = json(&["push", mp(&m)]);
+    assert!(pushed["bundles_sent"].as_u64().unwrap() >= 6, "{pushed}");
+    let (c, _) = clone_mount(&file_url(&remote), &[], &[("RINGFS_TEST_NO_PREFETCH", "1")]);
+    let rec: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(c.store_dir().join("remotes/origin/remote-chunks.json")).unwrap(),
+    )
+    .unwrap();
+    let pos: std::collections::HashMap<&str, usize> = rec["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e[0].as_str().unwrap(), i))
+        .collect();
+    let at: Vec<usize> = want.iter().map(|h| pos[h.as_str()]).collect();
+    assert!(
+        at.windows(2).all(|w| w[0] < w[1]),
+        "record positions of the files in path order: {at:?}"
+    );
+    assert_eq!(tree(c.path()), tree(m.path()));
 }

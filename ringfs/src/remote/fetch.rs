@@ -85,6 +85,10 @@ pub struct Fetched {
     /// Lazy: each wanted chunk's place on the remote (bundle key, offset,
     /// length); no chunk bundle fetched.
     pub remote: HashMap<ObjectId, (String, u64, u32)>,
+    /// Lazy: the keys of `remote` in the order a depth-first walk of the
+    /// head's tree by name first meets them (a path-order reader's order;
+    /// then the chunks only older commits name).
+    pub remote_order: Vec<ObjectId>,
 }
 
 /// Fetches what `head` reaches and `have_object` / `have_chunk` say the
@@ -115,6 +119,8 @@ pub fn fetch(
     let mut bundles: HashMap<String, Vec<u8>> = HashMap::new();
     let mut objects = Vec::new();
     let mut want_chunks: HashSet<ObjectId> = HashSet::new();
+    // The wanted chunks in the order the walk first meets them.
+    let mut want_order: Vec<ObjectId> = Vec::new();
     let mut seen: HashSet<ObjectId> = HashSet::new();
     let mut stack = vec![root];
     let mut bytes = 0u64;
@@ -160,8 +166,15 @@ pub fn fetch(
         }
         let (objs, chunks) = children(rec)
             .map_err(|e| anyhow!("remote {}: object {} in {bk}: {e}", r.url, hex_id(&id)))?;
-        stack.extend(objs);
-        want_chunks.extend(chunks.into_iter().filter(|h| !have_chunk(h)));
+        // Pushed in reverse, so the walk is depth-first in name order (a
+        // directory's entries are sorted by name): chunks are met in the
+        // order a reader walking the head's tree by path needs them.
+        stack.extend(objs.into_iter().rev());
+        for h in chunks {
+            if !have_chunk(&h) && want_chunks.insert(h) {
+                want_order.push(h);
+            }
+        }
         objects.push((id, rec.to_vec()));
     }
     drop(bundles);
@@ -192,6 +205,7 @@ pub fn fetch(
             bundles: Vec::new(),
             bytes,
             remote,
+            remote_order: want_order,
         });
     }
     std::fs::create_dir_all(staging).with_context(|| format!("creating {}", staging.display()))?;
@@ -227,6 +241,7 @@ pub fn fetch(
         bundles: files,
         bytes,
         remote: HashMap::new(),
+        remote_order: Vec::new(),
     })
 }
 

@@ -125,8 +125,8 @@ pub(super) fn spawn_builder(fs: Arc<Fs>, stop: Arc<AtomicBool>, cache: Option<fu
         }
         fs_core::background_priority();
         ready.extend(plan.rest());
-        // Last first: a reader that started at the first files (the bundle
-        // order is the tree's) and this thread meet in the middle instead
+        // Last first: a reader that started at the first files (the
+        // prefetch's order is a path walk's, D82) and this thread meet in the middle instead
         // of both going for the same files (one of them waiting on the
         // other's build). Each build's inode is allocated unnamed
         // (O_TMPFILE), outside the directory's lock, so the two do work

@@ -45,21 +45,32 @@ struct Record {
 pub type Places = HashMap<ObjectId, (String, u64, u32)>;
 
 /// Writes the record of remote `name` in the store `store` (durably; the
-/// clone writes it before the store is renamed into place).
-pub fn write(store: &Path, name: &str, places: &Places) -> Result<()> {
-    let mut bundles: Vec<String> = places.values().map(|p| p.0.clone()).collect();
-    bundles.sort();
-    bundles.dedup();
-    let idx: HashMap<&str, u32> = bundles
-        .iter()
-        .enumerate()
-        .map(|(i, b)| (b.as_str(), i as u32))
-        .collect();
-    let mut chunks: Vec<(String, u32, u64, u32)> = places
-        .iter()
-        .map(|(h, (b, o, l))| (hex_id(h), idx[b.as_str()], *o, *l))
-        .collect();
-    chunks.sort_by(|a, b| (a.1, a.2).cmp(&(b.1, b.2)));
+/// clone writes it before the store is renamed into place): the chunks of
+/// `places` in the order of `order` (the order a path-order walk of the
+/// tree needs them; chunks `order` lacks follow in bundle order), the
+/// bundles in the order their chunks are first listed.
+pub fn write(store: &Path, name: &str, places: &Places, order: &[ObjectId]) -> Result<()> {
+    let mut listed: Vec<ObjectId> = Vec::with_capacity(places.len());
+    let mut taken: std::collections::HashSet<ObjectId> = std::collections::HashSet::new();
+    for h in order {
+        if places.contains_key(h) && taken.insert(*h) {
+            listed.push(*h);
+        }
+    }
+    let mut rest: Vec<&ObjectId> = places.keys().filter(|h| !taken.contains(*h)).collect();
+    rest.sort_by(|a, b| (&places[*a].0, places[*a].1).cmp(&(&places[*b].0, places[*b].1)));
+    listed.extend(rest.into_iter().copied());
+    let mut bundles: Vec<String> = Vec::new();
+    let mut idx: HashMap<&str, u32> = HashMap::new();
+    let mut chunks: Vec<(String, u32, u64, u32)> = Vec::with_capacity(listed.len());
+    for h in &listed {
+        let (b, o, l) = &places[h];
+        let i = *idx.entry(b.as_str()).or_insert_with(|| {
+            bundles.push(b.clone());
+            (bundles.len() - 1) as u32
+        });
+        chunks.push((hex_id(h), i, *o, *l));
+    }
     let rec = Record {
         version: 1,
         bundles,
@@ -74,9 +85,11 @@ pub fn write(store: &Path, name: &str, places: &Places) -> Result<()> {
     Ok(())
 }
 
-/// The record of the store's remote-only chunks: (remote name, places), or
-/// None when no remote of the store has one.
-pub fn read(store: &Path) -> Result<Option<(String, Places)>> {
+/// The record of the store's remote-only chunks: (remote name, places, the
+/// chunks in the record's order — a path-order walk's for records written
+/// since D82, bundle order before), or None when no remote of the store has
+/// one.
+pub fn read(store: &Path) -> Result<Option<(String, Places, Vec<Hash>)>> {
     for n in state::names(store) {
         let p = state::remotes_dir(store).join(&n).join(FILE);
         let b = match std::fs::read(&p) {
@@ -94,13 +107,15 @@ pub fn read(store: &Path) -> Result<Option<(String, Places)>> {
             );
         }
         let mut m = Places::with_capacity(r.chunks.len());
+        let mut order = Vec::with_capacity(r.chunks.len());
         for (h, b, o, l) in r.chunks {
             let (Some(id), Some(bk)) = (parse_hex(&h), r.bundles.get(b as usize)) else {
                 bail!("{} is damaged (a malformed entry)", p.display());
             };
             m.insert(id, (bk.clone(), o, l));
+            order.push(id);
         }
-        return Ok(Some((n, m)));
+        return Ok(Some((n, m, order)));
     }
     Ok(None)
 }
@@ -326,7 +341,7 @@ fn setup(fs: &Fs, dir: &Path, names: Vec<String>) -> Result<Option<Arc<Source>>>
         }
         return Ok(None);
     }
-    let Some((name, places)) = read(dir)? else {
+    let Some((name, places, order)) = read(dir)? else {
         return Ok(None);
     };
     // Tests make many small batches (a kill lands mid-way).
@@ -334,7 +349,7 @@ fn setup(fs: &Fs, dir: &Path, names: Vec<String>) -> Result<Option<Arc<Source>>>
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(BATCH_BYTES);
-    let src = Arc::new(Source::new(dir, &name, places, &left, batch_bytes)?);
+    let src = Arc::new(Source::new(dir, &name, places, &order, &left, batch_bytes)?);
     tracing::info!(
         "{} chunks ({} batches) are only on remote {name}: fetched on first open and in the background",
         left.len(),

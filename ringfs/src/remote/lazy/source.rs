@@ -83,11 +83,16 @@ const SETTLE: Duration = Duration::from_secs(10);
 impl Source {
     /// The source of remote `name` of `store`, for the chunks of `places`;
     /// those of `left` (still remote-only) are cut into batches of about
-    /// `batch_bytes` in bundle order.
+    /// `batch_bytes` of consecutive chunks of one bundle, which the
+    /// prefetch takes in the order of their first chunk in `walk` (the
+    /// record's order: a path-order walk of the tree, D82), so that a
+    /// reader walking the tree finds its files fetched ahead of it. Chunks
+    /// `walk` lacks come last.
     pub fn new(
         store: &Path,
         name: &str,
         places: Places,
+        walk: &[Hash],
         left: &[(Hash, u32)],
         batch_bytes: u64,
     ) -> Result<Source> {
@@ -113,6 +118,16 @@ impl Source {
             bytes += len as u64;
             batches.last_mut().unwrap().chunks.push((h, off, len));
         }
+        let pos: HashMap<Hash, usize> = walk.iter().enumerate().map(|(i, h)| (*h, i)).collect();
+        // Stable: batches no chunk of which is in `walk` keep bundle order.
+        batches.sort_by_cached_key(|b| {
+            b.chunks
+                .iter()
+                .filter_map(|c| pos.get(&c.0))
+                .min()
+                .copied()
+                .unwrap_or(usize::MAX)
+        });
         let of = batches
             .iter()
             .enumerate()
