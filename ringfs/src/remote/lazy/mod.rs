@@ -180,8 +180,8 @@ const WORKERS: usize = 4;
 const BATCH_BYTES: u64 = 4 << 20;
 
 /// The prefetch of a mounted lazy clone: fetches every chunk still
-/// remote-only, in the background, [`WORKERS`] batches at a time in bundle
-/// order from the moment of mount, until done or stopped; a first open
+/// remote-only, in the background, [`WORKERS`] batches at a time in the
+/// record's order (a path walk's, D82) from the moment of mount, until done or stopped; a first open
 /// takes the batch it needs ahead of the queue (or waits for the fetch of
 /// it in flight).
 pub struct Prefetch {

@@ -58,7 +58,8 @@ struct Sched {
 /// Fetches remote-only chunks from one remote by range GETs of their
 /// bundles, a neighbourhood ([`Batch`]) at a time: a first open fetches
 /// the whole batch its chunks are in (or waits for a fetch of it already
-/// in flight), the prefetch takes the others in bundle order. At most
+/// in flight), the prefetch takes the others in the record's order (a
+/// path walk's, D82). At most
 /// [`TRIES`] attempts per GET, [`PAUSE`] apart then doubling, then an error
 /// naming the remote and the chunk.
 pub struct Source {
@@ -340,7 +341,7 @@ impl Source {
         }
     }
 
-    /// The next batch in bundle order nobody fetched yet, claimed for the
+    /// The next batch in the prefetch's order nobody fetched yet, claimed for the
     /// prefetch (None: all claimed).
     pub(super) fn claim_next(&self) -> Option<usize> {
         let mut s = self.lock();
