@@ -154,7 +154,8 @@ fn sync_markdown(o: &mut String, s: &StoreSection) {
          The reference column is object_store (the crate ringfs uses, configured the same way) moving the same bytes with nothing \
          of ringfs between: a list + GET of every key of the clone's remote prefix written to files (8 GETs at a time), and one \
          PUT per file of the pushed change; for npm, the same install with `node_modules` local-only. Times are wall times of \
-         the commands. Sizes: `{sizes}`.\n",
+         the commands; the clone's figures and the raw download are medians of three turns taken in alternation (since \
+         D82; single samples before). Sizes: `{sizes}`.\n",
         s.ringfs_args.join(" "),
     );
     let _ = writeln!(o, "| figure | ref | ringfs | ratio | target | |\n|---|---:|---:|---:|---|---|");
