@@ -290,7 +290,7 @@ impl Fs {
     /// Ok(Some(true)): the content moved while `put` ran, drop the pages.
     /// Errors as one line naming the inode.
     /// `known`: chunks already in memory and checked against their hashes.
-    pub fn fill_page_cache(&self, ino: u64, max: u64, known: &std::collections::HashMap<[u8; 32], Vec<u8>>, put: impl FnOnce(&[u8]) -> std::io::Result<()>) -> std::result::Result<Option<bool>, String> {
+    pub fn fill_page_cache(&self, ino: u64, max: u64, known: &std::collections::HashMap<[u8; 32], bytes::Bytes>, put: impl FnOnce(&[u8]) -> std::io::Result<()>) -> std::result::Result<Option<bool>, String> {
         self.inner.wc().fill(ino, max, known, put).map_err(|e| format!("filling the page cache of inode {ino}: {e}"))
     }
 

@@ -329,7 +329,7 @@ impl Transfer<'_> {
     /// one transaction, durable with the next group commit. Returns how
     /// many were stored and the hashes that did not match (not stored).
     /// Errors: one line (the store's).
-    pub fn store_remote_chunks(&self, got: &[([u8; 32], Vec<u8>)]) -> Result<(u64, Vec<[u8; 32]>), String> {
+    pub fn store_remote_chunks(&self, got: &[([u8; 32], bytes::Bytes)]) -> Result<(u64, Vec<[u8; 32]>), String> {
         self.store.store_fetched(got)
     }
 

@@ -110,10 +110,10 @@ impl Store {
     /// of those that did not match (never stored; they stay remote-only).
     pub(crate) fn store_fetched(
         &self,
-        got: &[([u8; 32], Vec<u8>)],
+        got: &[([u8; 32], bytes::Bytes)],
     ) -> Result<(u64, Vec<[u8; 32]>), String> {
         let mut bad = Vec::new();
-        let good: Vec<&([u8; 32], Vec<u8>)> = got
+        let good: Vec<&([u8; 32], bytes::Bytes)> = got
             .iter()
             .filter(|(h, b)| {
                 let ok = blake3::hash(b).as_bytes() == h;

@@ -24,12 +24,13 @@ pub trait ChunkSource: Send + Sync {
     /// it remote-only now: a source asks it before fetching a chunk alone,
     /// so a chunk another thread stored meanwhile is not downloaded twice).
     /// They need not be checked (the store checks each against its hash).
+    /// `Bytes`: slices of the response bodies, never copied per chunk.
     /// Errors: one line naming the remote and the chunk that failed.
     fn fetch(
         &self,
         want: &[([u8; 32], u32)],
         still_remote: &dyn Fn(&[u8; 32]) -> bool,
-    ) -> Result<Vec<([u8; 32], Vec<u8>)>, String>;
+    ) -> Result<Vec<([u8; 32], bytes::Bytes)>, String>;
     /// The remote's name and URL, for log lines.
     fn describe(&self) -> String;
 }

@@ -293,7 +293,7 @@ impl Wc<'_> {
     /// `known`: chunks the caller holds in memory, checked against their
     /// hashes already (the prefetch's batches): taken from there instead of
     /// the packs.
-    pub(crate) fn fill(&self, ino: u64, max: u64, known: &HashMap<[u8; 32], Vec<u8>>, put: impl FnOnce(&[u8]) -> std::io::Result<()>) -> Result<Option<bool>> {
+    pub(crate) fn fill(&self, ino: u64, max: u64, known: &HashMap<[u8; 32], bytes::Bytes>, put: impl FnOnce(&[u8]) -> std::io::Result<()>) -> Result<Option<bool>> {
         let _g = self.builds.claim(ino);
         let qualifies = |n: &crate::inode::Node| stored_without_open_wc(n) && n.opens == 0 && n.lookups > 0 && (1..=max).contains(&n.rec.size);
         let (size, gen) = {

@@ -307,12 +307,13 @@ impl Remote {
     }
 
     /// The bytes of `ranges` (byte offsets, end exclusive) of `k`, one
-    /// vector per range (lazy clones fetch chunks so). Errors name the URL
-    /// and key (a missing key as missing).
-    pub fn get_ranges(&self, k: &str, ranges: &[std::ops::Range<u64>]) -> Result<Vec<Vec<u8>>> {
+    /// slice per range (lazy clones fetch chunks so; object_store coalesces
+    /// near ranges into one GET, and the slices share its body, uncopied).
+    /// Errors name the URL and key (a missing key as missing).
+    pub fn get_ranges(&self, k: &str, ranges: &[std::ops::Range<u64>]) -> Result<Vec<bytes::Bytes>> {
         let key = self.key(k);
         match self.rt.block_on(self.store.get_ranges(&key, ranges)) {
-            Ok(v) => Ok(v.into_iter().map(|b| b.to_vec()).collect()),
+            Ok(v) => Ok(v),
             Err(object_store::Error::NotFound { .. }) => bail!("remote {}: {k} is missing", self.url),
             Err(e) => Err(self.err("reading", k, e)),
         }

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use fs_core::Fs;
 
 use super::{Hash, STATS};
@@ -26,18 +27,18 @@ const BUILD_AFTER_IDLE: Duration = Duration::from_secs(1);
 /// in memory); else empty byte vectors.
 #[derive(Clone)]
 pub(super) struct Handoff {
-    tx: std::sync::mpsc::Sender<Vec<(Hash, Vec<u8>)>>,
+    tx: std::sync::mpsc::Sender<Vec<(Hash, Bytes)>>,
     /// Batches with bytes in the channel; `usize::MAX`: no fill (no bytes).
     queued: Arc<AtomicUsize>,
 }
 
 impl Handoff {
-    pub(super) fn send(&self, mut got: Vec<(Hash, Vec<u8>)>) {
+    pub(super) fn send(&self, mut got: Vec<(Hash, Bytes)>) {
         let q = &self.queued;
         let with_bytes = q.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < FILL_BATCHES).then_some(n + 1)).is_ok();
         if !with_bytes {
             for g in &mut got {
-                g.1 = Vec::new();
+                g.1 = Bytes::new();
             }
         }
         if self.tx.send(got).is_err() && with_bytes {
@@ -56,7 +57,7 @@ impl Handoff {
 /// a first open fetched. It stops early when `stop` is set. The thread's
 /// handle is None when it could not start (logged).
 pub(super) fn spawn_builder(fs: Arc<Fs>, stop: Arc<AtomicBool>, cache: Option<fuse_uring::Notifier>) -> (Handoff, Option<std::thread::JoinHandle<()>>) {
-    let (tx, rx) = std::sync::mpsc::channel::<Vec<(Hash, Vec<u8>)>>();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<(Hash, Bytes)>>();
     // RINGFS_TEST_NO_FILL: measurements of the fill's effect.
     let cache = cache.filter(|_| std::env::var_os("RINGFS_TEST_NO_FILL").is_none());
     let queued = Arc::new(AtomicUsize::new(if cache.is_some() { 0 } else { usize::MAX }));
@@ -162,7 +163,7 @@ struct Fill {
     budget: u64,
     /// The chunks of the last [`FILL_BATCHES`] batches stored, by hash (a
     /// file a batch completes mostly began in the one before).
-    known: HashMap<Hash, Vec<u8>>,
+    known: HashMap<Hash, Bytes>,
     batches: VecDeque<Vec<Hash>>,
 }
 
@@ -170,7 +171,7 @@ struct Fill {
 const FILL_BATCHES: usize = 8;
 
 impl Fill {
-    fn remember(&mut self, got: Vec<(Hash, Vec<u8>)>) {
+    fn remember(&mut self, got: Vec<(Hash, Bytes)>) {
         if self.cache.is_none() || self.budget == 0 || got.first().is_none_or(|g| g.1.is_empty()) {
             return;
         }

@@ -222,7 +222,7 @@ impl ChunkSource for Deferred {
         &self,
         want: &[(Hash, u32)],
         still_remote: &dyn Fn(&Hash) -> bool,
-    ) -> std::result::Result<Vec<(Hash, Vec<u8>)>, String> {
+    ) -> std::result::Result<Vec<(Hash, bytes::Bytes)>, String> {
         self.get()?.fetch(want, still_remote)
     }
 

@@ -14,6 +14,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use anyhow::Result;
+use bytes::Bytes;
 use fs_core::snap::object::hex_id;
 use fs_core::store::remote::ChunkSource;
 
@@ -38,7 +39,7 @@ enum State {
     /// `storing`: by the prefetch, which has not yet ended storing it
     /// (Storing once the waiters took it, if it still has not).
     Ready {
-        got: Arc<Vec<(Hash, Vec<u8>)>>,
+        got: Arc<Vec<(Hash, Bytes)>>,
         left: usize,
         storing: bool,
     },
@@ -156,7 +157,7 @@ impl Source {
         self.sched.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn attempt(&self, key: &str, ranges: &[std::ops::Range<u64>]) -> Result<Vec<Vec<u8>>> {
+    fn attempt(&self, key: &str, ranges: &[std::ops::Range<u64>]) -> Result<Vec<Bytes>> {
         let r = match self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop() {
             Some(r) => r,
             None => Remote::open(&self.url, false)?,
@@ -173,13 +174,13 @@ impl Source {
         &self,
         bk: &str,
         chunks: &[(Hash, u64, u32)],
-    ) -> std::result::Result<Vec<(Hash, Vec<u8>)>, String> {
+    ) -> std::result::Result<Vec<(Hash, Bytes)>, String> {
         let ranges: Vec<_> = chunks.iter().map(|&(_, o, l)| o..o + l as u64).collect();
         let mut pause = PAUSE;
         for n in 1..=TRIES {
             match self.attempt(bk, &ranges) {
                 Ok(b) => {
-                    let got: Vec<(Hash, Vec<u8>)> = chunks.iter().map(|c| c.0).zip(b).collect();
+                    let got: Vec<(Hash, Bytes)> = chunks.iter().map(|c| c.0).zip(b).collect();
                     STATS.chunks.fetch_add(got.len() as u64, Ordering::Relaxed);
                     STATS.bytes.fetch_add(
                         got.iter().map(|g| g.1.len() as u64).sum(),
@@ -218,7 +219,7 @@ impl Source {
         &self,
         claimed: &[usize],
         prefetch: bool,
-    ) -> std::result::Result<Vec<(Hash, Vec<u8>)>, String> {
+    ) -> std::result::Result<Vec<(Hash, Bytes)>, String> {
         let mut by: Vec<(&str, Vec<usize>)> = Vec::new();
         for &i in claimed {
             let bk = self.batches[i].bundle.as_str();
@@ -283,7 +284,7 @@ impl Source {
     /// Waits for batch `i`, registered as one of its waiters, and returns
     /// its bytes, and whether this thread fetched them (when the other
     /// fetch failed: then the caller stores them all).
-    fn wait(&self, i: usize) -> std::result::Result<(Vec<(Hash, Vec<u8>)>, bool), String> {
+    fn wait(&self, i: usize) -> std::result::Result<(Vec<(Hash, Bytes)>, bool), String> {
         let mut s = self.lock();
         loop {
             match &mut s.states[i] {
@@ -362,7 +363,7 @@ impl ChunkSource for Source {
         &self,
         want: &[(Hash, u32)],
         still_remote: &dyn Fn(&Hash) -> bool,
-    ) -> std::result::Result<Vec<(Hash, Vec<u8>)>, String> {
+    ) -> std::result::Result<Vec<(Hash, Bytes)>, String> {
         STATS.opens.fetch_add(1, Ordering::Relaxed);
         // Each wanted chunk's batch: claimed (fetched here, whole), waited
         // for (in flight elsewhere), or — fetched already (once the
