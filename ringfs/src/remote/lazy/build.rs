@@ -24,7 +24,7 @@ const BUILD_AFTER_IDLE: Duration = Duration::from_secs(1);
 /// and the checked bytes while the page cache fill wants them (D79) and
 /// fewer than [`FILL_BATCHES`] batches of bytes wait in the channel (a
 /// builder still planning does not make the prefetch hold a clone's bytes
-/// in memory); else empty byte vectors.
+/// in memory); else empty slices.
 #[derive(Clone)]
 pub(super) struct Handoff {
     tx: std::sync::mpsc::Sender<Vec<(Hash, Bytes)>>,
@@ -127,8 +127,8 @@ pub(super) fn spawn_builder(fs: Arc<Fs>, stop: Arc<AtomicBool>, cache: Option<fu
         fs_core::background_priority();
         ready.extend(plan.rest());
         // Last first: a reader that started at the first files (the
-        // prefetch's order is a path walk's, D82) and this thread meet in the middle instead
-        // of both going for the same files (one of them waiting on the
+        // prefetch's order is a path walk's, D82) and this thread meet in
+        // the middle instead of both going for the same files (one of them waiting on the
         // other's build). Each build's inode is allocated unnamed
         // (O_TMPFILE), outside the directory's lock, so the two do work
         // side by side.

@@ -181,9 +181,9 @@ const BATCH_BYTES: u64 = 4 << 20;
 
 /// The prefetch of a mounted lazy clone: fetches every chunk still
 /// remote-only, in the background, [`WORKERS`] batches at a time in the
-/// record's order (a path walk's, D82) from the moment of mount, until done or stopped; a first open
-/// takes the batch it needs ahead of the queue (or waits for the fetch of
-/// it in flight).
+/// record's order (a path walk's, D82) from the moment of mount, until
+/// done or stopped; a first open takes the batch it needs ahead of the
+/// queue (or waits for the fetch of it in flight).
 pub struct Prefetch {
     stop: Arc<AtomicBool>,
     /// The background start (scan, record, then the workers).
