@@ -26,7 +26,8 @@ if tc qdisc show dev lo | grep -qv "noqueue"; then
 fi
 shaped=0
 unshape() { if [ $shaped = 1 ]; then tc qdisc del dev lo root 2>/dev/null || true; shaped=0; fi; }
-trap unshape EXIT INT TERM
+trap unshape EXIT
+trap 'unshape; exit 130' INT TERM
 uptime
 for r in "${RATES[@]}"; do
   tc qdisc add dev lo root tbf rate "$r" burst 1mb latency 50ms
