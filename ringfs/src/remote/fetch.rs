@@ -82,13 +82,11 @@ pub struct Fetched {
     pub objects: Vec<(ObjectId, Vec<u8>)>,
     pub bundles: Vec<PathBuf>,
     pub bytes: u64,
-    /// Lazy: each wanted chunk's place on the remote (bundle key, offset,
-    /// length); no chunk bundle fetched.
-    pub remote: HashMap<ObjectId, (String, u64, u32)>,
-    /// Lazy: the keys of `remote` in the order a depth-first walk of the
-    /// head's tree by name first meets them (a path-order reader's order;
-    /// then the chunks only older commits name).
-    pub remote_order: Vec<ObjectId>,
+    /// Lazy: each wanted chunk and its place on the remote (bundle key,
+    /// offset, length), in the order a depth-first walk of the head's tree
+    /// by name first meets them (a path-order reader's order; then the
+    /// chunks only older commits name); no chunk bundle fetched.
+    pub remote: Vec<(ObjectId, (String, u64, u32))>,
 }
 
 /// Fetches what `head` reaches and `have_object` / `have_chunk` say the
@@ -195,7 +193,7 @@ pub fn fetch(
     }
     need.sort();
     if lazy {
-        let remote = want_chunks
+        let remote = want_order
             .iter()
             .map(|h| (*h, cat.chunks[h].clone()))
             .collect();
@@ -205,7 +203,6 @@ pub fn fetch(
             bundles: Vec::new(),
             bytes,
             remote,
-            remote_order: want_order,
         });
     }
     std::fs::create_dir_all(staging).with_context(|| format!("creating {}", staging.display()))?;
@@ -240,8 +237,7 @@ pub fn fetch(
         objects,
         bundles: files,
         bytes,
-        remote: HashMap::new(),
-        remote_order: Vec::new(),
+        remote: Vec::new(),
     })
 }
 

@@ -548,7 +548,7 @@ pub fn cmd_clone(args: CloneArgs) -> Result<()> {
             state::check_identity(tmp, &c.name, &identity)?;
             state::add_held(tmp, &c.name, &ids)?;
             if !f.remote.is_empty() {
-                lazy::write(tmp, &c.name, &f.remote, &f.remote_order)?;
+                lazy::write(tmp, &c.name, &f.remote)?;
             }
             let mut st = state::Status::default();
             st.heads

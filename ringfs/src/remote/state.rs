@@ -126,16 +126,18 @@ pub fn load(store: &Path, name: &str) -> Result<Config> {
         }
         Err(e) => return Err(e).with_context(|| format!("reading {}", p.display())),
     };
-    let c: Config =
-        serde_json::from_slice(&b).with_context(|| format!("{} is damaged", p.display()))?;
-    if c.version != 1 {
-        bail!(
-            "{}: version {} is newer than this ringfs reads (1)",
-            p.display(),
-            c.version
-        );
+    decode_v1(&p, &b, |c: &Config| c.version)
+}
+
+/// Decodes `b`, the bytes of the version-1 JSON file `p` (`version`: the
+/// version it states). Errors: not JSON of that shape ("damaged"), or a
+/// newer version than this ringfs reads — each naming the file.
+pub(super) fn decode_v1<T: serde::de::DeserializeOwned>(p: &Path, b: &[u8], version: impl Fn(&T) -> u32) -> Result<T> {
+    let v: T = serde_json::from_slice(b).with_context(|| format!("{} is damaged", p.display()))?;
+    if version(&v) != 1 {
+        bail!("{}: version {} is newer than this ringfs reads (1)", p.display(), version(&v));
     }
-    Ok(c)
+    Ok(v)
 }
 
 /// The remotes recorded, sorted.

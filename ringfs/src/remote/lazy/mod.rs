@@ -41,36 +41,29 @@ struct Record {
     chunks: Vec<(String, u32, u64, u32)>,
 }
 
-/// Where each chunk is on the remote: (bundle key, offset, length).
-pub type Places = HashMap<ObjectId, (String, u64, u32)>;
+/// Where a chunk is on the remote: (bundle key, offset, length).
+pub type Place = (String, u64, u32);
+
+/// Where each chunk is on the remote.
+pub type Places = HashMap<ObjectId, Place>;
 
 /// Writes the record of remote `name` in the store `store` (durably; the
-/// clone writes it before the store is renamed into place): the chunks of
-/// `places` in the order of `order` (the order a path-order walk of the
-/// tree needs them; chunks `order` lacks follow in bundle order), the
-/// bundles in the order their chunks are first listed.
-pub fn write(store: &Path, name: &str, places: &Places, order: &[ObjectId]) -> Result<()> {
-    let mut listed: Vec<ObjectId> = Vec::with_capacity(places.len());
-    let mut taken: std::collections::HashSet<ObjectId> = std::collections::HashSet::new();
-    for h in order {
-        if places.contains_key(h) && taken.insert(*h) {
-            listed.push(*h);
-        }
-    }
-    let mut rest: Vec<&ObjectId> = places.keys().filter(|h| !taken.contains(*h)).collect();
-    rest.sort_by(|a, b| (&places[*a].0, places[*a].1).cmp(&(&places[*b].0, places[*b].1)));
-    listed.extend(rest.into_iter().copied());
+/// clone writes it before the store is renamed into place): `chunks` with
+/// their places in the order given (a path-order walk's, D82), the bundles
+/// in the order the chunks first name them.
+pub fn write(store: &Path, name: &str, chunks: &[(ObjectId, Place)]) -> Result<()> {
     let mut bundles: Vec<String> = Vec::new();
     let mut idx: HashMap<&str, u32> = HashMap::new();
-    let mut chunks: Vec<(String, u32, u64, u32)> = Vec::with_capacity(listed.len());
-    for h in &listed {
-        let (b, o, l) = &places[h];
-        let i = *idx.entry(b.as_str()).or_insert_with(|| {
-            bundles.push(b.clone());
-            (bundles.len() - 1) as u32
-        });
-        chunks.push((hex_id(h), i, *o, *l));
-    }
+    let chunks: Vec<(String, u32, u64, u32)> = chunks
+        .iter()
+        .map(|(h, (b, o, l))| {
+            let i = *idx.entry(b.as_str()).or_insert_with(|| {
+                bundles.push(b.clone());
+                (bundles.len() - 1) as u32
+            });
+            (hex_id(h), i, *o, *l)
+        })
+        .collect();
     let rec = Record {
         version: 1,
         bundles,
@@ -85,39 +78,22 @@ pub fn write(store: &Path, name: &str, places: &Places, order: &[ObjectId]) -> R
     Ok(())
 }
 
-/// The record of the store's remote-only chunks: (remote name, places, the
-/// chunks in the record's order — a path-order walk's for records written
-/// since D82, bundle order before), or None when no remote of the store has
-/// one.
-pub fn read(store: &Path) -> Result<Option<(String, Places, Vec<Hash>)>> {
-    for n in state::names(store) {
-        let p = state::remotes_dir(store).join(&n).join(FILE);
-        let b = match std::fs::read(&p) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e).with_context(|| format!("reading {}", p.display())),
+/// The record of remote `name`'s remote-only chunks in the store `store`:
+/// each chunk with its place, in the record's order (a path-order walk's
+/// for records written since D82, bundle order before). Errors: the record
+/// missing, damaged or of a newer version, naming the file.
+fn read(store: &Path, name: &str) -> Result<Vec<(Hash, Place)>> {
+    let p = state::remotes_dir(store).join(name).join(FILE);
+    let b = std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?;
+    let r: Record = state::decode_v1(&p, &b, |r: &Record| r.version)?;
+    let mut listed = Vec::with_capacity(r.chunks.len());
+    for (h, b, o, l) in r.chunks {
+        let (Some(id), Some(bk)) = (parse_hex(&h), r.bundles.get(b as usize)) else {
+            bail!("{} is damaged (a malformed entry)", p.display());
         };
-        let r: Record =
-            serde_json::from_slice(&b).with_context(|| format!("{} is damaged", p.display()))?;
-        if r.version != 1 {
-            bail!(
-                "{}: version {} is newer than this ringfs reads (1)",
-                p.display(),
-                r.version
-            );
-        }
-        let mut m = Places::with_capacity(r.chunks.len());
-        let mut order = Vec::with_capacity(r.chunks.len());
-        for (h, b, o, l) in r.chunks {
-            let (Some(id), Some(bk)) = (parse_hex(&h), r.bundles.get(b as usize)) else {
-                bail!("{} is damaged (a malformed entry)", p.display());
-            };
-            m.insert(id, (bk.clone(), o, l));
-            order.push(id);
-        }
-        return Ok(Some((n, m, order)));
+        listed.push((id, (bk.clone(), o, l)));
     }
-    Ok(None)
+    Ok(listed)
 }
 
 type Hash = [u8; 32];
@@ -327,8 +303,9 @@ impl Prefetch {
     }
 }
 
-/// The source of the store's remote-only chunks (None: nothing left, and
-/// the records `names` have are removed).
+/// The source of the store's remote-only chunks, from the record of the
+/// first of `names` (the remotes with a record); None: nothing left, and
+/// the records `names` have are removed.
 fn setup(fs: &Fs, dir: &Path, names: Vec<String>) -> Result<Option<Arc<Source>>> {
     let left = fs
         .transfer()
@@ -341,15 +318,17 @@ fn setup(fs: &Fs, dir: &Path, names: Vec<String>) -> Result<Option<Arc<Source>>>
         }
         return Ok(None);
     }
-    let Some((name, places, order)) = read(dir)? else {
+    // The record `start` found (a lazy clone has one, of its origin).
+    let Some(name) = names.into_iter().next() else {
         return Ok(None);
     };
+    let listed = read(dir, &name)?;
     // Tests make many small batches (a kill lands mid-way).
     let batch_bytes = std::env::var("RINGFS_TEST_PREFETCH_BATCH_BYTES")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(BATCH_BYTES);
-    let src = Arc::new(Source::new(dir, &name, places, &order, &left, batch_bytes)?);
+    let src = Arc::new(Source::new(dir, &name, listed, &left, batch_bytes)?);
     tracing::info!(
         "{} chunks ({} batches) are only on remote {name}: fetched on first open and in the background",
         left.len(),

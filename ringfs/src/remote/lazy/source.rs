@@ -18,7 +18,7 @@ use bytes::Bytes;
 use fs_core::snap::object::hex_id;
 use fs_core::store::remote::ChunkSource;
 
-use super::{state, Hash, Places, Remote, FILE, STATS};
+use super::{state, Hash, Place, Places, Remote, FILE, STATS};
 
 /// A neighbourhood of remote-only chunks: consecutive chunks of one bundle
 /// (in offset order), up to the batch size — fetched as one coalesced range
@@ -83,22 +83,22 @@ const PAUSE: Duration = Duration::from_millis(200);
 const SETTLE: Duration = Duration::from_secs(10);
 
 impl Source {
-    /// The source of remote `name` of `store`, for the chunks of `places`;
-    /// those of `left` (still remote-only) are cut into batches of about
-    /// `batch_bytes` of consecutive chunks of one bundle, which the
-    /// prefetch takes in the order of their first chunk in `walk` (the
-    /// record's order: a path-order walk of the tree, D82), so that a
-    /// reader walking the tree finds its files fetched ahead of it. Chunks
-    /// `walk` lacks come last.
+    /// The source of remote `name` of `store`, for the chunks of `listed`
+    /// (with their places, in the record's order: a path-order walk of the
+    /// tree, D82); those of `left` (still remote-only) are cut into batches
+    /// of about `batch_bytes` of consecutive chunks of one bundle, which the
+    /// prefetch takes in the order of their first chunk in `listed`, so
+    /// that a reader walking the tree finds its files fetched ahead of it.
     pub fn new(
         store: &Path,
         name: &str,
-        places: Places,
-        walk: &[Hash],
+        listed: Vec<(Hash, Place)>,
         left: &[(Hash, u32)],
         batch_bytes: u64,
     ) -> Result<Source> {
         let c = state::load(store, name)?;
+        let pos: HashMap<Hash, usize> = listed.iter().enumerate().map(|(i, (h, _))| (*h, i)).collect();
+        let places: Places = listed.into_iter().collect();
         let mut order: Vec<(&str, u64, u32, Hash)> = left
             .iter()
             .filter_map(|(h, _)| places.get(h).map(|p| (p.0.as_str(), p.1, p.2, *h)))
@@ -120,16 +120,8 @@ impl Source {
             bytes += len as u64;
             batches.last_mut().unwrap().chunks.push((h, off, len));
         }
-        let pos: HashMap<Hash, usize> = walk.iter().enumerate().map(|(i, h)| (*h, i)).collect();
-        // Stable: batches no chunk of which is in `walk` keep bundle order.
-        batches.sort_by_cached_key(|b| {
-            b.chunks
-                .iter()
-                .filter_map(|c| pos.get(&c.0))
-                .min()
-                .copied()
-                .unwrap_or(usize::MAX)
-        });
+        // Every chunk of a batch is in `listed` (`order` took only those).
+        batches.sort_by_cached_key(|b| b.chunks.iter().map(|c| pos[&c.0]).min());
         let of = batches
             .iter()
             .enumerate()
