@@ -54,7 +54,8 @@ node on 127.0.0.1 when `garage` is on PATH (else file://, said in the results;
 node_modules local-only), bytes pushed for sixteen 10-byte edits of a 32 MiB file and
 a 10-byte prepend, the sync thread's reconciliation after a restart with --remote on a
 3 000-file workspace, clone of 3 000 files / 100 MiB until `ls -R` and until all read
-(beside a raw object_store list + GET of the same keys), and push throughput of a
+(beside a raw object_store list + GET of the same keys; three turns each, in alternation,
+medians), and push throughput of a
 1 GiB change (quick: 256 MiB) beside raw object_store PUTs of the same bytes.
 
 `ringfs-bench report --from results.json --out DIR` writes the report of an
