@@ -110,6 +110,9 @@ fn daemonize(args: &MountArgs, argv: &[OsString]) -> Result<()> {
         }
     }
     let (read_end, write_end) = rustix::pipe::pipe().context("creating the readiness pipe")?;
+    // A log this mount creates goes again if the daemon refuses to serve
+    // (say the store is in use): a refused mount leaves nothing behind.
+    let log_is_new = !log.exists();
     let log_file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -146,7 +149,7 @@ fn daemonize(args: &MountArgs, argv: &[OsString]) -> Result<()> {
         }
         claim.handed_over();
         drop(write_end);
-        return wait_ready(read_end, pid as u32, &mp, &log);
+        return wait_ready(read_end, pid as u32, &mp, &log, log_is_new);
     }
     let child_args: Vec<&OsString> = argv.iter().filter(|a| *a != "--daemon").collect();
     let mut cmd = std::process::Command::new(std::env::current_exe()?);
@@ -168,7 +171,7 @@ fn daemonize(args: &MountArgs, argv: &[OsString]) -> Result<()> {
     let child = cmd.spawn().context("starting the daemon")?;
     claim.handed_over();
     drop(write_end);
-    wait_ready(read_end, child.id(), &mp, &log)
+    wait_ready(read_end, child.id(), &mp, &log, log_is_new)
 }
 
 /// Whether this process has one thread (`/proc/self/task` lists one).
@@ -177,8 +180,10 @@ fn single_threaded() -> bool {
 }
 
 /// The `--daemon` parent's wait for daemon `pid` to report on the pipe
-/// `read_end`: `ok` (the mount is ready: say so) or `error: MESSAGE`.
-fn wait_ready(read_end: OwnedFd, pid: u32, mp: &std::path::Path, log: &std::path::Path) -> Result<()> {
+/// `read_end`: `ok` (the mount is ready: say so) or `error: MESSAGE` (the
+/// daemon refused to serve; the log goes when `log_is_new`, this mount
+/// made it, since the message is the caller's).
+fn wait_ready(read_end: OwnedFd, pid: u32, mp: &std::path::Path, log: &std::path::Path, log_is_new: bool) -> Result<()> {
     let mut msg = String::new();
     std::fs::File::from(read_end).read_to_string(&mut msg)?;
     let msg = msg.trim();
@@ -187,6 +192,9 @@ fn wait_ready(read_end: OwnedFd, pid: u32, mp: &std::path::Path, log: &std::path
         return Ok(());
     }
     if let Some(e) = msg.strip_prefix("error: ") {
+        if log_is_new {
+            let _ = std::fs::remove_file(log);
+        }
         bail!("{e}");
     }
     bail!("the daemon exited before the mount was ready; see {}", log.display())

@@ -178,6 +178,19 @@ fn refused_mounts_leave_nothing_behind() {
     let o = ringfs(&["umount", &mp]);
     assert!(o.status.success(), "{}", out_str(&o).1);
     assert_eq!(fs::read_to_string(d.mp.join("file")).unwrap(), "x", "the hidden file is back");
+    // A store in use: the daemon refuses after the log was opened, and the
+    // log it made goes with the refusal.
+    fs::remove_file(d.mp.join("file")).unwrap();
+    let o = run_timeout(Command::new(RINGFS).args(["mount", &mp, "--store", &store, "--daemon"]).args(env_mount_args()), Duration::from_secs(30));
+    assert!(o.status.success() && d.is_mounted(), "{}", out_str(&o).1);
+    let mp2 = d.dir().join("second");
+    fs::create_dir(&mp2).unwrap();
+    let log2 = d.dir().join("second.log");
+    refused(&["mount", &s(&mp2), "--store", &store, "--daemon", "--log-file", &s(&log2)], &[], &["is in use by another ringfs process", "ringfs umount"]);
+    assert!(!log2.exists(), "the refused mount left its log {}", log2.display());
+    assert_eq!(fs::read_dir(&mp2).unwrap().count(), 0);
+    let o = ringfs(&["umount", &mp]);
+    assert!(o.status.success(), "{}", out_str(&o).1);
 }
 
 /// A child process killed (by its pid) and reaped on drop.
