@@ -119,8 +119,14 @@ impl Remote {
                         dir.display()
                     );
                 }
+                // A PUT returns once the file and its directory entry are on
+                // disk (an object server's PUT is durable too: a head must
+                // never name objects a crash can take back), and a delete
+                // takes the directories it empties with it.
                 let fs = object_store::local::LocalFileSystem::new_with_prefix(dir)
-                    .map_err(|e| anyhow!("remote {url}: {e}"))?;
+                    .map_err(|e| anyhow!("remote {url}: {e}"))?
+                    .with_fsync(true)
+                    .with_automatic_cleanup(true);
                 (Arc::new(fs), String::new())
             }
             Url::S3 { bucket, prefix } => {
