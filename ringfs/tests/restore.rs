@@ -143,10 +143,12 @@ fn restore_paths_and_errors() {
         let (out, err) = out_str(&o);
         assert!(!o.status.success() && err.contains(want) && err.trim().lines().count() == 1, "{a:?}: {out} {err}");
     }
-    for (name, want) in [("nosuch", "known: live, main"), ("live", "restore needs a commit")] {
+    for (name, want) in [("nosuch", "known: main"), ("live", "restore needs a commit")] {
         let o = ringfs(&["restore", mp(&m), name]);
         let (_, err) = out_str(&o);
         assert!(!o.status.success() && err.contains(want) && err.trim().lines().count() == 1, "{err}");
+        // `live` is no commit to restore, so it is not offered.
+        assert!(!err.contains("live,"), "{err}");
     }
     assert_eq!(m.sh_ok("cat b/z keep"), "three\nfour\n");
     // Text output.

@@ -317,9 +317,15 @@ impl Fs {
         let paths = paths.iter().map(|p| clean_path(p)).collect::<std::result::Result<Vec<_>, _>>()?;
         let id = {
             let rtx = self.inner.store.begin_read().map_err(se)?;
-            match snap::resolve(&rtx, &self.inner.store.packs, commit)? {
-                Point::Commit(id) => id,
-                Point::Live => return Err(SnapError::NotACommit(commit.to_string())),
+            match snap::resolve(&rtx, &self.inner.store.packs, commit) {
+                Ok(Point::Commit(id)) => id,
+                Ok(Point::Live) => return Err(SnapError::NotACommit(commit.to_string())),
+                // `live` names no commit to restore: not offered here.
+                Err(SnapError::Unknown { name, mut candidates }) => {
+                    candidates.retain(|c| c != "live");
+                    return Err(SnapError::Unknown { name, candidates });
+                }
+                Err(e) => return Err(e),
             }
         };
         let mut rep = RestoreReport { commit: hex_id(&id), ..Default::default() };

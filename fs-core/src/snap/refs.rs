@@ -175,6 +175,8 @@ where
             }
             if name.len() < 4 && all_hex(name) {
                 candidates.push("(a commit is named here by 4 or more hex digits of its id)".into());
+            } else {
+                candidates.push("(or a commit by 4 or more hex digits of its id: ringfs log)".into());
             }
             Err(SnapError::Unknown { name: name.to_string(), candidates })
         }

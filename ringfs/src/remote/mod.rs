@@ -419,15 +419,14 @@ pub fn cmd_pull(args: PullArgs) -> Result<()> {
         .ok_or_else(|| anyhow!("remote {}: head of {branch} is not a commit id", c.url))?;
     if Some(theirs) == local || local.is_some_and(|l| src.is_ancestor(&theirs, &l).unwrap_or(false))
     {
-        let v = json!({ "store": dir, "branch": branch, "commit": local.map(|l| hex_id(&l)), "up_to_date": true });
-        print(
-            &v,
-            args.json,
-            format!(
-                "{branch} is up to date with {} (or ahead of it: push)",
-                c.name
-            ),
-        );
+        let ahead = Some(theirs) != local;
+        let v = json!({ "store": dir, "branch": branch, "commit": local.map(|l| hex_id(&l)), "up_to_date": true, "ahead": ahead });
+        let text = if ahead {
+            format!("{branch} is ahead of {}: nothing to pull (`ringfs push` sends it)", c.name)
+        } else {
+            format!("{branch} is up to date with {}", c.name)
+        };
+        print(&v, args.json, text);
         return Ok(());
     }
     let staging = state::remotes_dir(&dir).join(&c.name).join("incoming");
