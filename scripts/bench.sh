@@ -2,7 +2,7 @@
 # The fs-bench reproduction: every available ringfs mode next to raw disk, tmpfs and
 # the peers (bindfs, fuse-overlayfs), in one run. Shows `[k/N] row · target · ETA` on
 # one updating line while it runs (one line per sample group when stderr is not a
-# terminal), then prints a one-screen summary: one line per row with raw disk's median
+# terminal), then prints a summary: one line per row with raw disk's median
 # and spread and the main ringfs modes' ratios, the peers below, and what the noise
 # says (load average, flagged rows, "rerun on a quiet machine").
 #
@@ -69,11 +69,11 @@ if [ "$profile" != smoke ] && command -v apt-get >/dev/null; then
 fi
 
 tgt=${CARGO_TARGET_DIR:-target}
-echo "bench: building ringfs and ringfs-bench (release)" >&2
+echo "bench: building ringfs and ringfs-bench (release; ~5 minutes on 2 cores the first time, cargo's progress below)" >&2
 if [ -n "${RINGFS_BIN:-}" ]; then
-    cargo build --release -q -p bench --bin ringfs-bench
+    cargo build --release -p bench --bin ringfs-bench
 else
-    cargo build --release -q -p ringfs -p bench --bin ringfs --bin ringfs-bench
+    cargo build --release -p ringfs -p bench --bin ringfs --bin ringfs-bench
     export RINGFS_BIN="$tgt/release/ringfs"
 fi
 out=${FSBENCH_RESULTS:-$tgt/fsbench/$profile}

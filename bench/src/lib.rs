@@ -4,7 +4,7 @@
 //! next to raw disk, tmpfs and peer FUSE filesystems, running the bash bodies in
 //! `scripts/fsbench/` identically on every target. It shows progress as
 //! `[k/N] row · target · ETA`, judges the noise of the run (load average, the
-//! spread of raw-disk samples per row) and writes a one-screen summary, the
+//! spread of raw-disk samples per row) and writes a summary, the
 //! full markdown table, a JSON document with every sample, and figures of the
 //! ratios to raw disk (SVG and PNG). `ringfs-bench report --from results.json`
 //! writes the same report from an earlier run. See `scripts/bench.sh` for the

@@ -22,7 +22,7 @@ const AFTER_HELP: &str = "\
 Progress: `[k/N] row · target · ETA` on one updating line when stderr is a terminal;
 otherwise one line per sample group (one row of one repetition on every target).
 
-Output (--out): summary.txt (the one-screen summary, also printed on stdout),
+Output (--out): summary.txt (the summary, also printed on stdout),
 results.md (the full table), results.json (every sample, the load averages, the
 noise judgement), ratios.svg/.png (the main modes) and ratios-all.svg/.png (every
 mode): time relative to raw disk on a log axis with min–max whiskers, rows grouped
@@ -62,7 +62,7 @@ medians), and push throughput of a
 earlier run without running anything.";
 
 /// Run the fs-bench reproduction against the real ringfs binary, raw disk, tmpfs
-/// and peers; print a one-screen summary and write results.md, results.json,
+/// and peers; print a summary and write results.md, results.json,
 /// summary.txt and the figures ratios.svg/.png and ratios-all.svg/.png.
 #[derive(Debug, Parser)]
 #[command(name = "ringfs-bench", version, after_help = AFTER_HELP)]

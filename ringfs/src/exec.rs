@@ -86,12 +86,16 @@ pub struct ExecArgs {
     pub timeout: Option<f64>,
     /// Run in fresh mount, PID, IPC, UTS and network namespaces, without
     /// capabilities, as an unprivileged user; the workspace is the only
-    /// writable tree; the environment is only PATH, TERM, TZ, LANG*, LC_*
+    /// writable tree, as its permissions allow that user (a workspace owned
+    /// by root is not writable by nobody: see --user); the environment is
+    /// only PATH, TERM, TZ, LANG*, LC_*
     /// and HOME=/tmp (pass more with `-- env NAME=VALUE CMD`)
     /// (docs/SEMANTICS.md "ringfs exec receipts").
     #[arg(long)]
     pub sandbox: bool,
-    /// With --sandbox: the user to run as (name or uid; not root). Default: nobody.
+    /// With --sandbox: the user to run as (name or uid; not root). Default:
+    /// nobody, who can write only what the workspace lets others write: give
+    /// the owner of the files the command writes, or chown them to the user.
     #[arg(long, value_name = "USER", requires = "sandbox")]
     pub user: Option<String>,
     /// With --sandbox: memory limit (bytes, or with K/M/G), through cgroup v2.
