@@ -290,7 +290,9 @@ impl Verdict {
             format!("noise: {} of {judged} rows flagged ({})", names.len(), names.join(", "))
         };
         if judged > 0 && self.unjudged > 0 {
-            o.push_str(&format!(", {} with one sample not judged", self.unjudged));
+            let one: Vec<String> =
+                self.rows.iter().filter(|r| r.raw_n < 2).map(|r| short_name(&r.section, &r.row, &r.phase)).collect();
+            o.push_str(&format!("; not judged (one raw-disk sample): {}", one.join(", ")));
         }
         if !self.rerun && !names.is_empty() {
             o.push_str(" — do not trust their ratios; the others hold");

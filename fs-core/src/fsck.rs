@@ -87,7 +87,8 @@ impl fmt::Display for FsckReport {
             self.fmt_counts(f)?;
         }
         if self.working_copies > 0 {
-            writeln!(f, "{} working copies compared with the store ({})", self.working_copies, if self.full { "sizes and content" } else { "sizes; --full also compares content" })?;
+            let copies = if self.working_copies == 1 { "working copy" } else { "working copies" };
+            writeln!(f, "{} {copies} compared with the store ({})", self.working_copies, if self.full { "sizes and content" } else { "sizes; --full also compares content" })?;
         }
         if self.orphan_manifests > 0 {
             writeln!(f, "{} manifest(s) of inodes nothing holds, left by a restore or write the crash cut short: the next mount drops them", self.orphan_manifests)?;

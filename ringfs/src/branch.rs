@@ -257,15 +257,22 @@ pub fn cmd_fork(args: ForkArgs) -> Result<()> {
         return Ok(());
     }
     let g = |k: &str| v.get(k).map(|x| x.as_str().map(str::to_string).unwrap_or_else(|| x.to_string())).unwrap_or_default();
+    let n = |k: &str, what: &str| {
+        let c = v.get(k).and_then(Value::as_u64).unwrap_or(0);
+        match what.strip_suffix('y') {
+            Some(stem) if c != 1 => format!("{c} {stem}ies"),
+            _ => crate::remote::sync::count(c, what),
+        }
+    };
     println!(
-        "forked commit {} (branch {}) into {} in {:.1} ms: {} files, {} directories; {} packs shared, {} KiB new",
+        "forked commit {} (branch {}) into {} in {:.1} ms: {}, {}; {} shared, {} KiB new",
         &g("commit")[..g("commit").len().min(16)],
         g("branch"),
         new_store.display(),
         forked.as_secs_f64() * 1e3,
-        g("files"),
-        g("dirs"),
-        g("packs_linked"),
+        n("files", "file"),
+        n("dirs", "directory"),
+        n("packs_linked", "pack"),
         v.get("new_bytes").and_then(|b| b.as_u64()).unwrap_or(0) / 1024
     );
     if let Some(to) = &to {

@@ -283,7 +283,7 @@ fn fsync_and_sqlite(cx: &mut Ctx) -> Result<()> {
     }
     // SQLite: the same database on both sides, then the concurrent writers.
     let n = sizes.sqlite_writers;
-    (cx.log)(&format!("ringfs-bench: store: SQLite {} MB, {n} writers × {} transactions", sizes.sqlite_mb, sizes.sqlite_txns));
+    (cx.log)(&format!("ringfs-bench: store: SQLite, {} MB of rows (the figures give the database file's size), {n} writers × {} transactions", sizes.sqlite_mb, sizes.sqlite_txns));
     let side = |dir: &Path, name: &str| -> Result<(work::Writers, bool, u64)> {
         let sc = cx.scratch.join(format!("sqlite-{name}"));
         let db = dir.join("bench.db");

@@ -53,9 +53,17 @@ pub fn summary_lines(s: &StoreSection) -> Vec<String> {
     lines.push(format!("{:<TITLE_W$} {:>VAL_W$} {:>VAL_W$} {:>7}  target", "figure", ext4, "ringfs", "ratio"));
     for f in &s.figures {
         let t = f.target.as_ref().map_or(String::new(), |t| format!("{} {}", t.text, pass_mark(f)));
+        // A title wider than its column gets a line of its own (whole, not
+        // cut mid-word), its figures on the next.
+        let title = if f.title.chars().count() > TITLE_W {
+            lines.push(truncate(&f.title, 120));
+            "  ↳".to_string()
+        } else {
+            f.title.clone()
+        };
         let l = format!(
             "{:<TITLE_W$} {:>VAL_W$} {:>VAL_W$} {:>7}  {t}",
-            truncate(&f.title, TITLE_W),
+            title,
             fmt_value(&f.unit, f.ext4),
             fmt_value(&f.unit, f.ringfs),
             ratio_text(f)
