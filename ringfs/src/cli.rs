@@ -609,7 +609,7 @@ pub enum RemoteAction {
     )]
     Add {
         /// [MOUNTPOINT] NAME URL (no MOUNTPOINT with --store).
-        #[arg(value_name = "MOUNTPOINT NAME URL", num_args = 2..=3, required = true)]
+        #[arg(value_name = "ARG", num_args = 2..=3, required = true)]
         args: Vec<String>,
         /// A store directory instead of MOUNTPOINT.
         #[arg(long, value_name = "DIR")]

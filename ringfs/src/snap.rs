@@ -161,7 +161,7 @@ pub fn cmd_commit(args: CommitArgs) -> Result<()> {
     println!("commit {} on {}", s("id"), s("branch"));
     println!("  paths:   {} added, {} modified, {} removed", count(&v, "paths", "added"), count(&v, "paths", "modified"), count(&v, "paths", "removed"));
     println!(
-        "  objects: {} new ({} bytes), {} reused ({} bytes)",
+        "  objects: {} new ({} bytes), {} reused ({} bytes) — trees and manifests; file contents were stored as chunks when written",
         count(&v, "objects", "new"),
         count(&v, "bytes", "new"),
         count(&v, "objects", "reused"),
