@@ -64,7 +64,8 @@ impl fmt::Display for SalvageReport {
             writeln!(f, "  damaged: {}: {}", d.place, d.what)?;
         }
         writeln!(f, "{}", self.packs)?;
-        writeln!(f, "recovered with their names: {} files, {} directories", self.named.len(), self.dirs)?;
+        let (n, d) = (self.named.len(), self.dirs);
+        writeln!(f, "recovered with their names: {n} file{}, {d} director{}", if n == 1 { "" } else { "s" }, if d == 1 { "y" } else { "ies" })?;
         if self.named.len() <= 20 {
             for p in &self.named {
                 writeln!(f, "  {p}")?;

@@ -363,7 +363,7 @@ fn salvage_of_a_store_missing_working_copies_rebuilds_from_chunks() {
     assert!(out_str(&o).1.contains("not empty"));
     let (to, code, report) = salvage(&store);
     assert_eq!(code, 0, "{report}");
-    assert!(report.contains("recovered with their names: 13 files, 1 directories"), "{report}");
+    assert!(report.contains("recovered with their names: 13 files, 1 directory"), "{report}");
     mount_salvaged(&mut m, &to);
     for (name, b) in &want {
         assert_eq!(&fs::read(m.p(name)).unwrap(), b, "{name}");
