@@ -112,12 +112,8 @@ fn daemonize(args: &MountArgs, argv: &[OsString]) -> Result<()> {
     let (read_end, write_end) = rustix::pipe::pipe().context("creating the readiness pipe")?;
     // A log this mount creates goes again if the daemon refuses to serve
     // (say the store is in use): a refused mount leaves nothing behind.
-    let log_is_new = !log.exists();
-    let log_file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log)
-        .with_context(|| format!("opening log file {}", log.display()))?;
+    let daemon_log = mountpoint::DaemonLog::open(&log)?;
+    let log_file = daemon_log.file.try_clone().with_context(|| format!("opening log file {}", log.display()))?;
     // This process has one thread (nothing above starts any): the daemon
     // is a fork of it, without a second exec of the binary (D61). A
     // process with more threads (not expected) re-runs the binary instead.
@@ -148,8 +144,16 @@ fn daemonize(args: &MountArgs, argv: &[OsString]) -> Result<()> {
             return result;
         }
         claim.handed_over();
-        drop(write_end);
-        return wait_ready(read_end, pid as u32, &mp, &log, log_is_new);
+        drop((write_end, log_file));
+        return match wait_ready(read_end, pid as u32, &mp, &log) {
+            Err(Ready::Refused(e)) => {
+                // SAFETY: waitpid on our own child, which has reported.
+                unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+                daemon_log.remove_unused(&log);
+                Err(anyhow::anyhow!("{e}"))
+            }
+            r => r.map_err(Ready::into_error),
+        };
     }
     let child_args: Vec<&OsString> = argv.iter().filter(|a| *a != "--daemon").collect();
     let mut cmd = std::process::Command::new(std::env::current_exe()?);
@@ -168,10 +172,34 @@ fn daemonize(args: &MountArgs, argv: &[OsString]) -> Result<()> {
             Ok(())
         });
     }
-    let child = cmd.spawn().context("starting the daemon")?;
+    let mut child = cmd.spawn().context("starting the daemon")?;
     claim.handed_over();
-    drop(write_end);
-    wait_ready(read_end, child.id(), &mp, &log, log_is_new)
+    drop((write_end, cmd));
+    match wait_ready(read_end, child.id(), &mp, &log) {
+        Err(Ready::Refused(e)) => {
+            let _ = child.wait();
+            daemon_log.remove_unused(&log);
+            Err(anyhow::anyhow!("{e}"))
+        }
+        r => r.map_err(Ready::into_error),
+    }
+}
+
+/// Why a `--daemon` mount did not become ready.
+enum Ready {
+    /// The daemon refused to serve and said why (its log may go).
+    Refused(String),
+    /// Anything else (the daemon died, the pipe failed): the log stays.
+    Other(anyhow::Error),
+}
+
+impl Ready {
+    fn into_error(self) -> anyhow::Error {
+        match self {
+            Ready::Refused(e) => anyhow::anyhow!("{e}"),
+            Ready::Other(e) => e,
+        }
+    }
 }
 
 /// Whether this process has one thread (`/proc/self/task` lists one).
@@ -181,23 +209,19 @@ fn single_threaded() -> bool {
 
 /// The `--daemon` parent's wait for daemon `pid` to report on the pipe
 /// `read_end`: `ok` (the mount is ready: say so) or `error: MESSAGE` (the
-/// daemon refused to serve; the log goes when `log_is_new`, this mount
-/// made it, since the message is the caller's).
-fn wait_ready(read_end: OwnedFd, pid: u32, mp: &std::path::Path, log: &std::path::Path, log_is_new: bool) -> Result<()> {
+/// daemon refused to serve: [`Ready::Refused`]).
+fn wait_ready(read_end: OwnedFd, pid: u32, mp: &std::path::Path, log: &std::path::Path) -> std::result::Result<(), Ready> {
     let mut msg = String::new();
-    std::fs::File::from(read_end).read_to_string(&mut msg)?;
+    std::fs::File::from(read_end).read_to_string(&mut msg).map_err(|e| Ready::Other(e.into()))?;
     let msg = msg.trim();
     if msg == "ok" {
         println!("ringfs: mounted {} (daemon pid {pid}, log {})", mp.display(), log.display());
         return Ok(());
     }
     if let Some(e) = msg.strip_prefix("error: ") {
-        if log_is_new {
-            let _ = std::fs::remove_file(log);
-        }
-        bail!("{e}");
+        return Err(Ready::Refused(e.to_string()));
     }
-    bail!("the daemon exited before the mount was ready; see {}", log.display())
+    Err(Ready::Other(anyhow::anyhow!("the daemon exited before the mount was ready; see {}", log.display())))
 }
 
 /// Raises the soft limit on open files to the hard limit: the daemon holds

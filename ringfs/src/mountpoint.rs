@@ -317,3 +317,57 @@ mod tests {
         assert_eq!((m[0].id, m[0].options.as_str(), m[0].fstype.as_str(), m[0].super_options.as_str()), (36, "rw,nosuid,nodev,noatime", "fuse.ringfs", "ro,user_id=0"));
     }
 }
+
+/// The log a `--daemon` mount opens for its daemon's stdout and stderr.
+/// Every daemon holds a shared flock(2) on it for its life (the lock goes
+/// with the open file description, which the daemon's stdout and stderr
+/// share), so a refused mount removes a log only when it created the file
+/// and no other daemon writes to it (two mounts naming one `--log-file` at
+/// the same moment).
+pub struct DaemonLog {
+    /// Open for appending, shared lock held.
+    pub file: File,
+    /// (st_dev, st_ino) when this mount created the file.
+    created: Option<(u64, u64)>,
+}
+
+impl DaemonLog {
+    /// Opens (creating) `path` for appending and takes the shared lock.
+    /// Errors: the file cannot be opened or locked.
+    pub fn open(path: &Path) -> Result<DaemonLog> {
+        let ctx = || format!("opening log file {}", path.display());
+        loop {
+            let (file, created) = match std::fs::OpenOptions::new().append(true).create_new(true).open(path) {
+                Ok(f) => (f, true),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match std::fs::OpenOptions::new().append(true).open(path) {
+                    Ok(f) => (f, false),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(e).with_context(ctx),
+                },
+                Err(e) => return Err(e).with_context(ctx),
+            };
+            rustix::fs::flock(&file, rustix::fs::FlockOperation::LockShared).with_context(ctx)?;
+            // A refused mount may have removed the name between our open and our lock.
+            let m = file.metadata().with_context(ctx)?;
+            match std::fs::metadata(path) {
+                Ok(n) if (n.dev(), n.ino()) == (m.dev(), m.ino()) => {
+                    return Ok(DaemonLog { file, created: created.then(|| (m.dev(), m.ino())) });
+                }
+                _ => continue,
+            }
+        }
+    }
+
+    /// After the daemon refused and exited: drops this handle and removes
+    /// `path` if this mount created it and no other daemon holds it.
+    pub fn remove_unused(self, path: &Path) {
+        let DaemonLog { file, created } = self;
+        drop(file);
+        let Some(id) = created else { return };
+        let Ok(f) = std::fs::OpenOptions::new().append(true).open(path) else { return };
+        let same = f.metadata().is_ok_and(|m| (m.dev(), m.ino()) == id);
+        if same && rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
