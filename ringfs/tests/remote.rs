@@ -347,6 +347,41 @@ fn killed_push_resumes_and_resends_nothing_acknowledged() {
     cm.unmount();
 }
 
+/// A push killed after a bundle's upload and before its index (the index
+/// PUT failing on a full disk is the same case) packs that bundle again on
+/// the next push: it is found on the remote with its size and not sent
+/// again (the file keeps its inode; a second copy would need its space
+/// twice), its index is written, and the clone is clean and whole.
+#[test]
+fn push_after_an_unacknowledged_bundle_does_not_send_it_again() {
+    if raw_mode() {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let (mut m, base, remote, store) = six_files_unmounted();
+    let small = [("RINGFS_TEST_BUNDLE_MAX", "262144")];
+    let o = rf(&[small[0], ("RINGFS_FAILPOINT", "bundle-sent")], &["push", "--store", s(&store)]);
+    assert!(!o.status.success(), "{:?}", out_str(&o));
+    assert!(acked(&remote, "chunks").is_empty(), "nothing acknowledged before the kill");
+    let sent: Vec<(String, u64)> =
+        // (`KEY#N` is object_store's staging file of an upload the kill cut short: no object.)
+        files_in(&remote.join("chunks")).into_iter().filter(|n| !n.contains('#')).map(|n| { let i = std::fs::metadata(remote.join("chunks").join(&n)).unwrap().ino(); (n, i) }).collect();
+    assert!(!sent.is_empty(), "the first bundle is on the remote");
+    let p = rj(&small, &["push", "--store", s(&store)]);
+    assert_eq!(p["head_moved"], true, "{p}");
+    for (n, ino) in &sent {
+        assert_eq!(std::fs::metadata(remote.join("chunks").join(n)).unwrap().ino(), *ino, "{n} sent again");
+        assert!(acked(&remote, "chunks").contains(n), "{n} has its index now: sent before {sent:?}, acknowledged {:?}, now {:?}", acked(&remote, "chunks"), files_in(&remote.join("chunks")));
+    }
+    let cs = base.join("clone");
+    json(&["clone", &file_url(&remote), "--store", s(&cs), "--eager"]);
+    fsck_clean(&cs);
+    let cm = Extra::mount(&base.join("cm"), &cs);
+    m.mount_again();
+    assert_eq!(tree(&cm.0), tree(m.path()));
+    cm.unmount();
+}
+
 /// Bundles sent as multipart uploads (RINGFS_TEST_MULTIPART_MIN below the
 /// bundle size): a push killed (-9, by failpoint) after the first part of
 /// its first upload leaves nothing acknowledged and no bundle under its

@@ -128,7 +128,22 @@ fn start<'s>(
         entries: b.entries,
     };
     let bytes = b.bytes;
-    Ok(Some((s.spawn(move || r.put(&key, bytes)), sent)))
+    Ok(Some((s.spawn(move || put_bundle(r, &key, bytes)), sent)))
+}
+
+/// PUTs a bundle unless the remote holds `key` with its size already: a
+/// push cut short after a bundle's upload and before its index (a full
+/// disk, a lost connection) packs the same bundle again, and sending it
+/// again would need its size twice on a nearly full server. Keys are the
+/// BLAKE3 of the bytes and uploads appear whole (docs/FORMATS.md "Remote
+/// layout"), so a key of that size holds these bytes; a failed HEAD just
+/// sends it.
+fn put_bundle(r: &Remote, key: &str, bytes: Vec<u8>) -> Result<()> {
+    if r.size(key).ok().flatten() == Some(bytes.len() as u64) {
+        tracing::info!("remote {}: {key} is there already (an earlier push sent it): not sent again", r.url);
+        return Ok(());
+    }
+    r.put(key, bytes)
 }
 
 /// Acknowledges a bundle whose bytes are on the remote: its index, then

@@ -225,6 +225,17 @@ impl Remote {
         w.finish().await.map(|_| ())
     }
 
+    /// The size in bytes of the object at `k` (one HEAD), None when there
+    /// is none. Errors name the URL and key.
+    pub fn size(&self, k: &str) -> Result<Option<u64>> {
+        let key = self.key(k);
+        match self.rt.block_on(self.store.head(&key)) {
+            Ok(m) => Ok(Some(m.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.err("asking for", k, e)),
+        }
+    }
+
     /// Creates `k` only if absent: Ok(true) created, Ok(false) it existed.
     /// (Where the server ignores the condition, Ok(true) either way.)
     pub fn create(&self, k: &str, bytes: Vec<u8>) -> Result<bool> {
