@@ -70,7 +70,7 @@ fn hexname(b: &str) -> String {
 /// twice (then removed).
 pub fn probe(r: &Remote, writer: &str) -> Result<Guard> {
     let k = format!("probe/{writer}-{}", std::process::id());
-    let first = r.create(&k, b"probe".to_vec())?;
+    let first = r.create(&k, b"probe".to_vec()).inspect_err(|_| r.tidy("probe"))?;
     let second = r.create(&k, b"probe".to_vec())?;
     r.delete(&k)?;
     Ok(if first && !second {

@@ -225,6 +225,15 @@ impl Remote {
         w.finish().await.map(|_| ())
     }
 
+    /// After a failed write under `dir/`: on a `file://` remote, removes
+    /// `dir` if it is empty (the write made it for its staging file; an
+    /// object server has no directories). Errors are ignored.
+    pub fn tidy(&self, dir: &str) {
+        if let Ok(Url::File(d)) = parse_url(&self.url) {
+            let _ = std::fs::remove_dir(d.join(dir));
+        }
+    }
+
     /// The size in bytes of the object at `k` (one HEAD), None when there
     /// is none. Errors name the URL and key.
     pub fn size(&self, k: &str) -> Result<Option<u64>> {
