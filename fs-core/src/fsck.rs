@@ -118,14 +118,14 @@ impl FsckReport {
     fn fmt_counts(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "store {}: {} inodes, {} directory entries, {} manifests, {} chunks ({} bytes){}{}",
+            "store {}: {}, {}, {}, {} ({} bytes){}{}",
             self.store.display(),
-            self.inodes,
-            self.dirents,
-            self.manifests,
-            self.chunks,
+            count(self.inodes, "inode", "inodes"),
+            count(self.dirents, "directory entry", "directory entries"),
+            count(self.manifests, "manifest", "manifests"),
+            count(self.chunks, "chunk", "chunks"),
             self.chunk_bytes,
-            if self.objects > 0 { format!(", {} snapshot objects", self.objects) } else { String::new() },
+            if self.objects > 0 { format!(", {}", count(self.objects, "snapshot object", "snapshot objects")) } else { String::new() },
             if self.clean_shutdown { "" } else { ", not shut down cleanly" }
         )
     }
@@ -357,4 +357,9 @@ pub fn fsck_opts(store_dir: &Path, full: bool) -> Result<FsckReport, StoreError>
         }
     }
     Ok(rep)
+}
+
+/// "1 chunk", "2 chunks": `n` with the singular or plural noun.
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }

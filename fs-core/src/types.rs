@@ -272,7 +272,7 @@ pub struct Stats {
 /// line naming the file and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("store {path} is in use by another ringfs process{} (lock file {path}/ringfs.lock); stop it first", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    #[error("store {path} is in use by another ringfs process{} (lock file {path}/ringfs.lock): unmount its workspace (`ringfs umount MOUNTPOINT`) or stop it first", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
     Locked { pid: Option<u32>, path: PathBuf },
     #[error("store {path} has schema version {found}, this ringfs supports up to {supported}; upgrade ringfs")]
     NewerSchema { found: u64, supported: u64, path: PathBuf },

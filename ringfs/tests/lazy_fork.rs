@@ -57,12 +57,13 @@ fn rows(store: &Path) -> (u64, u64, u64) {
     let o = ringfs(&["fsck", "--store", s(store)]);
     let (out, err) = out_str(&o);
     assert!(o.status.success(), "fsck {}: {out} {err}", store.display());
-    let line = out.lines().find(|l| l.contains(" inodes, ")).unwrap_or_else(|| panic!("no counts in fsck's report: {out}"));
+    let line = out.lines().find(|l| l.starts_with("store ") && l.contains(" inode")).unwrap_or_else(|| panic!("no counts in fsck's report: {out}"));
     let n = |word: &str| -> u64 {
         let before = &line[..line.find(word).unwrap_or_else(|| panic!("{word} in {line}"))];
         before.trim_end().rsplit([' ', ',']).next().unwrap().parse().unwrap()
     };
-    (n(" inodes"), n(" directory entries"), n(" manifests"))
+    // Singular or plural ("1 inode", "2 inodes").
+    (n(" inode"), n(" directory entr"), n(" manifest"))
 }
 
 fn changes(v: &serde_json::Value) -> BTreeMap<String, String> {

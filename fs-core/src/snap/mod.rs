@@ -55,7 +55,7 @@ pub const MAIN: &str = "main";
 #[derive(Debug, thiserror::Error)]
 pub enum SnapError {
     /// A name is neither `live`, a branch, nor the start of a commit id.
-    #[error("no commit or branch named {name:?}; known: {}", candidates.join(", "))]
+    #[error("no commit or branch named {name:?}; known: {}", if candidates.is_empty() { "none (no branches: no commits yet)".to_string() } else { candidates.join(", ") })]
     Unknown { name: String, candidates: Vec<String> },
     /// A hex prefix names more than one commit.
     #[error("{prefix:?} is the start of {} commit ids ({}): give more of the id", matches.len(), matches.join(", "))]

@@ -277,7 +277,7 @@ fn status_text(v: &Value) -> String {
             (Some(t), Some(a)) => format!("{t} ({} ago)", sync::human_age(a)),
             _ => "never".into(),
         };
-        s += &format!("  last push: {}\n", when(&r["last_push"], &r["last_push_age_s"]));
+        s += &format!("  last successful push: {}\n", when(&r["last_push"], &r["last_push_age_s"]));
         let y = &r["sync"];
         if y.is_object() {
             s += &format!(
@@ -312,14 +312,15 @@ fn status_text(v: &Value) -> String {
                 ),
             };
             s += &format!(
-                "  {}{}: local {} remote {}; {lag}; last push {}\n",
+                "  {}{}: local {} remote {}; {lag}; last successful push {}\n",
                 if b["current"] == true { "* " } else { "" },
                 b["branch"].as_str().unwrap_or(""),
                 short(&b["local"]),
                 short(&b["remote"]),
                 when(&b["last_push"], &b["last_push_age_s"])
             );
-            if let Some(e) = b["last_error"].as_str() {
+            // (The remote's line above already says it when it is the same.)
+            if let Some(e) = b["last_error"].as_str().filter(|e| Some(*e) != r["last_error"].as_str()) {
                 s += &format!("    last error: {e}\n");
             }
         }
@@ -345,15 +346,23 @@ pub fn answer(fs: &Fs, store: Option<&Path>, req: &control::Request) -> Value {
 }
 
 fn push_text(v: &Value) -> String {
+    let n = |k: &str| v[k].as_u64().unwrap_or(0);
+    let what = if n("bundles_sent") == 0 {
+        "nothing to send: the remote had everything".to_string()
+    } else {
+        format!(
+            "{}, {}, {} in {}",
+            sync::count(n("objects_sent"), "object"),
+            sync::count(n("chunks_sent"), "chunk"),
+            sync::count(n("bytes_sent"), "byte"),
+            sync::count(n("bundles_sent"), "bundle")
+        )
+    };
     format!(
-        "pushed {} {} to {}: {} objects, {} chunks, {} bytes in {} bundles ({} ms)",
+        "pushed {} {} to {}: {what} ({} ms)",
         v["branch"].as_str().unwrap_or(""),
         &v["commit"].as_str().unwrap_or("")[..12],
         v["remote"].as_str().unwrap_or(""),
-        v["objects_sent"],
-        v["chunks_sent"],
-        v["bytes_sent"],
-        v["bundles_sent"],
         v["push_ms"]
     )
 }
