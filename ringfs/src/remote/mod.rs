@@ -143,11 +143,19 @@ pub fn cmd_remote(args: RemoteArgs) -> Result<()> {
                     state::load(&dir, &name)?.url
                 );
             }
-            let create = matches!(store::parse_url(&url)?, store::Url::File(ref d) if d.parent().is_some_and(|p| p.is_dir()));
-            let r = store::Remote::open(&url, create)?;
+            let made = match store::parse_url(&url)? {
+                store::Url::File(d) if !d.exists() && d.parent().is_some_and(|p| p.is_dir()) => Some(d),
+                _ => None,
+            };
+            let r = store::Remote::open(&url, made.is_some())?;
             let seed = format!("{:?}{}", std::time::SystemTime::now(), std::process::id());
             let probe_writer = blake3::hash(seed.as_bytes()).to_hex()[..16].to_string();
-            let guard = heads::init(&r, &probe_writer)?;
+            // A file:// directory this command made goes again if the set-up fails.
+            let guard = heads::init(&r, &probe_writer).inspect_err(|_| {
+                if let Some(d) = &made {
+                    let _ = std::fs::remove_dir(d);
+                }
+            })?;
             let c = state::add(&dir, &name, &url)?;
             state::check_identity(&dir, &c.name, &heads::identity(&r)?)?;
             let v = json!({ "name": c.name, "url": c.url, "writer": c.writer, "heads": guard.as_str(), "store": dir });
