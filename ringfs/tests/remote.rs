@@ -369,6 +369,7 @@ fn push_after_an_unacknowledged_bundle_does_not_send_it_again() {
     assert!(!sent.is_empty(), "the first bundle is on the remote");
     let p = rj(&small, &["push", "--store", s(&store)]);
     assert_eq!(p["head_moved"], true, "{p}");
+    assert_eq!(p["bundles_found"].as_u64(), Some(sent.len() as u64), "found, not counted as sent: {p}");
     for (n, ino) in &sent {
         assert_eq!(std::fs::metadata(remote.join("chunks").join(n)).unwrap().ino(), *ino, "{n} sent again");
         assert!(acked(&remote, "chunks").contains(n), "{n} has its index now: sent before {sent:?}, acknowledged {:?}, now {:?}", acked(&remote, "chunks"), files_in(&remote.join("chunks")));

@@ -366,6 +366,10 @@ fn push_text(v: &Value) -> String {
             sync::count(n("bundles_sent"), "bundle")
         )
     };
+    let what = match n("bundles_found") {
+        0 => what,
+        f => format!("{what}; {} an earlier push had sent found on the remote (only its index written)", sync::count(f, "bundle")),
+    };
     format!(
         "pushed {} {} to {}: {what} ({} ms)",
         v["branch"].as_str().unwrap_or(""),

@@ -42,6 +42,9 @@ pub struct PushReport {
     pub chunks: u64,
     pub bytes: u64,
     pub bundles: u64,
+    /// Bundles a cut-short push had uploaded without their index: found on
+    /// the remote, only their index written (not in `bytes`/`bundles`).
+    pub bundles_found: u64,
     pub head_moved: bool,
     /// The remote was not the one this store pushed to before (its marker's
     /// identity changed: emptied, replaced or recreated), so the record of
@@ -56,7 +59,7 @@ impl PushReport {
         json!({
             "remote": self.remote, "branch": self.branch, "commit": self.commit,
             "objects_sent": self.objects, "chunks_sent": self.chunks, "bytes_sent": self.bytes,
-            "bundles_sent": self.bundles, "head_moved": self.head_moved, "remote_reset": self.remote_reset, "heads": self.guard, "push_ms": self.ms,
+            "bundles_sent": self.bundles, "bundles_found": self.bundles_found, "head_moved": self.head_moved, "remote_reset": self.remote_reset, "heads": self.guard, "push_ms": self.ms,
         })
     }
 }
@@ -109,7 +112,7 @@ fn start<'s>(
     r: &'s Remote,
     (b, h): (Bundle, String),
     hooks: &Hooks,
-) -> Result<Option<(std::thread::ScopedJoinHandle<'s, Result<()>>, Sent)>> {
+) -> Result<Option<(std::thread::ScopedJoinHandle<'s, Result<bool>>, Sent)>> {
     if b.entries.is_empty() {
         return Ok(None);
     }
@@ -137,18 +140,18 @@ fn start<'s>(
 /// again would need its size twice on a nearly full server. Keys are the
 /// BLAKE3 of the bytes and uploads appear whole (docs/FORMATS.md "Remote
 /// layout"), so a key of that size holds these bytes; a failed HEAD just
-/// sends it.
-fn put_bundle(r: &Remote, key: &str, bytes: Vec<u8>) -> Result<()> {
+/// sends it. Ok(true): sent, Ok(false): found there.
+fn put_bundle(r: &Remote, key: &str, bytes: Vec<u8>) -> Result<bool> {
     if r.size(key).ok().flatten() == Some(bytes.len() as u64) {
         tracing::info!("remote {}: {key} is there already (an earlier push sent it): not sent again", r.url);
-        return Ok(());
+        return Ok(false);
     }
-    r.put(key, bytes)
+    r.put(key, bytes).map(|()| true)
 }
 
-/// Acknowledges a bundle whose bytes are on the remote: its index, then
-/// its ids recorded as held.
-fn ack(r: &Remote, store: &Path, name: &str, b: Sent, rep: &mut PushReport) -> Result<()> {
+/// Acknowledges a bundle whose bytes are on the remote (`uploaded` by
+/// this push, or found there): its index, then its ids recorded as held.
+fn ack(r: &Remote, store: &Path, name: &str, b: Sent, uploaded: bool, rep: &mut PushReport) -> Result<()> {
     if failpoint("bundle-sent") {
         std::process::abort();
     }
@@ -164,14 +167,18 @@ fn ack(r: &Remote, store: &Path, name: &str, b: Sent, rep: &mut PushReport) -> R
     }
     let ids: Vec<(u8, ObjectId)> = b.entries.iter().map(|e| (b.kind, e.0)).collect();
     state::add_held(store, name, &ids)?;
-    rep.bundles += 1;
-    rep.bytes += b.size;
+    if uploaded {
+        rep.bundles += 1;
+        rep.bytes += b.size;
+    } else {
+        rep.bundles_found += 1;
+    }
     if b.kind == b'c' {
         rep.chunks += ids.len() as u64;
     } else {
         rep.objects += ids.len() as u64;
     }
-    if failpoint("bundle-acked") && rep.bundles >= 2 {
+    if failpoint("bundle-acked") && rep.bundles + rep.bundles_found >= 2 {
         std::process::abort();
     }
     Ok(())
@@ -199,10 +206,10 @@ fn upload(
         let mut slot = 0;
         for b in rx {
             if flying.len() == IN_FLIGHT {
-                let (j, sent): (std::thread::ScopedJoinHandle<Result<()>>, Sent) =
+                let (j, sent): (std::thread::ScopedJoinHandle<Result<bool>>, Sent) =
                     flying.pop_front().unwrap();
-                join(j)?;
-                ack(r, store, name, sent, &mut rep)?;
+                let uploaded = join(j)?;
+                ack(r, store, name, sent, uploaded, &mut rep)?;
             }
             if let Some(f) = start(s, &conns[slot], b, hooks)? {
                 flying.push_back(f);
@@ -210,14 +217,14 @@ fn upload(
             }
         }
         while let Some((j, sent)) = flying.pop_front() {
-            join(j)?;
-            ack(r, store, name, sent, &mut rep)?;
+            let uploaded = join(j)?;
+            ack(r, store, name, sent, uploaded, &mut rep)?;
         }
         Ok(rep)
     })
 }
 
-fn join(j: std::thread::ScopedJoinHandle<Result<()>>) -> Result<()> {
+fn join(j: std::thread::ScopedJoinHandle<Result<bool>>) -> Result<bool> {
     j.join()
         .unwrap_or_else(|_| Err(anyhow::anyhow!("a bundle upload panicked")))
 }
@@ -392,6 +399,7 @@ fn push_inner(
     let sent = sent?;
     packing?;
     rep.bundles = sent.bundles;
+    rep.bundles_found = sent.bundles_found;
     rep.bytes = sent.bytes;
     rep.chunks = sent.chunks;
     rep.objects = sent.objects;
