@@ -305,7 +305,8 @@ struct Features {
 
 fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     // --at: a temporary fork of the commit, served and removed at the end.
-    if let Some((at_args, _at)) = crate::branch::at_store(args)? {
+    let at = crate::branch::at_store(args).inspect_err(|_| mountpoint::Claim::drop_inherited())?;
+    if let Some((at_args, _at)) = at {
         return serve(&at_args, ready);
     }
     let t0 = std::time::Instant::now();

@@ -270,6 +270,14 @@ impl Claim {
         std::mem::forget(self);
     }
 
+    /// In a daemon that refuses before taking its claim (`--at` naming no
+    /// commit): removes the claim its parent handed down, if any.
+    pub fn drop_inherited() {
+        if let Ok(Some(c)) = Claim::inherited() {
+            drop(c);
+        }
+    }
+
     /// The child now holds the claim: do not remove it when this process exits.
     pub fn handed_over(&mut self) {
         self.handed_over = true;

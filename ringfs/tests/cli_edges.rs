@@ -191,6 +191,12 @@ fn refused_mounts_leave_nothing_behind() {
     assert_eq!(fs::read_dir(&mp2).unwrap().count(), 0);
     let o = ringfs(&["umount", &mp]);
     assert!(o.status.success(), "{}", out_str(&o).1);
+    // --at naming no commit: refused by the daemon before it takes the
+    // mountpoint's claim, which goes too.
+    refused(&["mount", &s(&mp2), "--store", &store, "--daemon", "--log-file", &s(&log2), "--at", "nosuch", "--read-only"], &[], &["\"nosuch\""]);
+    assert!(!log2.exists(), "the refused --at mount left its log");
+    let claim = ringfs::control::claim_path(&fs::canonicalize(&mp2).unwrap());
+    assert!(!claim.exists(), "the refused --at mount left its claim {}", claim.display());
 }
 
 /// A child process killed (by its pid) and reaped on drop.

@@ -52,10 +52,23 @@ use object::*;
 pub const MAIN: &str = "main";
 
 /// Errors of snapshot commands, each one line naming the problem and the fix.
+/// The names of [`SnapError::Unknown`] joined by commas, its notes in
+/// parentheses after them: `main, exp (or a commit by …)`.
+fn known_list(candidates: &[String]) -> String {
+    let (notes, names): (Vec<&String>, Vec<&String>) = candidates.iter().partition(|c| c.starts_with('('));
+    let names: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+    let notes: Vec<&str> = notes.iter().map(|s| s.as_str()).collect();
+    match (names.is_empty(), notes.is_empty()) {
+        (true, true) => "none (no branches: no commits yet)".into(),
+        (true, false) => format!("none {}", notes.join(" ")),
+        (false, _) => [names.join(", ")].into_iter().chain(notes.iter().map(|s| s.to_string())).collect::<Vec<_>>().join(" "),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SnapError {
     /// A name is neither `live`, a branch, nor the start of a commit id.
-    #[error("no commit or branch named {name:?}; known: {}", if candidates.is_empty() { "none (no branches: no commits yet)".to_string() } else { candidates.join(", ") })]
+    #[error("no commit or branch named {name:?}; known: {}", known_list(candidates))]
     Unknown { name: String, candidates: Vec<String> },
     /// A hex prefix names more than one commit.
     #[error("{prefix:?} is the start of {} commit ids ({}): give more of the id", matches.len(), matches.join(", "))]
