@@ -97,7 +97,8 @@ impl fmt::Display for FsckReport {
             writeln!(f, "{} pack file(s) no index entry uses, left by the crash: the next mount removes them", self.unreferenced_packs)?;
         }
         if self.remote_only_chunks > 0 {
-            writeln!(f, "{} chunk(s) ({} bytes) are only on the remote (a lazy clone): fetched when a file needs them, not missing", self.remote_only_chunks, self.remote_only_bytes)?;
+            let (n, verb) = if self.remote_only_chunks == 1 { ("chunk", "is") } else { ("chunks", "are") };
+            writeln!(f, "{} {n} ({} bytes) {verb} only on the remote (a lazy clone): fetched when a file needs them, not missing", self.remote_only_chunks, self.remote_only_bytes)?;
         }
         for n in &self.notes {
             writeln!(f, "note: {n}")?;

@@ -190,6 +190,7 @@ fn sync_report(mp: &Path, store: &str, v: &serde_json::Value, timeout: u64) -> R
             Ok(())
         }
         "no commits" => Ok(()),
+        "no-wait" if n("pending_commits") == 0 && n("pending_bytes") == 0 => Ok(()),
         "no-wait" => {
             eprintln!(
                 "ringfs: left pending for remote {} (--no-wait): {pending} of branch {}, committed in the store; `ringfs push --store {store}` or the next `ringfs mount … --remote {}` sends them",

@@ -149,7 +149,7 @@ fn fsck_push_and_status_of_an_unfetched_lazy_clone() {
     );
     // gc leaves them.
     json(&["gc", "--store", s(c.store_dir())]);
-    assert!(fsck_text(c.store_dir()).contains(&format!("{n} chunk(s)")));
+    assert!(fsck_text(c.store_dir()).contains(&format!("{n} chunk{} (", if n == 1 { "" } else { "s" })));
     // Another remote lacks them, and this store cannot send them: refused
     // with the way out, not an I/O error about a pack.
     let other = c.store_dir().parent().unwrap().join("other");

@@ -215,8 +215,22 @@ impl Transfer<'_> {
         branch: Option<&str>,
         held: &dyn Fn(u8, &ObjectId) -> bool,
     ) -> Result<Outgoing, SnapError> {
+        let given = branch.is_some();
         let (branch, head) = self.head(branch)?;
-        let head = head.ok_or(SnapError::NoCommits)?;
+        let head = match head {
+            Some(h) => h,
+            // A branch asked for by name that does not exist: say so, with the branches there are.
+            None if given => {
+                let rtx = self.store.begin_read().map_err(se)?;
+                let refs = rtx.open_table(REFS).map_err(se)?;
+                let candidates: Vec<String> = crate::snap::refs::list(&refs)?.into_iter().map(|b| b.name).collect();
+                if candidates.is_empty() {
+                    return Err(SnapError::NoCommits);
+                }
+                return Err(SnapError::Unknown { name: branch, candidates });
+            }
+            None => return Err(SnapError::NoCommits),
+        };
         let height = self.height(&head)?;
         let rtx = self.store.begin_read().map_err(se)?;
         let objects = crate::store::objects::read(&rtx, &self.store.packs).map_err(SnapError::Store)?;

@@ -70,8 +70,13 @@ fn hexname(b: &str) -> String {
 /// twice (then removed).
 pub fn probe(r: &Remote, writer: &str) -> Result<Guard> {
     let k = format!("probe/{writer}-{}", std::process::id());
-    let first = r.create(&k, b"probe".to_vec()).inspect_err(|_| r.tidy("probe"))?;
-    let second = r.create(&k, b"probe".to_vec())?;
+    // Whatever fails, the probe key goes (and on file:// its directory).
+    let gone = || {
+        let _ = r.delete(&k);
+        r.tidy("probe");
+    };
+    let first = r.create(&k, b"probe".to_vec()).inspect_err(|_| gone())?;
+    let second = r.create(&k, b"probe".to_vec()).inspect_err(|_| gone())?;
     r.delete(&k)?;
     Ok(if first && !second {
         Guard::Cas

@@ -260,8 +260,8 @@ fn status_text(v: &Value) -> String {
     }
     if v["remote_only_chunks"].as_u64().unwrap_or(0) > 0 {
         s += &format!(
-            "{} chunks ({} bytes) are still only on the remote (a lazy clone: fetched on first open and in the background while mounted)\n",
-            v["remote_only_chunks"], v["remote_only_bytes"]
+            "{} ({} bytes) still only on the remote (a lazy clone: fetched on first open and in the background while mounted)\n",
+            sync::count(v["remote_only_chunks"].as_u64().unwrap_or(0), "chunk"), v["remote_only_bytes"]
         );
     }
     for r in rs {
@@ -278,7 +278,8 @@ fn status_text(v: &Value) -> String {
         if let Some(e) = r["error"].as_str() {
             s += &format!("  error: {e}\n");
         }
-        if let Some(e) = r["last_error"].as_str() {
+        // (Not again when it is the error just met.)
+        if let Some(e) = r["last_error"].as_str().filter(|e| Some(*e) != r["error"].as_str()) {
             s += &format!("  last push failed: {e}\n");
         }
         let when = |t: &Value, age: &Value| match (t.as_str(), age.as_u64()) {
@@ -506,11 +507,11 @@ pub fn cmd_pull(args: PullArgs) -> Result<()> {
         &v,
         args.json,
         format!(
-            "pulled {branch} to {}: {} objects, {} chunks, {} bytes fetched{}",
+            "pulled {branch} to {}: {}, {}, {} fetched{}",
             &f.head.commit[..12],
-            rep.objects,
-            rep.chunks,
-            f.bytes,
+            sync::count(rep.objects, "object"),
+            sync::count(rep.chunks, "chunk"),
+            sync::count(f.bytes, "byte"),
             if rep.live_updated {
                 "; the live tree follows"
             } else {
@@ -603,15 +604,25 @@ pub fn cmd_clone(args: CloneArgs) -> Result<()> {
         String::new()
     } else {
         format!(
-            "; {} chunks ({} bytes) stay on the remote until a file needs them (fetched in the background while mounted)",
-            lens.len(),
+            "; {} ({} bytes) left on the remote until a file needs them (fetched in the background while mounted)",
+            sync::count(lens.len() as u64, "chunk"),
             remote_bytes
         )
     };
     print(
         &v,
         args.json,
-        format!("cloned {} {} into {}: {} files, {} objects, {} chunks, {} bytes fetched{lazy_note}; mount it with `ringfs mount MNT --store {}`", f.head.branch, &f.head.commit[..12], dest.display(), rep.files, rep.objects, rep.chunks, f.bytes, dest.display()),
+        format!(
+            "cloned {} {} into {}: {}, {}, {}, {} fetched{lazy_note}; mount it with `ringfs mount MNT --store {}`",
+            f.head.branch,
+            &f.head.commit[..12],
+            dest.display(),
+            sync::count(rep.files, "file"),
+            sync::count(rep.objects, "object"),
+            sync::count(rep.chunks, "chunk"),
+            sync::count(f.bytes, "byte"),
+            dest.display()
+        ),
     );
     Ok(())
 }

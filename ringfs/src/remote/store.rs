@@ -176,7 +176,14 @@ impl Remote {
     }
 
     fn err(&self, what: &str, k: &str, e: object_store::Error) -> anyhow::Error {
-        anyhow!("remote {}: {what} {k}: {}", self.url, scrub(&e.to_string()))
+        let text = scrub(&e.to_string());
+        // A full disk under a file:// remote: say what to do.
+        let fix = if text.contains("No space left on device") {
+            ": free space on the remote's disk and run the command again (what was sent stays; a push sends only the rest)"
+        } else {
+            ""
+        };
+        anyhow!("remote {}: {what} {k}: {text}{fix}", self.url)
     }
 
     /// Writes `bytes` at `k` (overwriting): one PUT, or a multipart
