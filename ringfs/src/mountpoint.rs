@@ -293,39 +293,6 @@ impl Drop for Claim {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn root_is_a_mount() {
-        assert!(mount_at(Path::new("/")).unwrap().is_some());
-    }
-
-    #[test]
-    fn resolve_follows_links_and_dots() {
-        let t = tempfile::tempdir().unwrap();
-        let real = t.path().canonicalize().unwrap();
-        std::fs::create_dir(real.join("d")).unwrap();
-        std::os::unix::fs::symlink(real.join("d"), real.join("abs")).unwrap();
-        std::os::unix::fs::symlink("d/../d", real.join("rel")).unwrap();
-        assert_eq!(resolve(&real.join("abs")).unwrap(), real.join("d"));
-        assert_eq!(resolve(&real.join("rel")).unwrap(), real.join("d"));
-        assert_eq!(resolve(&real.join("d/../d/./")).unwrap(), real.join("d"));
-        assert_eq!(resolve(&real.join("abs/../missing/x/..")).unwrap(), real.join("missing"));
-        std::os::unix::fs::symlink("loop", real.join("loop")).unwrap();
-        assert!(resolve(&real.join("loop")).is_err());
-    }
-
-    #[test]
-    fn mountinfo_fields() {
-        let m = parse_mountinfo("36 35 0:52 / /work/w\\040s rw,nosuid,nodev,noatime shared:1 - fuse.ringfs /s ro,user_id=0\n");
-        assert_eq!(m.len(), 1);
-        assert_eq!(m[0].mount_point, Path::new("/work/w s"));
-        assert_eq!((m[0].id, m[0].options.as_str(), m[0].fstype.as_str(), m[0].super_options.as_str()), (36, "rw,nosuid,nodev,noatime", "fuse.ringfs", "ro,user_id=0"));
-    }
-}
-
 /// The log a `--daemon` mount opens for its daemon's stdout and stderr.
 /// Every daemon holds a shared flock(2) on it for its life (the lock goes
 /// with the open file description, which the daemon's stdout and stderr
@@ -377,5 +344,38 @@ impl DaemonLog {
         if same && rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok() {
             let _ = std::fs::remove_file(path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_is_a_mount() {
+        assert!(mount_at(Path::new("/")).unwrap().is_some());
+    }
+
+    #[test]
+    fn resolve_follows_links_and_dots() {
+        let t = tempfile::tempdir().unwrap();
+        let real = t.path().canonicalize().unwrap();
+        std::fs::create_dir(real.join("d")).unwrap();
+        std::os::unix::fs::symlink(real.join("d"), real.join("abs")).unwrap();
+        std::os::unix::fs::symlink("d/../d", real.join("rel")).unwrap();
+        assert_eq!(resolve(&real.join("abs")).unwrap(), real.join("d"));
+        assert_eq!(resolve(&real.join("rel")).unwrap(), real.join("d"));
+        assert_eq!(resolve(&real.join("d/../d/./")).unwrap(), real.join("d"));
+        assert_eq!(resolve(&real.join("abs/../missing/x/..")).unwrap(), real.join("missing"));
+        std::os::unix::fs::symlink("loop", real.join("loop")).unwrap();
+        assert!(resolve(&real.join("loop")).is_err());
+    }
+
+    #[test]
+    fn mountinfo_fields() {
+        let m = parse_mountinfo("36 35 0:52 / /work/w\\040s rw,nosuid,nodev,noatime shared:1 - fuse.ringfs /s ro,user_id=0\n");
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].mount_point, Path::new("/work/w s"));
+        assert_eq!((m[0].id, m[0].options.as_str(), m[0].fstype.as_str(), m[0].super_options.as_str()), (36, "rw,nosuid,nodev,noatime", "fuse.ringfs", "ro,user_id=0"));
     }
 }
