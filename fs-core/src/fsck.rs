@@ -16,7 +16,7 @@ use crate::inode::ROOT;
 use crate::store::pack::check::{check_chunks, check_chunks_v2, chunk_lens};
 use crate::store::readonly::{open_read_only, shared_lock};
 use crate::schema::*;
-use crate::types::StoreError;
+use crate::types::{count, StoreError};
 
 /// One inconsistency: what is wrong and where.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,8 +87,7 @@ impl fmt::Display for FsckReport {
             self.fmt_counts(f)?;
         }
         if self.working_copies > 0 {
-            let copies = if self.working_copies == 1 { "working copy" } else { "working copies" };
-            writeln!(f, "{} {copies} compared with the store ({})", self.working_copies, if self.full { "sizes and content" } else { "sizes; --full also compares content" })?;
+            writeln!(f, "{} compared with the store ({})", count(self.working_copies, "working copy", "working copies"), if self.full { "sizes and content" } else { "sizes; --full also compares content" })?;
         }
         if self.orphan_manifests > 0 {
             writeln!(f, "{} manifest(s) of inodes nothing holds, left by a restore or write the crash cut short: the next mount drops them", self.orphan_manifests)?;
@@ -97,8 +96,8 @@ impl fmt::Display for FsckReport {
             writeln!(f, "{} pack file(s) no index entry uses, left by the crash: the next mount removes them", self.unreferenced_packs)?;
         }
         if self.remote_only_chunks > 0 {
-            let (n, verb) = if self.remote_only_chunks == 1 { ("chunk", "is") } else { ("chunks", "are") };
-            writeln!(f, "{} {n} ({} bytes) {verb} only on the remote (a lazy clone): fetched when a file needs them, not missing", self.remote_only_chunks, self.remote_only_bytes)?;
+            let verb = if self.remote_only_chunks == 1 { "is" } else { "are" };
+            writeln!(f, "{} ({} bytes) {verb} only on the remote (a lazy clone): fetched when a file needs them, not missing", count(self.remote_only_chunks, "chunk", "chunks"), self.remote_only_bytes)?;
         }
         for n in &self.notes {
             writeln!(f, "note: {n}")?;
@@ -358,9 +357,4 @@ pub fn fsck_opts(store_dir: &Path, full: bool) -> Result<FsckReport, StoreError>
         }
     }
     Ok(rep)
-}
-
-/// "1 chunk", "2 chunks": `n` with the singular or plural noun.
-fn count(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }

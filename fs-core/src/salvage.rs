@@ -64,8 +64,8 @@ impl fmt::Display for SalvageReport {
             writeln!(f, "  damaged: {}: {}", d.place, d.what)?;
         }
         writeln!(f, "{}", self.packs)?;
-        let (n, d) = (self.named.len(), self.dirs);
-        writeln!(f, "recovered with their names: {n} file{}, {d} director{}", if n == 1 { "" } else { "s" }, if d == 1 { "y" } else { "ies" })?;
+        let (n, d) = (crate::count(self.named.len() as u64, "file", "files"), crate::count(self.dirs, "directory", "directories"));
+        writeln!(f, "recovered with their names: {n}, {d}")?;
         if self.named.len() <= 20 {
             for p in &self.named {
                 writeln!(f, "  {p}")?;

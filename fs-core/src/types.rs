@@ -308,3 +308,9 @@ pub struct NativeRoot {
     /// The host directory holding its contents (`LOCAL/roots/<ino>`).
     pub backing: PathBuf,
 }
+
+/// `n` with the singular or the plural noun, for reports: `count(1,
+/// "chunk", "chunks")` is "1 chunk", `count(0, "entry", "entries")` "0 entries".
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}

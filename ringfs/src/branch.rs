@@ -257,22 +257,16 @@ pub fn cmd_fork(args: ForkArgs) -> Result<()> {
         return Ok(());
     }
     let g = |k: &str| v.get(k).map(|x| x.as_str().map(str::to_string).unwrap_or_else(|| x.to_string())).unwrap_or_default();
-    let n = |k: &str, what: &str| {
-        let c = v.get(k).and_then(Value::as_u64).unwrap_or(0);
-        match what.strip_suffix('y') {
-            Some(stem) if c != 1 => format!("{c} {stem}ies"),
-            _ => crate::remote::sync::count(c, what),
-        }
-    };
+    let n = |k: &str, one: &str, many: &str| fs_core::count(v.get(k).and_then(Value::as_u64).unwrap_or(0), one, many);
     println!(
         "forked commit {} (branch {}) into {} in {:.1} ms: {}, {}; {} shared, {} KiB new",
         &g("commit")[..g("commit").len().min(16)],
         g("branch"),
         new_store.display(),
         forked.as_secs_f64() * 1e3,
-        n("files", "file"),
-        n("dirs", "directory"),
-        n("packs_linked", "pack"),
+        n("files", "file", "files"),
+        n("dirs", "directory", "directories"),
+        n("packs_linked", "pack", "packs"),
         v.get("new_bytes").and_then(|b| b.as_u64()).unwrap_or(0) / 1024
     );
     if let Some(to) = &to {

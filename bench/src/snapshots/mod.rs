@@ -211,12 +211,12 @@ fn tree(cx: &mut Ctx) -> Result<()> {
             rw.push(d.wall_ms);
             base = (d.doc["id"].as_str().unwrap_or_default().to_string(), cx.run.git_head(&gd)?);
         }
-        let mut f = Figure::new(format!("snap-commit-{k}"), format!("commit after changing {k} of {n} file{} (ringfs: daemon time)", if n == 1 { "" } else { "s" }), "ms", med(&gs), med(&rs));
+        let mut f = Figure::new(format!("snap-commit-{k}"), format!("commit after changing {k} of {} (ringfs: daemon time)", fs_core::count(n as u64, "file", "files")), "ms", med(&gs), med(&rs));
         if let (Some(t), 10_000) = (commit_target(k), n) {
             f = f.at_most(t, format!("≤ {t} ms"));
         }
         cx.figures.push(f);
-        cx.figures.push(Figure::new(format!("snap-commit-{k}-wall"), format!("commit after changing {k} file{}: `ringfs commit` wall", if k == 1 { "" } else { "s" }), "ms", med(&gs), med(&rw)));
+        cx.figures.push(Figure::new(format!("snap-commit-{k}-wall"), format!("commit after changing {}: `ringfs commit` wall", fs_core::count(k as u64, "file", "files")), "ms", med(&gs), med(&rw)));
     }
     // Ten 1-file commits, then a restore to the commit before them (10 files back).
     for i in 0..10 {

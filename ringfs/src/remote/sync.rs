@@ -209,13 +209,10 @@ pub fn human_age(s: u64) -> String {
     }
 }
 
-/// "1 commit", "2 commits".
+/// "1 commit", "2 commits" (nouns whose plural adds an s; else
+/// [`fs_core::count`]).
 pub fn count(n: u64, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
-    }
+    fs_core::count(n, what, &format!("{what}s"))
 }
 
 /// "1.2 MB", "340 kB", "12 B" (powers of 1000).
