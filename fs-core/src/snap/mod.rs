@@ -52,17 +52,13 @@ use object::*;
 pub const MAIN: &str = "main";
 
 /// Errors of snapshot commands, each one line naming the problem and the fix.
-/// The names of [`SnapError::Unknown`] joined by commas, its notes in
-/// parentheses after them: `main, exp (or a commit by …)`.
+/// The names of [`SnapError::Unknown`] joined by commas ("none (no
+/// branches: no commits yet)" without any), its notes (in parentheses)
+/// after them: `main, exp (or a commit by …)`.
 fn known_list(candidates: &[String]) -> String {
-    let (notes, names): (Vec<&String>, Vec<&String>) = candidates.iter().partition(|c| c.starts_with('('));
-    let names: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
-    let notes: Vec<&str> = notes.iter().map(|s| s.as_str()).collect();
-    match (names.is_empty(), notes.is_empty()) {
-        (true, true) => "none (no branches: no commits yet)".into(),
-        (true, false) => format!("none {}", notes.join(" ")),
-        (false, _) => [names.join(", ")].into_iter().chain(notes.iter().map(|s| s.to_string())).collect::<Vec<_>>().join(" "),
-    }
+    let (notes, names): (Vec<&str>, Vec<&str>) = candidates.iter().map(String::as_str).partition(|c| c.starts_with('('));
+    let names = if names.is_empty() { "none (no branches: no commits yet)".to_string() } else { names.join(", ") };
+    std::iter::once(names.as_str()).chain(notes).collect::<Vec<_>>().join(" ")
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -103,6 +103,11 @@ pub(crate) fn ref_id<T: ReadableTable<&'static str, &'static [u8]>>(refs: &T, na
     Ok(refs.get(name).map_err(se)?.and_then(|g| <[u8; 32]>::try_from(g.value()).ok()))
 }
 
+/// The names of every branch, sorted ([`SnapError::Unknown`]'s candidates).
+pub(crate) fn branch_names<T: ReadableTable<&'static str, &'static [u8]>>(refs: &T) -> Result<Vec<String>, SnapError> {
+    Ok(list(refs)?.into_iter().map(|b| b.name).collect())
+}
+
 /// Every branch, sorted by name.
 pub(crate) fn list<T: ReadableTable<&'static str, &'static [u8]>>(refs: &T) -> Result<Vec<BranchInfo>, SnapError> {
     let cur = head_branch(refs)?;
@@ -169,10 +174,7 @@ where
     match matches.len() {
         1 => Ok(matches[0]),
         0 => {
-            let mut candidates: Vec<String> = list(refs)?.into_iter().map(|b| b.name).collect();
-            if candidates.is_empty() {
-                candidates.push("(no branches: no commits yet)".into());
-            }
+            let mut candidates = branch_names(refs)?;
             if name.len() < 4 && all_hex(name) {
                 candidates.push("(a commit is named here by 4 or more hex digits of its id)".into());
             } else {
@@ -243,7 +245,7 @@ fn apply(txn: &WriteTransaction, packs: &Packs, op: &BranchOp) -> Result<String,
                 return Err(SnapError::CheckedOut { name: name.clone() });
             }
             let Some(old) = (if name == HEAD_KEY || name == BASE_KEY { None } else { ref_id(&refs, name)? }) else {
-                return Err(SnapError::Unknown { name: name.clone(), candidates: list(&refs)?.into_iter().map(|b| b.name).collect() });
+                return Err(SnapError::Unknown { name: name.clone(), candidates: branch_names(&refs)? });
             };
             refs.remove(name.as_str()).map_err(se)?;
             Ok(format!("branch {name} deleted (was {})", hex_id(&old)))

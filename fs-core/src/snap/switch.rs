@@ -16,7 +16,7 @@ use crate::inode::ROOT;
 use crate::schema::*;
 use crate::snap::materialize::write_tree;
 use crate::snap::object::*;
-use crate::snap::refs::{commit_obj, head_branch, list, open_offline, ref_id, BranchStoreError, BASE_KEY, HEAD_KEY};
+use crate::snap::refs::{commit_obj, branch_names, head_branch, open_offline, ref_id, BranchStoreError, BASE_KEY, HEAD_KEY};
 use crate::snap::{build, se, SnapError};
 
 /// What a switch did: the branch before and after and the commit now live
@@ -60,7 +60,7 @@ fn switch(store: &crate::store::db::Store, dir: &Path, name: &str, refresh: bool
         let target = ref_id(&refs, name)?;
         let base = ref_id(&refs, BASE_KEY)?.or(ref_id(&refs, &cur)?);
         if target.is_none() || name == HEAD_KEY || name == BASE_KEY {
-            let candidates = list(&refs)?.into_iter().map(|b| b.name).collect();
+            let candidates = branch_names(&refs)?;
             return Err(SnapError::Unknown { name: name.to_string(), candidates });
         }
         (cur, target.unwrap(), base)

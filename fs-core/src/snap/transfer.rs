@@ -21,7 +21,7 @@ use crate::snap::manifest::{child_nodes, own_chunks, KIND_NODE};
 use crate::snap::materialize::{check_dest, sync_dir, write_new_meta, write_tree};
 use crate::snap::object::*;
 use crate::snap::refs::{
-    commit_obj, head_branch, list, open_offline, ref_id, BranchInfo, BranchStoreError, BASE_KEY,
+    branch_names, commit_obj, head_branch, list, open_offline, ref_id, BranchInfo, BranchStoreError, BASE_KEY,
     HEAD_KEY,
 };
 use crate::snap::{se, SnapError};
@@ -223,7 +223,7 @@ impl Transfer<'_> {
             None if given => {
                 let rtx = self.store.begin_read().map_err(se)?;
                 let refs = rtx.open_table(REFS).map_err(se)?;
-                let candidates: Vec<String> = crate::snap::refs::list(&refs)?.into_iter().map(|b| b.name).collect();
+                let candidates = branch_names(&refs)?;
                 if candidates.is_empty() {
                     return Err(SnapError::NoCommits);
                 }
