@@ -145,15 +145,9 @@ fn daemonize(args: &MountArgs, argv: &[OsString]) -> Result<()> {
         }
         claim.handed_over();
         drop((write_end, log_file));
-        return match wait_ready(read_end, pid as u32, &mp, &log) {
-            Err(Ready::Refused(e)) => {
-                // SAFETY: waitpid on our own child, which has reported.
-                unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
-                daemon_log.remove_unused(&log);
-                Err(anyhow::anyhow!("{e}"))
-            }
-            r => r.map_err(Ready::into_error),
-        };
+        let ready = wait_ready(read_end, pid as u32, &mp, &log);
+        // SAFETY: waitpid on our own child, which has reported.
+        return settle(ready, || unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0); }, daemon_log, &log);
     }
     let child_args: Vec<&OsString> = argv.iter().filter(|a| *a != "--daemon").collect();
     let mut cmd = std::process::Command::new(std::env::current_exe()?);
@@ -175,14 +169,8 @@ fn daemonize(args: &MountArgs, argv: &[OsString]) -> Result<()> {
     let mut child = cmd.spawn().context("starting the daemon")?;
     claim.handed_over();
     drop((write_end, cmd));
-    match wait_ready(read_end, child.id(), &mp, &log) {
-        Err(Ready::Refused(e)) => {
-            let _ = child.wait();
-            daemon_log.remove_unused(&log);
-            Err(anyhow::anyhow!("{e}"))
-        }
-        r => r.map_err(Ready::into_error),
-    }
+    let ready = wait_ready(read_end, child.id(), &mp, &log);
+    settle(ready, || drop(child.wait()), daemon_log, &log)
 }
 
 /// Why a `--daemon` mount did not become ready.
@@ -193,12 +181,18 @@ enum Ready {
     Other(anyhow::Error),
 }
 
-impl Ready {
-    fn into_error(self) -> anyhow::Error {
-        match self {
-            Ready::Refused(e) => anyhow::anyhow!("{e}"),
-            Ready::Other(e) => e,
+/// The `--daemon` parent's outcome: on a refusal, once `reap` has waited
+/// for the daemon to exit, the log at `path` goes if this mount made it
+/// and nothing else holds it ([`mountpoint::DaemonLog::remove_unused`]).
+fn settle(ready: std::result::Result<(), Ready>, reap: impl FnOnce(), log: mountpoint::DaemonLog, path: &Path) -> Result<()> {
+    match ready {
+        Ok(()) => Ok(()),
+        Err(Ready::Refused(e)) => {
+            reap();
+            log.remove_unused(path);
+            Err(anyhow::anyhow!("{e}"))
         }
+        Err(Ready::Other(e)) => Err(e),
     }
 }
 
