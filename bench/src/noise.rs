@@ -278,8 +278,10 @@ impl Verdict {
     /// One line: how many rows are flagged (and, without a rerun, what follows).
     pub fn line(&self) -> String {
         let judged = self.rows.len() - self.unjudged;
-        let names: Vec<String> =
-            self.rows.iter().filter(|r| r.flagged).map(|r| short_name(&r.section, &r.row, &r.phase)).collect();
+        let rows_where = |keep: &dyn Fn(&RowNoise) -> bool| -> Vec<String> {
+            self.rows.iter().filter(|r| keep(r)).map(|r| short_name(&r.section, &r.row, &r.phase)).collect()
+        };
+        let names = rows_where(&|r| r.flagged);
         let mut o = if self.rows.is_empty() {
             "noise: no row has raw-disk samples to judge".to_string()
         } else if judged == 0 {
@@ -290,8 +292,7 @@ impl Verdict {
             format!("noise: {} of {judged} rows flagged ({})", names.len(), names.join(", "))
         };
         if judged > 0 && self.unjudged > 0 {
-            let one: Vec<String> =
-                self.rows.iter().filter(|r| r.raw_n < 2).map(|r| short_name(&r.section, &r.row, &r.phase)).collect();
+            let one = rows_where(&|r| r.raw_n < 2);
             o.push_str(&format!("; not judged (one raw-disk sample): {}", one.join(", ")));
         }
         if !self.rerun && !names.is_empty() {
