@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 
 use crate::control::{self, Request};
 use crate::run::{self, Output, RunResult};
-use crate::sandbox::SandboxOptions;
+use crate::sandbox::{BindSpec, SandboxInfo, SandboxOptions};
 
 /// What [`exec`] runs and how.
 #[derive(Clone, Debug)]
@@ -94,16 +94,41 @@ pub struct ExecArgs {
     #[arg(long)]
     pub sandbox: bool,
     /// With --sandbox: the user to run as (name or uid; not root). Default:
-    /// nobody, who can write only what the workspace lets others write: give
-    /// the owner of the files the command writes, or chown them to the user.
+    /// the owner of the workspace root, or nobody when that is root (nobody
+    /// writes only what the workspace lets others write: chown the
+    /// workspace to its user, or give --user).
     #[arg(long, value_name = "USER", requires = "sandbox")]
     pub user: Option<String>,
-    /// With --sandbox: memory limit (bytes, or with K/M/G), through cgroup v2.
+    /// With --sandbox: memory limit (bytes, or with K/M/G): cgroup v2, else
+    /// cgroup v1, else RLIMIT_AS per process (the receipt says which).
     #[arg(long, value_name = "SIZE", requires = "sandbox")]
     pub memory: Option<String>,
-    /// With --sandbox: limit on processes, through cgroup v2.
+    /// With --sandbox: limit on processes: cgroup v2, else cgroup v1, else
+    /// RLIMIT_NPROC of the user host-wide (the receipt says which).
     #[arg(long, value_name = "N", requires = "sandbox")]
     pub pids: Option<u64>,
+    /// With --sandbox: show the host's SRC read-write at DST (default: the
+    /// same path) in the sandbox, which otherwise sees only /usr, /bin,
+    /// /sbin, /lib*, /etc (read-only), a fresh /tmp, /dev and /proc, and
+    /// the workspace. Repeatable.
+    #[arg(long, value_name = "SRC[:DST]", requires = "sandbox")]
+    pub bind: Vec<String>,
+    /// With --sandbox: show the host's SRC read-only at DST (default: the
+    /// same path). Repeatable.
+    #[arg(long, value_name = "SRC[:DST]", requires = "sandbox")]
+    pub ro_bind: Vec<String>,
+    /// With --sandbox: pass this open descriptor (above 2) on to the
+    /// command; every other one but 0, 1 and 2 is closed. Repeatable.
+    #[arg(long, value_name = "FD", requires = "sandbox")]
+    pub keep_fd: Vec<i32>,
+    /// With --sandbox: allow user namespaces (unshare/clone with
+    /// CLONE_NEWUSER, clone3), refused by default (docs/SECURITY.md).
+    #[arg(long, requires = "sandbox")]
+    pub allow_userns: bool,
+    /// With --sandbox: allow io_uring (io_uring_setup, _enter, _register),
+    /// refused by default (docs/SECURITY.md).
+    #[arg(long, requires = "sandbox")]
+    pub allow_io_uring: bool,
     /// The command and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -265,6 +290,9 @@ pub struct Receipt {
     pub timed_out: bool,
     pub orphans: u64,
     pub sandbox: bool,
+    /// With `--sandbox`: its user and how its limits were enforced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox_detail: Option<SandboxInfo>,
     pub time: Times,
     pub peak_rss_kib: u64,
     pub requests: Requests,
@@ -396,7 +424,16 @@ pub fn exec(opts: &ExecOptions) -> Result<Receipt> {
         .canonicalize()
         .with_context(|| format!("mountpoint {}", opts.mountpoint.display()))?;
     let cwd = resolve_cwd(&mp, opts.cwd.as_deref())?;
-    let program = run::find_program(&opts.argv[0], &cwd)?;
+    // The sandbox is prepared (user, limits, root, filter) before the
+    // workspace is touched: a refusal leaves nothing behind.
+    let prepared = match &opts.sandbox {
+        Some(s) => Some(crate::sandbox::prepare(s, &mp, &cwd)?),
+        None => None,
+    };
+    let program = match &prepared {
+        Some(p) => crate::sandbox::find_program(p, &opts.argv[0], &cwd)?,
+        None => run::find_program(&opts.argv[0], &cwd)?,
+    };
     let mut r = Receipt {
         command: shown(&opts.argv),
         cwd: cwd
@@ -405,13 +442,8 @@ pub fn exec(opts: &ExecOptions) -> Result<Receipt> {
             .unwrap_or_default(),
         mountpoint: mp.to_string_lossy().into_owned(),
         sandbox: opts.sandbox.is_some(),
+        sandbox_detail: prepared.as_ref().map(|p| p.info.clone()),
         ..Default::default()
-    };
-    // The sandbox is prepared (users, cgroup, paths to hide) before the
-    // workspace is touched: a refusal leaves nothing behind.
-    let prepared = match &opts.sandbox {
-        Some(s) => Some(crate::sandbox::prepare(s, &mp, &cwd)?),
-        None => None,
     };
     if opts.checkpoint {
         let t = Instant::now();
@@ -434,19 +466,7 @@ pub fn exec(opts: &ExecOptions) -> Result<Receipt> {
         None => Output::Inherit,
     };
     let ran: Result<RunResult> = match &prepared {
-        Some(p) => {
-            // Hidden from the sandbox: the control sockets and the store.
-            let sock = control::socket_path(&mp);
-            let mut hide: Vec<PathBuf> = vec![control::runtime_dir()];
-            hide.extend(sock.parent().map(Path::to_path_buf));
-            hide.extend(
-                begin["stats"]["store"]["location"]
-                    .as_str()
-                    .map(PathBuf::from)
-                    .filter(|p| p.is_absolute()),
-            );
-            crate::sandbox::run(p, &program, &opts.argv, &cwd, output, opts.timeout, &hide)
-        }
+        Some(p) => crate::sandbox::run(p, &program, &opts.argv, &cwd, output, opts.timeout),
         None => run::run(&program, &opts.argv, &cwd, output, opts.timeout),
     };
     let ran = match ran {
@@ -669,6 +689,15 @@ pub fn human(r: &Receipt) -> String {
         t.system_cpu_ms,
         size_text(r.peak_rss_kib * 1024)
     );
+    if let Some(d) = &r.sandbox_detail {
+        let who = d.user.clone().unwrap_or_else(|| d.uid.to_string());
+        o += &format!("  sandbox: as {who} (uid {}, gid {}; {})
+", d.uid, d.gid, d.user_from);
+        for line in [&d.note, &d.memory_limit, &d.pids_limit].into_iter().flatten() {
+            o += &format!("    {line}
+");
+        }
+    }
     let ops: Vec<String> = r
         .requests
         .by_opcode
@@ -837,6 +866,15 @@ fn cmd_exec_inner(args: ExecArgs) -> Result<i32> {
             user: args.user.clone(),
             memory: args.memory.as_deref().map(parse_size).transpose()?,
             pids: args.pids,
+            binds: args
+                .bind
+                .iter()
+                .map(|b| BindSpec::parse(b, true))
+                .chain(args.ro_bind.iter().map(|b| BindSpec::parse(b, false)))
+                .collect::<Result<_>>()?,
+            keep_fds: args.keep_fd.clone(),
+            allow_userns: args.allow_userns,
+            allow_io_uring: args.allow_io_uring,
         })
     } else {
         None
