@@ -32,6 +32,8 @@ pub const DIR_MODE: u32 = 0o700;
 pub const FILE_MODE: u32 = 0o600;
 /// Group and other permission bits.
 const OPEN_BITS: u32 = 0o077;
+/// Group and other search bits of a directory.
+const SEARCH_BITS: u32 = 0o011;
 /// Directories of a store holding the user's files (working copies,
 /// local-only files, native roots): the directory itself is private, what
 /// is in it keeps its own modes.
@@ -118,8 +120,11 @@ impl Exposure {
 }
 
 /// Which of the store `dir`'s own directories and files (not the user's
-/// files below `wc/` and `local/`) other users could read or search;
-/// nothing is changed. Errors: `dir` cannot be opened or read.
+/// files below `wc/` and `local/`) other users could read or search,
+/// counting only what they can reach (nothing below a directory without a
+/// group or other search bit: `chmod 700 DIR` closes a store; a fork's
+/// hard-linked packs are reached through the fork, checked as its own
+/// store); nothing is changed. Errors: `dir` cannot be opened or read.
 pub fn exposure(dir: &Path) -> std::io::Result<Exposure> {
     walk(dir, false)
 }
@@ -171,7 +176,9 @@ fn walk(dir: &Path, fix: bool) -> std::io::Result<Exposure> {
     let st = rustix::fs::fstat(&fd)?;
     let mut ex = Exposure { dir_mode: st.st_mode & 0o7777, ..Default::default() };
     note(&fd, st.st_mode, Path::new("."), fix, &mut ex)?;
-    descend(&fd, Path::new(""), 0, fix, &mut ex)?;
+    if fix || st.st_mode & SEARCH_BITS != 0 {
+        descend(&fd, Path::new(""), 0, fix, &mut ex)?;
+    }
     Ok(ex)
 }
 
@@ -211,7 +218,9 @@ fn descend(dfd: &OwnedFd, rel: &Path, depth: usize, fix: bool, ex: &mut Exposure
             FileType::RegularFile => false,
             _ => continue,
         };
-        let inside = is_dir && depth < MAX_DEPTH && !(depth == 0 && USER_TREES.iter().any(|t| t.as_bytes() == name.to_bytes()));
+        // Without `fix`, only what others can reach counts: nothing below a
+        // directory they cannot search (no group or other x bit).
+        let inside = is_dir && depth < MAX_DEPTH && !(depth == 0 && USER_TREES.iter().any(|t| t.as_bytes() == name.to_bytes())) && (fix || st.st_mode & SEARCH_BITS != 0);
         if st.st_mode & OPEN_BITS == 0 && !inside {
             continue;
         }
