@@ -64,7 +64,7 @@ pub fn fsck_store(dir: &Path, opts: FsckOptions) -> Result<FsckReport, StoreErro
         return Ok(rep);
     }
     let lock = shared_lock(dir)?;
-    // Other users can read it (a store made by an earlier version: D86).
+    // Other users can read it (a store made by an earlier version: D87).
     if let Some(what) = crate::private::finding(dir) {
         problem(&mut rep, "permissions", what);
     }

@@ -155,7 +155,7 @@ pub(crate) struct HostTrees {
 }
 
 impl HostTrees {
-    /// Opens (creating if missing, mode 0700: D86) the directory that
+    /// Opens (creating if missing, mode 0700: D87) the directory that
     /// holds the trees.
     pub(crate) fn open_dir(path: &Path) -> std::io::Result<HostTrees> {
         crate::private::create_dir_all(path)?;

@@ -1,4 +1,4 @@
-//! Stores private to their owner (issue 36; docs/DECISIONS.md D86).
+//! Stores private to their owner (issue 36; docs/DECISIONS.md D87).
 //!
 //! Every directory ringfs makes for a store is 0700 and every file it
 //! writes there 0600, given at creation (the mode passed to mkdir(2) and

@@ -88,7 +88,7 @@ pub fn runtime_dir() -> PathBuf {
 /// or checks the one there: it must be a directory (not a symlink) of the
 /// effective user (`/tmp/ringfs-UID` is a name another user could take
 /// first), and loses any group or other bits. The sockets, claims, logs and
-/// results in it are its owner's alone (D86): a control socket is reached
+/// results in it are its owner's alone (D87): a control socket is reached
 /// by its owner (root for `/run/ringfs`) only. Errors: one line naming the
 /// directory and the fix.
 pub fn make_runtime_dir(dir: &Path) -> Result<()> {
@@ -148,7 +148,7 @@ impl Server {
         make_runtime_dir(dir)?;
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).with_context(|| format!("binding control socket {}", path.display()))?;
-        // Its owner's (root's, for /run/ringfs) alone, as its directory (D86).
+        // Its owner's (root's, for /run/ringfs) alone, as its directory (D87).
         {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).with_context(|| format!("control socket {}", path.display()))?;

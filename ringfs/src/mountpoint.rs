@@ -307,7 +307,7 @@ pub struct DaemonLog {
 }
 
 impl DaemonLog {
-    /// Opens (creating, mode 0600: D86) `path` for appending and takes the
+    /// Opens (creating, mode 0600: D87) `path` for appending and takes the
     /// shared lock. Errors: the file cannot be opened or locked.
     pub fn open(path: &Path) -> Result<DaemonLog> {
         let ctx = || format!("opening log file {}", path.display());

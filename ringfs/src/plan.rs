@@ -140,7 +140,7 @@ impl Plan {
     }
 }
 
-/// Makes `dir` (and missing parents) 0700 (D86): a store, or local-only
+/// Makes `dir` (and missing parents) 0700 (D87): a store, or local-only
 /// files, private to their owner.
 fn make_dir(dir: &Path, what: &str) -> Result<PathBuf> {
     fs_core::private::create_dir_all(dir).with_context(|| format!("creating {what} {}", dir.display()))?;

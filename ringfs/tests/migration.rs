@@ -54,7 +54,7 @@ fn check_contents(m: &TestMount) {
 }
 
 /// A fixture copied to `to`, closed to other users as `fsck`'s fix for a
-/// store of an earlier version says (`chmod 700`, D86): these tests are
+/// store of an earlier version says (`chmod 700`, D87): these tests are
 /// about the schema.
 fn copy_fixture(from: &Path, to: &Path) {
     copy_dir(from, to);

@@ -1,4 +1,4 @@
-//! Stores private to their owner (issue 36 item 2, DECISIONS D86): every
+//! Stores private to their owner (issue 36 item 2, DECISIONS D87): every
 //! kind of store a command makes — a mount's new store, a `--memory`
 //! mount's packs, a fork (`STORE.fork-NAME`, its packs hard-linked), a
 //! clone from a `file://` remote (lazy and eager), a salvage, the `file://`

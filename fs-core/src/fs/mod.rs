@@ -369,7 +369,7 @@ impl Fs {
                 }
                 phases.check = t0.elapsed();
                 // A store made by an earlier version (0755/0644) is made
-                // private now, saying so once (D86).
+                // private now, saying so once (D87).
                 crate::private::fix_store(d, has_db);
                 let wc = d.join("wc");
                 crate::private::create_dir_all(&wc).map_err(|e| io_err(&wc, e))?;

@@ -431,7 +431,7 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     crate::private::create(&tmp.join("ringfs.lock")).map_err(|e| io(tmp, e))?;
     // The linked packs and object index files are the origin's inodes,
     // with the origin's modes: an origin made by an earlier version shares
-    // 0644 files, made private here (D86; the origin's names too, as the
+    // 0644 files, made private here (D87; the origin's names too, as the
     // next open of the origin would).
     crate::private::make_private(tmp).map_err(|e| io(tmp, e))?;
     // The links in packs/ and the entries of the store directory (wc/ is

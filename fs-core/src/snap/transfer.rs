@@ -421,7 +421,7 @@ fn place_bundles(
         let to = packs_dir.join(pack_name(id));
         std::fs::rename(b, &to)
             .map_err(|e| format!("moving {} to {}: {e}", b.display(), to.display()))?;
-        // A pack of the store: 0600 (D86), as fetched or not.
+        // A pack of the store: 0600 (D87), as fetched or not.
         crate::private::restrict(&to).map_err(|e| format!("{}: {e}", to.display()))?;
         std::fs::File::open(&to)
             .and_then(|f| f.sync_all())
@@ -592,7 +592,7 @@ pub fn build_clone(
         .unwrap_or_else(|| "store".into());
     let tmp = dest.with_file_name(format!(".{name}.cloning-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    // Private to its owner (D86), bundles fetched by an earlier version
+    // Private to its owner (D87), bundles fetched by an earlier version
     // included.
     let r = clone_into(&tmp, objects, bundles, branch, head, remote_only)
         .and_then(|r| prepare(&tmp).map(|()| r))

@@ -485,7 +485,7 @@ pub const DB_CACHE_BYTES: usize = 8 << 20;
 pub(crate) fn open_db(dir: &Path) -> std::result::Result<Database, StoreError> {
     let p = dir.join("store.redb");
     // Made 0600 first (redb would create it 0644 less the umask): private
-    // to the store's owner (D86). An existing file is opened as it is.
+    // to the store's owner (D87). An existing file is opened as it is.
     if let Err(e) = crate::private::options().write(true).create(true).truncate(false).open(&p) {
         return Err(io_err(&p, e));
     }

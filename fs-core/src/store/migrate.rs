@@ -62,7 +62,7 @@ pub(crate) fn backup(dir: &Path, from: u64) -> std::io::Result<()> {
         return Ok(());
     }
     let tmp = dir.join(format!(".store.redb.schema{from}.tmp"));
-    // Made 0600 (D86), whatever the original's mode; std::io::copy uses
+    // Made 0600 (D87), whatever the original's mode; std::io::copy uses
     // copy_file_range(2) between two files.
     let mut to_file = crate::private::create(&tmp)?;
     std::io::copy(&mut std::fs::File::open(dir.join("store.redb"))?, &mut to_file)?;

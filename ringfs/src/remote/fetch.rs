@@ -205,7 +205,7 @@ pub fn fetch(
             remote,
         });
     }
-    // Private to the store's owner, as the store it fills (D86).
+    // Private to the store's owner, as the store it fills (D87).
     fs_core::private::create_dir_all(staging).with_context(|| format!("creating {}", staging.display()))?;
     let total: u64 = need
         .iter()

@@ -138,7 +138,7 @@ pub fn cmd_remote(args: RemoteArgs) -> Result<()> {
             let (mounted, dir) = store_of(mp.as_deref(), store.as_deref())?;
             if !mounted {
                 // It is written to: made private if an earlier version
-                // left it open (D86; a mount does this for a mounted one).
+                // left it open (D87; a mount does this for a mounted one).
                 fs_core::private::fix_store(&dir, true);
             }
             if state::names(&dir).contains(&name) {

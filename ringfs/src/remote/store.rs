@@ -87,7 +87,7 @@ pub struct Remote {
     prefix: String,
     rt: tokio::runtime::Runtime,
     /// A `file://` remote's directory: what a write makes under it is
-    /// made private to its owner (D86).
+    /// made private to its owner (D87).
     file_root: Option<std::path::PathBuf>,
 }
 
@@ -112,7 +112,7 @@ impl Remote {
         let (store, prefix): (Arc<dyn ObjectStore>, String) = match &parsed {
             Url::File(dir) => {
                 if create {
-                    // 0700 (D86): only its owner reads what is pushed.
+                    // 0700 (D87): only its owner reads what is pushed.
                     fs_core::private::create_dir_all(dir).with_context(|| {
                         format!("creating the remote directory {}", dir.display())
                     })?;
@@ -177,7 +177,7 @@ impl Remote {
 
     /// After a write of `k` on a `file://` remote: the file made 0600 and
     /// the directories between the remote's and it 0700 (object_store
-    /// creates them 0644 and 0755 less the umask; D86). The remote's own
+    /// creates them 0644 and 0755 less the umask; D87). The remote's own
     /// directory is left as it is (0700 when `remote add` made it). A
     /// directory another user owns (a shared remote) is left as it is.
     /// Errors: the file cannot be made private.
@@ -219,7 +219,7 @@ impl Remote {
     /// [`PART_SIZE`], two in flight; the object appears only when the
     /// upload completes, and a failed upload is aborted — one cut short by
     /// a kill is left to the server: see docs/FORMATS.md "Remote layout").
-    /// On a `file://` remote the file is made 0600 (D86). Errors name the
+    /// On a `file://` remote the file is made 0600 (D87). Errors name the
     /// URL and key.
     pub fn put(&self, k: &str, bytes: Vec<u8>) -> Result<()> {
         let key = self.key(k);

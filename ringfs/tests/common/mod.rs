@@ -927,7 +927,7 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
             std::fs::copy(e.path(), &t).unwrap();
         }
     }
-    // The directory's mode too, as `cp -a` (a store's are 0700: D86).
+    // The directory's mode too, as `cp -a` (a store's are 0700: D87).
     std::fs::set_permissions(to, std::fs::metadata(from).unwrap().permissions()).unwrap();
 }
 
