@@ -64,6 +64,10 @@ pub fn fsck_store(dir: &Path, opts: FsckOptions) -> Result<FsckReport, StoreErro
         return Ok(rep);
     }
     let lock = shared_lock(dir)?;
+    // Other users can read it (a store made by an earlier version: D87).
+    if let Some(what) = crate::private::finding(dir) {
+        problem(&mut rep, "permissions", what);
+    }
     if let Some(what) = crate::store::pack::usable::packs_trouble(dir) {
         // Every chunk is in the packs: nothing past this can be checked.
         problem(&mut rep, "packs", what);

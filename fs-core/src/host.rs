@@ -155,9 +155,10 @@ pub(crate) struct HostTrees {
 }
 
 impl HostTrees {
-    /// Opens (creating if missing) the directory that holds the trees.
+    /// Opens (creating if missing, mode 0700: D87) the directory that
+    /// holds the trees.
     pub(crate) fn open_dir(path: &Path) -> std::io::Result<HostTrees> {
-        std::fs::create_dir_all(path)?;
+        crate::private::create_dir_all(path)?;
         let dir = rustix::fs::open(path, OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty())?;
         Ok(HostTrees {
             dir,

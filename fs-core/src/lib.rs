@@ -59,7 +59,8 @@
 //! [`store`] the redb database (group commit, content, recovery,
 //! migration; it re-exports the schema); `wc/` working copies, their pools
 //! and hashing; `host` native-root trees; `local` backing directories and
-//! ignore patterns; `posix` limits, mode helpers and inode flags; `acl` POSIX ACLs; `types`
+//! ignore patterns; `posix` limits, mode helpers and inode flags; `acl` POSIX ACLs; [`private`] the modes of a store's
+//! own files (0700/0600); `types`
 //! the public values; `throttle` rate-limited warnings; `chunk`
 //! content-defined chunking; `fsck` the offline check; `damage` what
 //! `ringfs fsck` runs around it (errors and panics reported, working copies
@@ -91,6 +92,7 @@ pub use laps::process_cpu;
 pub mod live;
 mod local;
 mod posix;
+pub mod private;
 mod salvage;
 mod schema;
 pub mod snap;

@@ -103,9 +103,9 @@ pub(crate) struct BackDir {
 const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS).union(ResolveFlags::NO_SYMLINKS);
 
 impl BackDir {
-    /// Opens (creating if missing) the directory at `path`.
+    /// Opens (creating if missing, mode 0700: D87) the directory at `path`.
     pub(crate) fn open(path: &Path) -> std::io::Result<BackDir> {
-        std::fs::create_dir_all(path)?;
+        crate::private::create_dir_all(path)?;
         let fd = rustix::fs::open(path, OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
         Ok(BackDir { fd, path: path.to_path_buf(), made: AtomicU64::new(0), synced: AtomicU64::new(0) })
     }

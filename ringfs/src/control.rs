@@ -84,6 +84,34 @@ pub fn runtime_dir() -> PathBuf {
     PathBuf::from(format!("/tmp/ringfs-{}", rustix::process::geteuid().as_raw()))
 }
 
+/// Creates the runtime directory `dir` ([`runtime_dir`]) with mode 0700,
+/// or checks the one there: it must be a directory (not a symlink) of the
+/// effective user (`/tmp/ringfs-UID` is a name another user could take
+/// first), and loses any group or other bits. The sockets, claims, logs and
+/// results in it are its owner's alone (D87): a control socket is reached
+/// by its owner (root for `/run/ringfs`) only. Errors: one line naming the
+/// directory and the fix.
+pub fn make_runtime_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    fs_core::private::create_dir_all(dir).with_context(|| format!("creating the runtime directory {}", dir.display()))?;
+    let m = std::fs::symlink_metadata(dir).with_context(|| format!("runtime directory {}", dir.display()))?;
+    if !m.is_dir() {
+        anyhow::bail!("runtime directory {} is not a directory (a symlink?): remove it, or set XDG_RUNTIME_DIR to a directory of yours", dir.display());
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if m.uid() != me {
+        anyhow::bail!(
+            "runtime directory {} belongs to uid {}, not to you (uid {me}): another user made it; remove it, or set XDG_RUNTIME_DIR to a directory of yours",
+            dir.display(),
+            m.uid()
+        );
+    }
+    if m.mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).with_context(|| format!("making the runtime directory {} private (0700)", dir.display()))?;
+    }
+    Ok(())
+}
+
 /// The control socket path for an absolute mountpoint path.
 pub fn socket_path(mountpoint: &Path) -> PathBuf {
     let hash = blake3::hash(mountpoint.as_os_str().as_bytes());
@@ -117,9 +145,14 @@ impl Server {
     ) -> Result<Server> {
         let path = socket_path(mountpoint);
         let dir = path.parent().expect("socket path has a parent");
-        std::fs::create_dir_all(dir).with_context(|| format!("creating control socket directory {}", dir.display()))?;
+        make_runtime_dir(dir)?;
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).with_context(|| format!("binding control socket {}", path.display()))?;
+        // Its owner's (root's, for /run/ringfs) alone, as its directory (D87).
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).with_context(|| format!("control socket {}", path.display()))?;
+        }
         // Commit, diff, restore and push walk the tree recursively, a few
         // KiB of stack per directory level: 2 MiB (the default) overflowed
         // at ~700 levels (D72). 256 MiB of address space, touched only as

@@ -224,9 +224,10 @@ fn cmd_fsck(args: FsckArgs) -> ExitCode {
             print!("{report}");
             if report.is_clean() {
                 ExitCode::SUCCESS
-            } else if report.problems.iter().all(|p| p.place.starts_with("wc/") || p.place == "packs") {
+            } else if report.problems.iter().all(|p| p.place.starts_with("wc/") || p.place == "packs" || p.place == "permissions") {
                 // Each names its own fix (a working copy: the stored bytes
-                // are intact; the pack directory: its line says what to do).
+                // are intact; the pack directory and a store others can
+                // read: its line says what to do).
                 ExitCode::from(1)
             } else {
                 println!(

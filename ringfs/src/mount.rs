@@ -106,7 +106,7 @@ fn daemonize(args: &MountArgs, argv: &[OsString]) -> Result<()> {
     let mut claim = mountpoint::Claim::take(&mp)?;
     if args.log_file.is_none() {
         if let Some(dir) = log.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating log directory {}", dir.display()))?;
+            control::make_runtime_dir(dir)?;
         }
     }
     let (read_end, write_end) = rustix::pipe::pipe().context("creating the readiness pipe")?;
@@ -538,7 +538,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     if let Some(s) = &syncer {
         // Its last commit and push, before the store closes (D44).
         let out = s.finish();
-        let _ = std::fs::write(crate::remote::sync::outcome_path(&mp), out.to_string());
+        let _ = fs_core::private::write(&crate::remote::sync::outcome_path(&mp), out.to_string().as_bytes());
     }
     tracing::info!("session ended; committing");
     let shut = fs.shutdown();
@@ -549,7 +549,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
             None => format!("{e}\n"),
         },
     };
-    let _ = std::fs::write(control::result_path(&mp), outcome);
+    let _ = fs_core::private::write(&control::result_path(&mp), outcome.as_bytes());
     shut.context("final commit")?;
     run.context("serving the FUSE session")?;
     tracing::info!("unmounted {}", mp.display());

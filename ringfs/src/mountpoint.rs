@@ -191,14 +191,14 @@ impl Claim {
         }
         let path = crate::control::claim_path(mp);
         let dir = path.parent().expect("claim path has a parent");
-        std::fs::create_dir_all(dir).with_context(|| format!("creating the runtime directory {}", dir.display()))?;
+        crate::control::make_runtime_dir(dir)?;
         loop {
             let mut file = std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
                 .create(true)
                 .truncate(false)
-                .mode(0o644)
+                .mode(0o600)
                 .open(&path)
                 .with_context(|| format!("opening the mountpoint claim {}", path.display()))?;
             // SAFETY: flock on a descriptor we own.
@@ -307,12 +307,12 @@ pub struct DaemonLog {
 }
 
 impl DaemonLog {
-    /// Opens (creating) `path` for appending and takes the shared lock.
-    /// Errors: the file cannot be opened or locked.
+    /// Opens (creating, mode 0600: D87) `path` for appending and takes the
+    /// shared lock. Errors: the file cannot be opened or locked.
     pub fn open(path: &Path) -> Result<DaemonLog> {
         let ctx = || format!("opening log file {}", path.display());
         loop {
-            let (file, created) = match std::fs::OpenOptions::new().append(true).create_new(true).open(path) {
+            let (file, created) = match std::fs::OpenOptions::new().append(true).create_new(true).mode(0o600).open(path) {
                 Ok(f) => (f, true),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match std::fs::OpenOptions::new().append(true).open(path) {
                     Ok(f) => (f, false),

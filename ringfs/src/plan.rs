@@ -140,8 +140,10 @@ impl Plan {
     }
 }
 
+/// Makes `dir` (and missing parents) 0700 (D87): a store, or local-only
+/// files, private to their owner.
 fn make_dir(dir: &Path, what: &str) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {what} {}", dir.display()))?;
+    fs_core::private::create_dir_all(dir).with_context(|| format!("creating {what} {}", dir.display()))?;
     dir.canonicalize().with_context(|| format!("{what} {}", dir.display()))
 }
 

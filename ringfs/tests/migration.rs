@@ -53,6 +53,14 @@ fn check_contents(m: &TestMount) {
     assert_eq!(fs::metadata(m.p("empty")).unwrap().len(), 0);
 }
 
+/// A fixture copied to `to`, closed to other users as `fsck`'s fix for a
+/// store of an earlier version says (`chmod 700`, D87): these tests are
+/// about the schema.
+fn copy_fixture(from: &Path, to: &Path) {
+    copy_dir(from, to);
+    fs::set_permissions(to, fs::Permissions::from_mode(0o700)).unwrap();
+}
+
 #[test]
 fn schema1_store_is_migrated_and_kept_until_clean_unmount() {
     migrated_and_kept_until_clean_unmount(1);
@@ -71,7 +79,7 @@ fn migrated_and_kept_until_clean_unmount(schema: u32) {
     m.unmount_checked();
     let store = m.store_dir().to_path_buf();
     fs::remove_dir_all(&store).unwrap();
-    copy_dir(&fixture(schema), &store);
+    copy_fixture(&fixture(schema), &store);
     let old_size = fs::metadata(store.join("store.redb")).unwrap().len();
     // fsck reads the old schema as it is (read-only check, no migration).
     let o = ringfs(&["fsck", "--store", store.to_str().unwrap()]);
@@ -116,7 +124,7 @@ fn crash_before_first_clean_unmount_keeps_the_old_database() {
     m.unmount_checked();
     let store = m.store_dir().to_path_buf();
     fs::remove_dir_all(&store).unwrap();
-    copy_dir(&fixture(1), &store);
+    copy_fixture(&fixture(1), &store);
     m.mount_again();
     m.kill_daemon();
     let backup = store.join("store.redb.schema1");
@@ -126,6 +134,7 @@ fn crash_before_first_clean_unmount_keeps_the_old_database() {
     let old = m.host_tmp().join("rollback");
     copy_dir(&store.join("wc"), &old.join("wc"));
     fs::copy(&backup, old.join("store.redb")).unwrap();
+    fs::set_permissions(&old, fs::Permissions::from_mode(0o700)).unwrap();
     let o = ringfs(&["fsck", "--store", old.to_str().unwrap()]);
     let (out, err) = out_str(&o);
     assert!(o.status.success(), "fsck of the kept schema-1 database: {out} {err}");
@@ -144,7 +153,7 @@ fn schema4_store_with_version1_objects_and_big_chunks_works() {
     m.unmount_checked();
     let store = m.store_dir().to_path_buf();
     fs::remove_dir_all(&store).unwrap();
-    copy_dir(&fixture(4), &store);
+    copy_fixture(&fixture(4), &store);
     let s = store.to_str().unwrap().to_string();
     let o = ringfs(&["fsck", "--store", &s]);
     let (out, err) = out_str(&o);
@@ -220,7 +229,7 @@ fn schema5_store_with_whole_manifest_rows_is_migrated() {
     m.unmount_checked();
     let store = m.store_dir().to_path_buf();
     fs::remove_dir_all(&store).unwrap();
-    copy_dir(&fixture(5), &store);
+    copy_fixture(&fixture(5), &store);
     let s = store.to_str().unwrap().to_string();
     let o = ringfs(&["fsck", "--store", &s]);
     let (out, err) = out_str(&o);

@@ -342,7 +342,7 @@ impl Fs {
                 // the inode tables after a clean one); so is a missing or
                 // empty one beside working copies or packs.
                 let has_db = d.is_dir() && check_files(d)?;
-                std::fs::create_dir_all(d).map_err(|e| io_err(d, e))?;
+                crate::private::create_dir_all(d).map_err(|e| io_err(d, e))?;
                 let times = lock_times(d);
                 let (lock, before) = take_lock_noting(d)?;
                 let lock_empty = before.as_deref().is_some_and(<[u8]>::is_empty);
@@ -368,8 +368,11 @@ impl Fs {
                     }
                 }
                 phases.check = t0.elapsed();
+                // A store made by an earlier version (0755/0644) is made
+                // private now, saying so once (D87).
+                crate::private::fix_store(d, has_db);
                 let wc = d.join("wc");
-                std::fs::create_dir_all(&wc).map_err(|e| io_err(&wc, e))?;
+                crate::private::create_dir_all(&wc).map_err(|e| io_err(&wc, e))?;
                 // redb panics on some damaged pages (`unreachable!`): past
                 // the check, such damage (a page it did not read) is refused
                 // the same way, not a crash.
@@ -391,9 +394,9 @@ impl Fs {
                 (db, wc, d.display().to_string(), Some(d.clone()), Some(lock), None, d.join("store.redb"), packs)
             }
             StoreLocation::Memory => {
-                let tmp = tempfile::Builder::new().prefix("ringfs-wc-").tempdir().map_err(|e| io_err(&std::env::temp_dir(), e))?;
+                let tmp = crate::private::temp_dir("ringfs-wc-").map_err(|e| io_err(&std::env::temp_dir(), e))?;
                 let db = Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).map_err(|e| corrupt(Path::new("memory"), e))?;
-                let ptmp = tempfile::Builder::new().prefix("ringfs-packs-").tempdir().map_err(|e| io_err(&std::env::temp_dir(), e))?;
+                let ptmp = crate::private::temp_dir("ringfs-packs-").map_err(|e| io_err(&std::env::temp_dir(), e))?;
                 let pd = ptmp.path().to_path_buf();
                 let packs = Packs::open(pd.clone(), Some(ptmp), &Default::default(), 0).map_err(|e| io_err(&pd, e))?;
                 (db, tmp.path().to_path_buf(), "memory".to_string(), None, None, Some(tmp), PathBuf::from("memory"), packs)
@@ -403,7 +406,7 @@ impl Fs {
             (Some(l), _) => (l.clone(), None),
             (None, Some(d)) => (d.join("local"), None),
             (None, None) => {
-                let t = tempfile::Builder::new().prefix("ringfs-local-").tempdir().map_err(|e| io_err(&std::env::temp_dir(), e))?;
+                let t = crate::private::temp_dir("ringfs-local-").map_err(|e| io_err(&std::env::temp_dir(), e))?;
                 (t.path().to_path_buf(), Some(t))
             }
         };

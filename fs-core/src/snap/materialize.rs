@@ -253,9 +253,9 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     let src_packs = rtx.open_table(PACKS).map_err(|e| fatal(e.to_string()))?;
     let src_meta = rtx.open_table(META).map_err(|e| fatal(e.to_string()))?;
     let c = commit_obj(&src_objects, &commit).map_err(|e| fatal(e.to_string()))?;
-    std::fs::create_dir(tmp).map_err(|e| io(tmp, e))?;
+    crate::private::create_dir(tmp).map_err(|e| io(tmp, e))?;
     for sub in ["packs", "wc"] {
-        std::fs::create_dir(tmp.join(sub)).map_err(|e| io(&tmp.join(sub), e))?;
+        crate::private::create_dir(&tmp.join(sub)).map_err(|e| io(&tmp.join(sub), e))?;
     }
     let db = crate::store::db::open_db(tmp).map_err(|e| fatal(e.to_string()))?;
     let mut txn = db.begin_write().map_err(|e| fatal(e.to_string()))?;
@@ -428,7 +428,12 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     }
     txn.commit().map_err(|e| fatal(e.to_string()))?;
     drop(db);
-    std::fs::File::create(tmp.join("ringfs.lock")).map_err(|e| io(tmp, e))?;
+    crate::private::create(&tmp.join("ringfs.lock")).map_err(|e| io(tmp, e))?;
+    // The linked packs and object index files are the origin's inodes,
+    // with the origin's modes: an origin made by an earlier version shares
+    // 0644 files, made private here (D87; the origin's names too, as the
+    // next open of the origin would).
+    crate::private::make_private(tmp).map_err(|e| io(tmp, e))?;
     // The links in packs/ and the entries of the store directory (wc/ is
     // empty: its entry in the store directory is what must last).
     for d in [tmp.join("packs"), tmp.to_path_buf()] {

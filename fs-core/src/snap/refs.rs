@@ -313,6 +313,8 @@ pub(crate) fn open_offline(dir: &Path) -> Result<Store, StoreError> {
     }
     crate::store::scan::check_before_open(dir)?;
     let (lock, before) = take_lock_noting(dir)?;
+    // Made private if an earlier version left it open (D87).
+    crate::private::fix_store(dir, true);
     let db = open_db(dir)?;
     let schema = {
         let rtx = db.begin_read().map_err(|e| corrupt(&dbpath, e))?;

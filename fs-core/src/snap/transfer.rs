@@ -421,6 +421,8 @@ fn place_bundles(
         let to = packs_dir.join(pack_name(id));
         std::fs::rename(b, &to)
             .map_err(|e| format!("moving {} to {}: {e}", b.display(), to.display()))?;
+        // A pack of the store: 0600 (D87), as fetched or not.
+        crate::private::restrict(&to).map_err(|e| format!("{}: {e}", to.display()))?;
         std::fs::File::open(&to)
             .and_then(|f| f.sync_all())
             .map_err(|e| format!("{}: {e}", to.display()))?;
@@ -590,8 +592,11 @@ pub fn build_clone(
         .unwrap_or_else(|| "store".into());
     let tmp = dest.with_file_name(format!(".{name}.cloning-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
+    // Private to its owner (D87), bundles fetched by an earlier version
+    // included.
     let r = clone_into(&tmp, objects, bundles, branch, head, remote_only)
-        .and_then(|r| prepare(&tmp).map(|()| r));
+        .and_then(|r| prepare(&tmp).map(|()| r))
+        .and_then(|r| crate::private::make_private(&tmp).map(|_| r).map_err(|e| format!("{}: {e}", tmp.display())));
     let rep = match r {
         Ok(r) => r,
         Err(e) => {
@@ -632,9 +637,9 @@ fn clone_into(
             return Err(format!("object {} does not match its hash", hex_id(id)));
         }
     }
-    std::fs::create_dir(tmp).map_err(|e| io(tmp, e))?;
+    crate::private::create_dir(tmp).map_err(|e| io(tmp, e))?;
     for sub in ["packs", "wc"] {
-        std::fs::create_dir(tmp.join(sub)).map_err(|e| io(&tmp.join(sub), e))?;
+        crate::private::create_dir(&tmp.join(sub)).map_err(|e| io(&tmp.join(sub), e))?;
     }
     let mut rep = ImportReport::default();
     let mut uses = chunk_uses(&objects)?;
@@ -714,7 +719,7 @@ fn clone_into(
     }
     txn.commit().map_err(|e| e.to_string())?;
     drop(db);
-    std::fs::File::create(tmp.join("ringfs.lock")).map_err(|e| io(tmp, e))?;
+    crate::private::create(&tmp.join("ringfs.lock")).map_err(|e| io(tmp, e))?;
     for d in [tmp.join("packs"), tmp.join("wc"), tmp.to_path_buf()] {
         sync_dir(&d).map_err(|e| io(&d, e))?;
     }

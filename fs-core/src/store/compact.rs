@@ -326,6 +326,8 @@ pub(crate) fn gc_store_with(
     // (or creates) a database a mount would refuse.
     crate::store::scan::check_before_open(dir)?;
     let (lock, before) = take_lock_noting(dir)?;
+    // Made private if an earlier version left it open (D87).
+    crate::private::fix_store(dir, true);
     let db = open_db(dir)?;
     match schema_of(&db) {
         Some(v) if v == SCHEMA_VERSION => {}

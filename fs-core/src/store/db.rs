@@ -429,7 +429,7 @@ pub(crate) fn restore_lock(dir: &Path, f: File, before: Option<Vec<u8>>, times: 
 /// The flock of [`take_lock_noting`] and our pid written.
 fn take_lock_file(dir: &Path) -> std::result::Result<File, StoreError> {
     let p = dir.join("ringfs.lock");
-    let f = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o644).open(&p).map_err(|e| io_err(&p, e))?;
+    let f = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(crate::private::FILE_MODE).open(&p).map_err(|e| io_err(&p, e))?;
     match flock_past_own_children(&f, libc::LOCK_EX) {
         Ok(Ok(())) => {}
         Ok(Err(pid)) => return Err(StoreError::Locked { pid, path: dir.to_path_buf() }),
@@ -479,11 +479,16 @@ pub(crate) fn flock_past_own_children(f: &File, op: i32) -> std::io::Result<std:
 /// file").
 pub const DB_CACHE_BYTES: usize = 8 << 20;
 
-/// Opens (creating if missing) `DIR/store.redb` with a [`DB_CACHE_BYTES`]
-/// cache. Errors: [`StoreError::Locked`] if another handle has it open,
+/// Opens (creating if missing, mode 0600) `DIR/store.redb` with a
+/// [`DB_CACHE_BYTES`] cache. Errors: [`StoreError::Locked`] if another handle has it open,
 /// [`StoreError::Io`], [`StoreError::Corrupt`] (what redb says).
 pub(crate) fn open_db(dir: &Path) -> std::result::Result<Database, StoreError> {
     let p = dir.join("store.redb");
+    // Made 0600 first (redb would create it 0644 less the umask): private
+    // to the store's owner (D87). An existing file is opened as it is.
+    if let Err(e) = crate::private::options().write(true).create(true).truncate(false).open(&p) {
+        return Err(io_err(&p, e));
+    }
     redb::Builder::new().set_cache_size(DB_CACHE_BYTES).create(&p).map_err(|e| match e {
         redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked { pid: None, path: dir.to_path_buf() },
         redb::DatabaseError::Storage(redb::StorageError::Io(io))

@@ -62,8 +62,12 @@ pub(crate) fn backup(dir: &Path, from: u64) -> std::io::Result<()> {
         return Ok(());
     }
     let tmp = dir.join(format!(".store.redb.schema{from}.tmp"));
-    std::fs::copy(dir.join("store.redb"), &tmp)?;
-    std::fs::File::open(&tmp)?.sync_all()?;
+    // Made 0600 (D87), whatever the original's mode; std::io::copy uses
+    // copy_file_range(2) between two files.
+    let mut to_file = crate::private::create(&tmp)?;
+    std::io::copy(&mut std::fs::File::open(dir.join("store.redb"))?, &mut to_file)?;
+    to_file.sync_all()?;
+    drop(to_file);
     std::fs::rename(&tmp, &to)?;
     std::fs::File::open(dir)?.sync_all()
 }

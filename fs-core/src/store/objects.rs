@@ -291,7 +291,7 @@ pub(crate) fn put_as_pack(
     }
     let path = packs_dir.join(crate::store::pack::pack_name(id));
     let io = |e: std::io::Error| format!("{}: {e}", path.display());
-    let f = std::fs::OpenOptions::new()
+    let f = crate::private::options()
         .write(true)
         .create_new(true)
         .open(&path)

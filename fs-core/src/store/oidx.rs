@@ -279,7 +279,7 @@ fn write_new(txn: &WriteTransaction, ix: Ix<'_>, entries: &[([u8; 32], Row)]) ->
     let dir = ix.dir;
     let (tmp, path) = (dir.join(format!("{}.tmp", file_name(n))), dir.join(file_name(n)));
     let io = |p: &Path, x: std::io::Error| format!("writing object index file {}: {x}", p.display());
-    let f = File::create(&tmp).map_err(|x| io(&tmp, x))?;
+    let f = crate::private::create(&tmp).map_err(|x| io(&tmp, x))?;
     f.write_all_at(&bytes, 0).map_err(|x| io(&tmp, x))?;
     f.sync_data().map_err(|x| io(&tmp, x))?;
     drop(f);

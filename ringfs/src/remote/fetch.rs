@@ -205,7 +205,8 @@ pub fn fetch(
             remote,
         });
     }
-    std::fs::create_dir_all(staging).with_context(|| format!("creating {}", staging.display()))?;
+    // Private to the store's owner, as the store it fills (D87).
+    fs_core::private::create_dir_all(staging).with_context(|| format!("creating {}", staging.display()))?;
     let total: u64 = need
         .iter()
         .map(|k| cat.sizes.get(k).copied().unwrap_or(0))
@@ -222,7 +223,7 @@ pub fn fetch(
             let b = r.get_verified(k, h)?;
             bytes += b.len() as u64;
             let tmp = p.with_extension("part");
-            std::fs::write(&tmp, &b).with_context(|| format!("writing {}", tmp.display()))?;
+            fs_core::private::write(&tmp, &b).with_context(|| format!("writing {}", tmp.display()))?;
             std::fs::rename(&tmp, &p)?;
             if super::failpoint("bundle-fetched") && files.len() >= 1 {
                 std::process::abort();

@@ -135,7 +135,12 @@ pub fn cmd_remote(args: RemoteArgs) -> Result<()> {
             // Everything checked before anything is written.
             state::check_name(&name)?;
             store::parse_url(&url)?;
-            let (_, dir) = store_of(mp.as_deref(), store.as_deref())?;
+            let (mounted, dir) = store_of(mp.as_deref(), store.as_deref())?;
+            if !mounted {
+                // It is written to: made private if an earlier version
+                // left it open (D87; a mount does this for a mounted one).
+                fs_core::private::fix_store(&dir, true);
+            }
             if state::names(&dir).contains(&name) {
                 bail!(
                     "a remote named {name:?} exists already in {} (its URL: {})",

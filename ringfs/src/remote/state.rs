@@ -68,7 +68,7 @@ fn dir_of(store: &Path, name: &str) -> PathBuf {
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
     let mut f =
-        std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
+        fs_core::private::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
     f.write_all(bytes)?;
     f.sync_all()?;
     std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
@@ -88,7 +88,7 @@ pub fn add(store: &Path, name: &str, url: &str) -> Result<Config> {
             load(store, name)?.url
         );
     }
-    std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+    fs_core::private::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
     let seed = format!(
         "{:?}{}{}{name}",
         std::time::SystemTime::now(),
@@ -212,7 +212,7 @@ pub fn check_identity(store: &Path, name: &str, id: &str) -> Result<bool> {
 /// Appends to `held`, durably (a torn tail from an earlier crash is cut first).
 pub fn add_held(store: &Path, name: &str, ids: &[(u8, [u8; 32])]) -> Result<()> {
     let p = dir_of(store, name).join("held");
-    let mut f = std::fs::OpenOptions::new()
+    let mut f = fs_core::private::options()
         .create(true)
         .append(true)
         .open(&p)

@@ -86,6 +86,9 @@ pub struct Remote {
     store: Arc<dyn ObjectStore>,
     prefix: String,
     rt: tokio::runtime::Runtime,
+    /// A `file://` remote's directory: what a write makes under it is
+    /// made private to its owner (D87).
+    file_root: Option<std::path::PathBuf>,
 }
 
 /// Why a get failed: absent, or anything else (with its text).
@@ -109,7 +112,8 @@ impl Remote {
         let (store, prefix): (Arc<dyn ObjectStore>, String) = match &parsed {
             Url::File(dir) => {
                 if create {
-                    std::fs::create_dir_all(dir).with_context(|| {
+                    // 0700 (D87): only its owner reads what is pushed.
+                    fs_core::private::create_dir_all(dir).with_context(|| {
                         format!("creating the remote directory {}", dir.display())
                     })?;
                 }
@@ -158,12 +162,36 @@ impl Remote {
         } else {
             store
         };
+        let file_root = match parsed {
+            Url::File(d) => Some(d),
+            Url::S3 { .. } => None,
+        };
         Ok(Remote {
             url: url.to_string(),
             store,
             prefix,
             rt,
+            file_root,
         })
+    }
+
+    /// After a write of `k` on a `file://` remote: the file made 0600 and
+    /// the directories between the remote's and it 0700 (object_store
+    /// creates them 0644 and 0755 less the umask; D87). The remote's own
+    /// directory is left as it is (0700 when `remote add` made it). A
+    /// directory another user owns (a shared remote) is left as it is.
+    /// Errors: the file cannot be made private.
+    fn seal(&self, k: &str) -> Result<()> {
+        let Some(root) = &self.file_root else { return Ok(()) };
+        let file = root.join(self.key(k).as_ref());
+        let mut dir = root.clone();
+        if let Some(parent) = std::path::Path::new(k).parent() {
+            for c in parent.components() {
+                dir.push(c);
+                let _ = fs_core::private::restrict(&dir);
+            }
+        }
+        fs_core::private::restrict(&file).with_context(|| format!("remote {}: making {k} private (mode 0600)", self.url))
     }
 
     /// The full key of `k` (under the URL's prefix).
@@ -191,20 +219,21 @@ impl Remote {
     /// [`PART_SIZE`], two in flight; the object appears only when the
     /// upload completes, and a failed upload is aborted — one cut short by
     /// a kill is left to the server: see docs/FORMATS.md "Remote layout").
-    /// Errors name the URL and key.
+    /// On a `file://` remote the file is made 0600 (D87). Errors name the
+    /// URL and key.
     pub fn put(&self, k: &str, bytes: Vec<u8>) -> Result<()> {
         let key = self.key(k);
         let (min, part) = multipart_sizes();
         if bytes.len() >= min {
-            return self
-                .rt
+            self.rt
                 .block_on(self.put_multipart(&key, &bytes, part))
-                .map_err(|e| self.err("writing (multipart)", k, e));
+                .map_err(|e| self.err("writing (multipart)", k, e))?;
+        } else {
+            self.rt
+                .block_on(self.store.put(&key, PutPayload::from(bytes)))
+                .map_err(|e| self.err("writing", k, e))?;
         }
-        self.rt
-            .block_on(self.store.put(&key, PutPayload::from(bytes)))
-            .map(|_| ())
-            .map_err(|e| self.err("writing", k, e))
+        self.seal(k)
     }
 
     async fn put_multipart(
@@ -264,7 +293,7 @@ impl Remote {
             .rt
             .block_on(self.store.put_opts(&key, PutPayload::from(bytes), opts))
         {
-            Ok(_) => Ok(true),
+            Ok(_) => self.seal(k).map(|()| true),
             Err(object_store::Error::AlreadyExists { .. })
             | Err(object_store::Error::Precondition { .. }) => Ok(false),
             Err(e) => Err(self.err("creating", k, e)),

@@ -927,6 +927,8 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
             std::fs::copy(e.path(), &t).unwrap();
         }
     }
+    // The directory's mode too, as `cp -a` (a store's are 0700: D87).
+    std::fs::set_permissions(to, std::fs::metadata(from).unwrap().permissions()).unwrap();
 }
 
 /// A mountpoint as the `&str` the CLI takes.

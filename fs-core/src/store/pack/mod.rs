@@ -192,7 +192,7 @@ impl Packs {
     /// directory or the open pack.
     pub(crate) fn open(dir: PathBuf, tmp: Option<tempfile::TempDir>, known: &BTreeMap<u32, PackInfo>, next_pack: u32) -> std::io::Result<Packs> {
         if !dir.exists() {
-            std::fs::create_dir_all(&dir)?;
+            crate::private::create_dir_all(&dir)?;
             if let Some(p) = dir.parent() {
                 File::open(p)?.sync_all()?;
             }
@@ -327,11 +327,11 @@ impl Packs {
         let next = id.checked_add(1).ok_or_else(|| std::io::Error::other("pack ids exhausted"))?;
         let path = self.path(id);
         let made = (|| {
-            let f = match OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).open(&path) {
+            let f = match OpenOptions::new().read(true).write(true).create_new(true).mode(crate::private::FILE_MODE).open(&path) {
                 // Left by an earlier failed attempt of ours: never in the index.
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     std::fs::remove_file(&path)?;
-                    OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).open(&path)?
+                    OpenOptions::new().read(true).write(true).create_new(true).mode(crate::private::FILE_MODE).open(&path)?
                 }
                 r => r?,
             };

@@ -71,7 +71,7 @@ pub fn write(store: &Path, name: &str, chunks: &[(ObjectId, Place)]) -> Result<(
     };
     let p = state::remotes_dir(store).join(name).join(FILE);
     let tmp = p.with_extension("tmp");
-    let f = std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
+    let f = fs_core::private::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
     serde_json::to_writer(std::io::BufWriter::new(&f), &rec)?;
     f.sync_all()?;
     std::fs::rename(&tmp, &p).with_context(|| format!("writing {}", p.display()))?;
