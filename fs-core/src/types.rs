@@ -297,6 +297,17 @@ pub enum StoreError {
     Io { path: PathBuf, source: std::io::Error },
 }
 
+impl StoreError {
+    /// The message with its cause (the I/O error of [`StoreError::Io`]),
+    /// for an error passed on as text, where no error chain prints it.
+    pub fn with_cause(&self) -> String {
+        match self {
+            StoreError::Io { source, .. } => format!("{self}: {source}"),
+            _ => self.to_string(),
+        }
+    }
+}
+
 /// A native root: a local-only directory whose contents are a directory
 /// tree on the host disk, bind-mounted over it by the daemon.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -313,4 +324,34 @@ pub struct NativeRoot {
 /// "chunk", "chunks")` is "1 chunk", `count(0, "entry", "entries")` "0 entries".
 pub fn count(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// A name or path (bytes) as a message shows it: lossy UTF-8, control
+/// characters escaped (`a\nb` is shown as `a\nb`, not broken over two
+/// lines), so a message stays one line whatever the user typed.
+pub fn printable(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).chars().flat_map(|c| -> Vec<char> { if c.is_control() { c.escape_default().collect() } else { vec![c] } }).collect()
+}
+
+/// Did `e` fail for want of space (ENOSPC, EDQUOT)?
+pub fn is_full(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+}
+
+/// Does an error's text (its whole chain) say a disk was full? For errors
+/// already turned into text (`No space left on device`, `Disk quota
+/// exceeded`, as std prints ENOSPC and EDQUOT).
+pub fn says_full(text: &str) -> bool {
+    text.contains("No space left on device") || text.contains("Disk quota exceeded")
+}
+
+/// The one line for a command that failed because the disk holding `path`
+/// is full while `doing` (e.g. "storing the changed files"): names the
+/// disk and what to free. The caller says what was kept or undone.
+pub fn full_disk(path: &std::path::Path, doing: &str) -> String {
+    format!(
+        "the disk holding {} is full ({doing}): free space on it (`df {}` shows how much is left: remove files there, or `ringfs gc` a store there) and run the command again",
+        path.display(),
+        path.display()
+    )
 }

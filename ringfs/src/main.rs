@@ -78,9 +78,13 @@ fn main() -> ExitCode {
         // SAFETY: setting a signal disposition before any thread starts.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
+    // Commands other than mount leave object_store's INFO lines (one per
+    // retry of an unreachable remote) out: the command's own error says
+    // what failed. RINGFS_LOG=info,object_store=info shows them.
+    let default_log = if matches!(cli.command, Command::Mount(_)) { "info" } else { "info,object_store=warn" };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("RINGFS_LOG").unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("RINGFS_LOG").unwrap_or_else(|_| default_log.into()),
         )
         .with_writer(std::io::stderr)
         // `mount --daemon` forks the daemon, whose stderr is its log file.

@@ -360,7 +360,7 @@ pub fn cmd_restore(args: RestoreArgs) -> Result<()> {
         let rel = if p.is_absolute() {
             match p.strip_prefix(&mp) {
                 Ok(r) => r.to_path_buf(),
-                Err(_) => bail!("--path {}: not below the mountpoint {}; give it relative to the workspace root", p.display(), mp.display()),
+                Err(_) => bail!("--path {}: not below the mountpoint {}; give it relative to the workspace root", fs_core::printable(p.as_os_str().as_bytes()), mp.display()),
             }
         } else {
             p.clone()

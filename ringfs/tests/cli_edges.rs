@@ -224,6 +224,23 @@ impl Drop for Immutable {
     }
 }
 
+/// A control character in a name the user gave is escaped in the error
+/// (issue 41): `restore --path $'a\nb'` gives one line showing `a\nb`.
+#[test]
+fn control_characters_in_a_path_are_escaped_in_the_error() {
+    skip_if_raw!();
+    let m = TestMount::new(Backend::Store);
+    m.sh_ok("echo one > a");
+    json(&["commit", mp(&m)]);
+    for p in ["a\nb", "x\x1b[31my"] {
+        let o = ringfs(&["restore", mp(&m), "main", "--path", p]);
+        assert!(!o.status.success());
+        let err = out_str(&o).1;
+        assert_eq!(err.trim().lines().count(), 1, "{err:?}");
+        assert!(err.contains(&p.escape_default().to_string()) && !err.contains('\x1b'), "{err:?}");
+    }
+}
+
 #[test]
 fn store_errors_name_the_fix() {
     skip_if_raw!();

@@ -278,3 +278,73 @@ fn repeated_crashes_keep_every_lost_file() {
     want.sort();
     assert_eq!(kept, want);
 }
+
+/// The disk filled up under a command (issue 41): a commit (the changed
+/// files cannot be stored), a fork and a lazy clone into that disk, and
+/// `remote add` (the remote's disk, or the store's for its record) each
+/// fail with the line "the disk holding PATH is full" and what to free,
+/// leaving nothing half-made (no new store or build directory, no remote
+/// marker or record); once space is freed the commit goes through and
+/// fsck is clean.
+#[test]
+fn full_disk_is_named_by_commit_fork_clone_and_remote_add() {
+    if raw_mode() {
+        return;
+    }
+    use std::io::Write;
+    let (base, _tmpfs, fsdir, mp, store) = mounted_on_64m_tmpfs("600000");
+    let cleanup = scopeguard(&mp);
+    let base = base.path().to_path_buf();
+    let run = |args: &[&str]| ringfs_ok(&args.iter().map(|a| a.as_ref()).collect::<Vec<&std::ffi::OsStr>>());
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    std::fs::write(mp.join("first"), b"first").unwrap();
+    let o = run(&["commit", &s(&mp)]);
+    assert!(o.status.success(), "{:?}", out_str(&o));
+    // A remote (on another disk) to clone from.
+    let origin = base.join("origin");
+    let (m, u) = (s(&mp), format!("file://{}", origin.display()));
+    for args in [vec!["remote", "add", m.as_str(), "o", u.as_str()], vec!["push", m.as_str()]] {
+        let o = run(&args);
+        assert!(o.status.success(), "{args:?}: {:?}", out_str(&o));
+    }
+    // A file held open for writing (not hashed until the commit), then the disk filled.
+    let mut f = std::fs::File::create(mp.join("big")).unwrap();
+    f.write_all(&(0..3_000_000u32).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect::<Vec<u8>>()).unwrap();
+    let filler = fsdir.join("filler");
+    // (Again before each command: whatever a failed one gave back is taken.)
+    let fill = || {
+        let _ = Command::new("dd").args(["if=/dev/zero", "bs=4k", "status=none", "oflag=append", "conv=notrunc"]).arg(format!("of={}", filler.display())).stderr(std::process::Stdio::null()).status();
+    };
+    let full = |o: &std::process::Output, path: &Path| {
+        let err = out_str(o).1;
+        assert!(!o.status.success(), "{:?}", out_str(o));
+        assert!(err.contains(&format!("the disk holding {} is full", path.display())) && err.contains("free space"), "{err}");
+    };
+    fill();
+    full(&run(&["commit", &s(&mp)]), &store);
+    let fork = fsdir.join("fork");
+    fill();
+    full(&run(&["fork", &s(&mp), "--new-store", &s(&fork), "--no-mount"]), &fsdir);
+    let clone = fsdir.join("clone");
+    fill();
+    full(&run(&["clone", &format!("file://{}", origin.display()), "--store", &s(&clone)]), &fsdir);
+    // The remote's disk full; then the store's, for the remote's record.
+    let r_full = fsdir.join("remote");
+    fill();
+    full(&run(&["remote", "add", &s(&mp), "r1", &format!("file://{}", r_full.display())]), &r_full);
+    let r_ok = base.join("remote");
+    fill();
+    full(&run(&["remote", "add", &s(&mp), "r2", &format!("file://{}", r_ok.display())]), &store);
+    let names: Vec<String> = std::fs::read_dir(&fsdir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert!(names.iter().all(|n| n == "store" || n == "filler"), "left on the full disk: {names:?}");
+    assert!(!r_ok.exists(), "the remote set up for a remote add that failed");
+    let remotes: Vec<_> = std::fs::read_dir(store.join("remotes")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(remotes, ["o"]);
+    // Space back: the commit takes the file in.
+    std::fs::remove_file(&filler).unwrap();
+    drop(f);
+    let o = run(&["commit", &s(&mp)]);
+    assert!(o.status.success(), "{:?}", out_str(&o));
+    umount_then_fsck(&mp, &store);
+    drop(cleanup);
+}

@@ -190,6 +190,28 @@ fn remote_gone_after_a_lazy_clone_gives_eio_and_fetched_files_still_read() {
     );
 }
 
+/// A lazy clone's daemon checks the remote's marker before it fetches (as
+/// clone, pull and push do): a marker of another format makes the open
+/// of a file not fetched yet fail with EIO and a log line naming the
+/// marker; the marker back, the file reads.
+#[test]
+fn a_lazy_clones_daemon_refuses_a_remote_of_another_format() {
+    if raw_mode() {
+        return;
+    }
+    let (m, url) = origin();
+    let (c, _) = clone_mount(&url, &[], &[("RINGFS_TEST_NO_PREFETCH", "1")]);
+    let marker = Path::new(url.strip_prefix("file://").unwrap()).join("ringfs-remote.json");
+    let good = std::fs::read_to_string(&marker).unwrap();
+    std::fs::write(&marker, good.replace("\"ringfs-remote\"", "\"not-ringfs\"")).unwrap();
+    let e = std::fs::read(c.p("a/b/big")).unwrap_err();
+    std::fs::write(&marker, &good).unwrap();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    let log = c.daemon_log();
+    assert!(log.contains("names format \"not-ringfs\""), "{log}");
+    assert_eq!(std::fs::read(c.p("a/b/big")).unwrap(), std::fs::read(m.p("a/b/big")).unwrap());
+}
+
 #[test]
 fn prefetch_killed_midway_resumes_at_the_next_mount() {
     if raw_mode() {

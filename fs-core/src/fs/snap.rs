@@ -94,6 +94,18 @@ impl Fs {
         Ok(())
     }
 
+    /// The error of a commit (or exec point) whose changed files could not
+    /// be stored: a full disk named as such (the store's disk, what to
+    /// free); else the errno (the daemon's log names the file). Nothing was
+    /// committed; the live tree keeps every change.
+    fn not_stored(&self, e: Errno) -> SnapError {
+        let kept = "nothing was committed; the workspace keeps every change";
+        match self.inner.store.dir() {
+            Some(d) if e == Errno(libc::ENOSPC) => SnapError::Store(format!("{}; {kept}", crate::full_disk(d, "storing the changed files"))),
+            _ => SnapError::Store(format!("storing changed files: {e} (the daemon's log names the file); {kept}")),
+        }
+    }
+
     /// Takes in writes that bypassed the daemon (passthrough, shared
     /// mappings) to files open for writing now, as fsync does: a working
     /// copy whose size or mtime moved is marked changed.
@@ -115,7 +127,7 @@ impl Fs {
     /// table flushed (non-durably; the snapshot's own commit is durable).
     pub(super) fn settle(&self) -> std::result::Result<[(&'static str, std::time::Duration); 2], SnapError> {
         let t = Instant::now();
-        self.store_changed().map_err(|e| SnapError::Store(format!("storing changed files: {e:?}")))?;
+        self.store_changed().map_err(|e| self.not_stored(e))?;
         let hash = t.elapsed();
         let t = Instant::now();
         // Nothing to flush and nothing stored non-durably: no transaction
@@ -158,7 +170,13 @@ impl Fs {
         if let Some(h) = sync {
             let _ = h.join();
         }
-        r
+        // The commit's own transaction on a full disk: said as such too.
+        match (r, self.inner.store.dir()) {
+            (Err(SnapError::Store(e)), Some(d)) if crate::says_full(&e) => {
+                Err(SnapError::Store(format!("{} ({e}); nothing was committed; the workspace keeps every change", crate::full_disk(d, "writing the commit"))))
+            }
+            (r, _) => r,
+        }
     }
 
     /// [`Fs::settle`] for a commit: once the changed files are stored, the
@@ -170,7 +188,7 @@ impl Fs {
     #[allow(clippy::type_complexity)]
     fn settle_for_commit(&self) -> std::result::Result<([(&'static str, std::time::Duration); 2], Option<std::thread::JoinHandle<()>>), SnapError> {
         let t = Instant::now();
-        self.store_changed().map_err(|e| SnapError::Store(format!("storing changed files: {e:?}")))?;
+        self.store_changed().map_err(|e| self.not_stored(e))?;
         let sync = if self.inner.store.packs.needs_sync() {
             let inner = self.inner.clone();
             // Errors are left for the commit's own sync to meet again.

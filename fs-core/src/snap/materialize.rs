@@ -153,18 +153,20 @@ pub fn check_dest(dest: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// The temporary directory a fork into `dest` is built in (a sibling, so
-/// the packs can be hard-linked and the rename is atomic).
-fn temp_for(dest: &Path, pid: u32) -> PathBuf {
+/// The temporary directory a new store at `dest` is built in by process
+/// `pid` (a sibling, so packs can be hard-linked and the rename is
+/// atomic): `.NAME.TAG-PID`, TAG `forking` (a fork) or `cloning` (a clone,
+/// `transfer::build_clone`).
+pub(crate) fn temp_for(dest: &Path, tag: &str, pid: u32) -> PathBuf {
     let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
-    dest.with_file_name(format!(".{name}.forking-{pid}"))
+    dest.with_file_name(format!(".{name}.{tag}-{pid}"))
 }
 
-/// Removes what forks into `dest` cut short (kill -9) left: temporary
-/// siblings whose process is gone.
-fn sweep(dest: &Path) {
+/// Removes what builds into `dest` cut short (kill -9) left: temporary
+/// siblings ([`temp_for`] with `tag`) whose process is gone.
+pub(crate) fn sweep(dest: &Path, tag: &str) {
     let (Some(parent), Some(name)) = (dest.parent(), dest.file_name()) else { return };
-    let prefix = format!(".{}.forking-", name.to_string_lossy());
+    let prefix = format!(".{}.{tag}-", name.to_string_lossy());
     let Ok(rd) = std::fs::read_dir(if parent.as_os_str().is_empty() { Path::new(".") } else { parent }) else { return };
     for e in rd.flatten() {
         let n = e.file_name().to_string_lossy().into_owned();
@@ -188,14 +190,14 @@ pub(crate) fn sync_dir(p: &Path) -> std::io::Result<()> {
 /// the path and the cause (a pack on another filesystem cannot be linked).
 pub(crate) fn fork_from(store: &Store, commit: ObjectId, branch: &str, dest: &Path) -> Result<ForkReport, SnapError> {
     check_dest(dest).map_err(SnapError::Store)?;
-    sweep(dest);
+    sweep(dest, "forking");
     let mut last = String::new();
     for _ in 0..3 {
         match fork_once(store, commit, branch, dest) {
             Ok(r) => return Ok(r),
             Err((retry, e)) => {
                 if !retry {
-                    return Err(SnapError::Store(e));
+                    return Err(SnapError::Store(if_full(dest, "building the new store", e)));
                 }
                 last = e;
             }
@@ -204,11 +206,22 @@ pub(crate) fn fork_from(store: &Store, commit: ObjectId, branch: &str, dest: &Pa
     Err(SnapError::Store(last))
 }
 
+/// The error `e` of a new store built beside `dest` (a fork, a clone),
+/// which removed what it had made: on a full disk, the line naming the
+/// disk holding `dest` and what to free ([`crate::full_disk`]), with `e`.
+pub(crate) fn if_full(dest: &Path, doing: &str, e: String) -> String {
+    if !crate::says_full(&e) {
+        return e;
+    }
+    let parent = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    format!("{} ({e}); nothing was made (the partly built store was removed)", crate::full_disk(parent, doing))
+}
+
 /// One attempt; `Err((true, _))`: a pack went away under it, try again.
 fn fork_once(store: &Store, commit: ObjectId, branch: &str, dest: &Path) -> Result<ForkReport, (bool, String)> {
     let t = Instant::now();
     let fatal = |e: String| (false, e);
-    let tmp = temp_for(dest, std::process::id());
+    let tmp = temp_for(dest, "forking", std::process::id());
     let _ = std::fs::remove_dir_all(&tmp);
     let r = build(store, commit, branch, &tmp);
     let mut rep = match r {
@@ -257,7 +270,7 @@ fn build(store: &Store, commit: ObjectId, branch: &str, tmp: &Path) -> Result<Fo
     for sub in ["packs", "wc"] {
         crate::private::create_dir(&tmp.join(sub)).map_err(|e| io(&tmp.join(sub), e))?;
     }
-    let db = crate::store::db::open_db(tmp).map_err(|e| fatal(e.to_string()))?;
+    let db = crate::store::db::open_db(tmp).map_err(|e| fatal(e.with_cause()))?;
     let mut txn = db.begin_write().map_err(|e| fatal(e.to_string()))?;
     txn.set_durability(Durability::Immediate).map_err(|e| fatal(e.to_string()))?;
     create_tables(&txn).map_err(|e| fatal(e.to_string()))?;

@@ -358,9 +358,20 @@ fn reader(b: &[u8], kind: u8) -> Result<R<'_>, String> {
         return Err(format!("object version {} of kind {k} (this decoder reads version {OBJECT_VERSION})", b[4]));
     }
     if k != kind {
-        return Err(format!("object of kind {k}, expected {kind}"));
+        return Err(format!("object of kind {k} ({}), expected {kind} ({})", kind_name(k), kind_name(kind)));
     }
     Ok(R { b, at: 6 })
+}
+
+/// What an object of kind `k` is, in words ("a commit", "a directory"…).
+pub fn kind_name(k: u8) -> &'static str {
+    match k {
+        KIND_FILE => "a file manifest",
+        KIND_DIR => "a directory",
+        KIND_COMMIT => "a commit",
+        4 => "a manifest node",
+        _ => "unknown",
+    }
 }
 
 /// Decodes a file manifest. Errors: wrong kind, truncated or trailing bytes.

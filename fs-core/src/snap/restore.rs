@@ -196,7 +196,7 @@ fn find(load: &mut Load, root: &ObjectId, comps: &[&[u8]]) -> Result<Option<Entr
 /// A `--path` made canonical: relative to the workspace root, no empty,
 /// `.` or `..` components. Errors name the path and what to give instead.
 pub(crate) fn clean_path(p: &[u8]) -> Result<Vec<u8>, SnapError> {
-    let shown = String::from_utf8_lossy(p).into_owned();
+    let shown = crate::printable(p);
     let comps: Vec<&[u8]> = p.split(|b| *b == b'/').filter(|c| !c.is_empty() && *c != b".").collect();
     if comps.iter().any(|c| *c == b"..") {
         return Err(SnapError::BadPath { path: shown, why: "\"..\" is not allowed; give the path relative to the workspace root".into() });
@@ -243,7 +243,7 @@ pub(crate) fn plan_restore(store: &Store, commit: &ObjectId, paths: &[Vec<u8>]) 
                 let comps: Vec<&[u8]> = p.split(|b| *b == b'/').collect();
                 let live = find(&mut load, &built.root, &comps).map_err(SnapError::Store)?;
                 let tgt = find(&mut load, &c.root, &comps).map_err(SnapError::Store)?;
-                let shown = String::from_utf8_lossy(&p).into_owned();
+                let shown = crate::printable(&p);
                 let short = hex_id(commit)[..12].to_string();
                 if live.is_none() && tgt.is_none() {
                     return Err(SnapError::BadPath { path: shown, why: format!("in neither the live tree nor commit {short}; check the spelling (relative to the workspace root)") });
@@ -252,7 +252,7 @@ pub(crate) fn plan_restore(store: &Store, commit: &ObjectId, paths: &[Vec<u8>]) 
                 if live.is_none() && !dir.is_empty() {
                     let parent = find(&mut load, &built.root, dir).map_err(SnapError::Store)?;
                     if parent.map(|e| e.kind) != Some(EntryKind::Dir) {
-                        let pp = String::from_utf8_lossy(&dir.join(&b'/')).into_owned();
+                        let pp = crate::printable(&dir.join(&b'/'));
                         return Err(SnapError::BadPath { path: shown, why: format!("its directory {pp} is not a directory in the live tree; restore --path {pp} instead") });
                     }
                 }

@@ -567,6 +567,14 @@ pub fn import_into(
     Ok(rep)
 }
 
+/// Removes the build directories (`.NAME.cloning-PID`) that clones into
+/// `dest` killed before their rename left, as a fork's leftovers are
+/// (`materialize::sweep`): those whose process is gone. `ringfs clone`
+/// calls it before it fetches; [`build_clone`] again.
+pub fn sweep_clones(dest: &Path) {
+    crate::snap::materialize::sweep(dest, "cloning");
+}
+
 /// Makes a new store at `dest` on `branch` at commit `head` from fetched
 /// `objects` (everything `head` reaches; each checked against its id) and
 /// chunk `bundles` (moved in as sealed packs), built beside `dest` and
@@ -586,11 +594,8 @@ pub fn build_clone(
     prepare: &dyn Fn(&Path) -> Result<(), String>,
 ) -> Result<ImportReport, SnapError> {
     check_dest(dest).map_err(SnapError::Store)?;
-    let name = dest
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "store".into());
-    let tmp = dest.with_file_name(format!(".{name}.cloning-{}", std::process::id()));
+    sweep_clones(dest);
+    let tmp = crate::snap::materialize::temp_for(dest, "cloning", std::process::id());
     let _ = std::fs::remove_dir_all(&tmp);
     // Private to its owner (D87), bundles fetched by an earlier version
     // included.
@@ -601,9 +606,14 @@ pub fn build_clone(
         Ok(r) => r,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&tmp);
-            return Err(SnapError::Store(e));
+            return Err(SnapError::Store(crate::snap::materialize::if_full(dest, "building the new store", e)));
         }
     };
+    // Tests: the process dies here, as kill -9 would, with the new store
+    // built but not in place (the next clone there removes it).
+    if std::env::var_os("RINGFS_TEST_DIE_IN_CLONE").is_some() {
+        std::process::abort();
+    }
     if dest.is_dir() {
         std::fs::remove_dir(dest)
             .map_err(|e| SnapError::Store(format!("{}: {e}", dest.display())))?;
@@ -644,7 +654,7 @@ fn clone_into(
     let mut rep = ImportReport::default();
     let mut uses = chunk_uses(&objects)?;
     let map: HashMap<ObjectId, Vec<u8>> = objects.into_iter().collect();
-    let db = crate::store::db::open_db(tmp).map_err(|e| e.to_string())?;
+    let db = crate::store::db::open_db(tmp).map_err(|e| e.with_cause())?;
     let mut txn = db.begin_write().map_err(|e| e.to_string())?;
     txn.set_durability(Durability::Immediate)
         .map_err(|e| e.to_string())?;

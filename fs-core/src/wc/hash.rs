@@ -275,7 +275,7 @@ impl Wc<'_> {
         });
         match stored {
             Ok(Some((_, dc, db))) => {
-                txn.commit().map_err(db_errno)?;
+                txn.commit().map_err(|e| space_errno(e.into()))?;
                 self.stored(p, dc, db);
                 Ok(())
             }
@@ -286,7 +286,7 @@ impl Wc<'_> {
             Err(e) => {
                 let _ = txn.abort();
                 tracing::error!("storing content of inode {}: {e}", p.ino);
-                Err(Errno::EIO)
+                Err(space_errno(e))
             }
         }
     }
@@ -396,4 +396,16 @@ pub(crate) fn data_extents(f: &std::fs::File, size: u64) -> std::io::Result<Vec<
         pos = end;
     }
     Ok(out)
+}
+
+/// A store error storing a file's content as the errno its caller gets
+/// (fsync, a commit's settle): ENOSPC when the disk is full (so the
+/// commit can say so), else EIO. Logged.
+fn space_errno(e: redb::Error) -> Errno {
+    if crate::store::db::is_enospc(&e) {
+        tracing::warn!("store: {e}");
+        Errno(libc::ENOSPC)
+    } else {
+        db_errno(e)
+    }
 }

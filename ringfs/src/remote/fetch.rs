@@ -162,6 +162,11 @@ pub fn fetch(
                 hex_id(&id)
             );
         }
+        if id == root {
+            if let Some(why) = not_a_commit(rec) {
+                return Err(heads::damaged(r, &head, &why));
+            }
+        }
         let (objs, chunks) = children(rec)
             .map_err(|e| anyhow!("remote {}: object {} in {bk}: {e}", r.url, hex_id(&id)))?;
         // Pushed in reverse, so the walk is depth-first in name order (a
@@ -223,7 +228,11 @@ pub fn fetch(
             let b = r.get_verified(k, h)?;
             bytes += b.len() as u64;
             let tmp = p.with_extension("part");
-            fs_core::private::write(&tmp, &b).with_context(|| format!("writing {}", tmp.display()))?;
+            if let Err(e) = fs_core::private::write(&tmp, &b) {
+                // (No half-written bundle stays: a full disk is reported with what the staging holds.)
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e).with_context(|| format!("writing {}", tmp.display()));
+            }
             std::fs::rename(&tmp, &p)?;
             if super::failpoint("bundle-fetched") && files.len() >= 1 {
                 std::process::abort();
@@ -240,6 +249,46 @@ pub fn fetch(
         bytes,
         remote: Vec::new(),
     })
+}
+
+/// Why the object bytes `b` a head names are not a commit ("it names
+/// object X, which is a directory, not a commit"); None: a commit.
+pub fn not_a_commit(b: &[u8]) -> Option<String> {
+    use fs_core::snap::object::{dec_commit, kind_name, kind_of, KIND_COMMIT};
+    let why = match kind_of(b) {
+        Ok(KIND_COMMIT) => format!("a commit that cannot be read ({})", dec_commit(b).err()?),
+        Ok(k) => format!("{}, not a commit", kind_name(k)),
+        Err(e) => format!("not an object this ringfs reads ({e})"),
+    };
+    Some(format!("it names object {}, which is {why}", hex_id(&id_of(b))))
+}
+
+/// Checks that the commit `head` names is a commit: from `local` (the
+/// object's bytes when this store holds it), else from the remote (its
+/// bundle index and bundle). A push refused by a head it does not descend
+/// from calls it first, so a damaged head is named as such, as clone and
+/// pull name it, not as another store's. Errors: [`heads::damaged`], or
+/// the remote unreadable.
+pub fn check_head(r: &Remote, head: &HeadRec, local: &dyn Fn(&ObjectId) -> Option<Vec<u8>>) -> Result<()> {
+    let id = parse_hex(&head.commit).ok_or_else(|| heads::damaged(r, head, "its commit is not a commit id"))?;
+    let b = match local(&id) {
+        Some(b) => b,
+        None => {
+            let cat = catalog(r)?;
+            let Some((bk, off, len)) = cat.objects.get(&id) else {
+                return Err(heads::damaged(r, head, &format!("it names object {}, which is in no bundle index on the remote", hex_id(&id))));
+            };
+            let b = r.get_verified(bk, key_hash(bk))?;
+            match b.get(*off as usize..*off as usize + *len as usize) {
+                Some(rec) if id_of(rec) == id => rec.to_vec(),
+                _ => bail!("remote {}: object {} in {bk} does not match its index", r.url, hex_id(&id)),
+            }
+        }
+    };
+    match not_a_commit(&b) {
+        Some(why) => Err(heads::damaged(r, head, &why)),
+        None => Ok(()),
+    }
 }
 
 /// The head of `branch` on the remote (None: the remote's only branch, or

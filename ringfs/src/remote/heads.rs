@@ -37,8 +37,10 @@ impl Guard {
     }
 }
 
+/// The remote's layout marker (`ringfs-remote.json`, docs/FORMATS.md
+/// "Remote layout").
 #[derive(Serialize, Deserialize)]
-struct Marker {
+pub struct Marker {
     format: String,
     version: u32,
     heads: Guard,
@@ -60,6 +62,22 @@ pub struct HeadRec {
     pub time: u64,
     #[serde(default)]
     pub seq: u64,
+    /// The key it was read from (not stored; empty for one being written).
+    #[serde(skip)]
+    pub key: String,
+}
+
+/// The error of a head record whose commit cannot be used (`why`): names
+/// the remote, the branch and the record's key, and the way out. Every
+/// command meeting it says the same (clone, pull, push).
+pub fn damaged(r: &Remote, h: &HeadRec, why: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "remote {}: the head of branch {} is damaged (record {}): {why}. Nothing was taken from it or changed; \
+         remove that record on the remote (the generation before it, if any, is then the head) or push to a new branch",
+        r.url,
+        h.branch,
+        h.key
+    )
 }
 
 fn hexname(b: &str) -> String {
@@ -85,86 +103,99 @@ pub fn probe(r: &Remote, writer: &str) -> Result<Guard> {
     })
 }
 
-/// The remote's guard, from its marker; a remote without one is set up
-/// (probe, then the marker created if absent). Errors: another format or a
-/// newer version, the remote unreachable.
-pub fn init(r: &Remote, writer: &str) -> Result<Guard> {
+/// The layout version this ringfs reads and writes.
+pub const VERSION: u64 = 1;
+
+/// Checks a marker's bytes: a JSON object with `"format":
+/// "ringfs-remote"` and `"version"` 1 (format and version first, so a newer
+/// layout whose other fields changed is named as newer). Errors: one line
+/// naming the remote and what is wrong with its marker.
+fn check_marker(url: &str, b: &[u8]) -> Result<Marker> {
+    let not = |why: String| anyhow::anyhow!("remote {url}: {MARKER} {why}: this is not a ringfs remote this ringfs can use (check the URL)");
+    let v: serde_json::Value = serde_json::from_slice(b).map_err(|e| not(format!("is not a ringfs remote marker ({e})")))?;
+    match v.get("format").and_then(|f| f.as_str()) {
+        Some("ringfs-remote") => {}
+        Some(f) => return Err(not(format!("names format {f:?}, not \"ringfs-remote\""))),
+        None => return Err(not("names no format".into())),
+    }
+    match v.get("version").and_then(|x| x.as_u64()) {
+        Some(VERSION) => {}
+        Some(n) if n > VERSION => bail!("remote {url}: layout version {n} is newer than this ringfs reads ({VERSION}): upgrade ringfs"),
+        _ => return Err(not(format!("has no valid version ({})", v.get("version").map(|x| x.to_string()).unwrap_or_else(|| "none".into())))),
+    }
+    serde_json::from_value(v).map_err(|e| not(format!("is damaged ({e})")))
+}
+
+/// The remote's marker, read and checked by [`check_marker`]: every
+/// command that reads or writes a remote (clone, pull, push, remote add and
+/// status, a lazy clone's daemon) goes through here first. None: the
+/// remote has no marker. Errors: a marker of another format or a newer
+/// version, a damaged one, the remote unreachable.
+pub fn marker(r: &Remote) -> Result<Option<Marker>> {
     match r.get(MARKER) {
-        Ok(b) => {
-            let m: Marker = serde_json::from_slice(&b).map_err(|e| {
-                anyhow::anyhow!(
-                    "remote {}: {MARKER} is not a ringfs remote marker: {e}",
-                    r.url
-                )
-            })?;
-            if m.format != "ringfs-remote" {
-                bail!(
-                    "remote {}: {MARKER} names format {:?}, not ringfs-remote",
-                    r.url,
-                    m.format
-                );
-            }
-            if m.version > 1 {
-                bail!("remote {}: layout version {} is newer than this ringfs reads (1): upgrade ringfs", r.url, m.version);
-            }
-            Ok(m.heads)
-        }
+        Ok(b) => check_marker(&r.url, &b).map(Some),
+        Err(Miss::NotFound) => Ok(None),
         Err(Miss::Other(e)) => Err(e),
-        Err(Miss::NotFound) => {
-            let g = probe(r, writer)?;
-            let seed = format!("{writer}{:?}{}", std::time::SystemTime::now(), std::process::id());
-            let m = Marker {
-                format: "ringfs-remote".into(),
-                version: 1,
-                heads: g,
-                id: blake3::hash(seed.as_bytes()).to_hex()[..32].to_string(),
-            };
-            r.create(MARKER, serde_json::to_vec_pretty(&m)?)?;
-            // Whoever created it first decides.
-            init_read(r)
-        }
     }
 }
 
-fn init_read(r: &Remote) -> Result<Guard> {
-    match r.get(MARKER) {
-        Ok(b) => Ok(serde_json::from_slice::<Marker>(&b)
-            .map_err(|e| anyhow::anyhow!("remote {}: {MARKER}: {e}", r.url))?
-            .heads),
-        Err(Miss::NotFound) => bail!(
-            "remote {}: {MARKER} vanished right after it was written",
-            r.url
-        ),
-        Err(Miss::Other(e)) => Err(e),
+/// The remote's marker, which must exist (every command but `remote add`
+/// and push, which set a remote up). Errors: as [`marker`], or none there.
+fn marker_needed(r: &Remote) -> Result<Marker> {
+    match marker(r)? {
+        Some(m) => Ok(m),
+        None => bail!("remote {}: no ringfs remote there ({MARKER} is missing): check the URL, or push to it first", r.url),
+    }
+}
+
+/// The remote's guard, from its marker; a remote without one is set up
+/// (probe, then the marker created if absent). Errors: as [`marker`].
+pub fn init(r: &Remote, writer: &str) -> Result<Guard> {
+    if let Some(m) = marker(r)? {
+        return Ok(m.heads);
+    }
+    let g = probe(r, writer)?;
+    let seed = format!("{writer}{:?}{}", std::time::SystemTime::now(), std::process::id());
+    let m = Marker {
+        format: "ringfs-remote".into(),
+        version: VERSION as u32,
+        heads: g,
+        id: blake3::hash(seed.as_bytes()).to_hex()[..32].to_string(),
+    };
+    r.create(MARKER, serde_json::to_vec_pretty(&m)?)?;
+    // Whoever created it first decides.
+    match marker(r)? {
+        Some(m) => Ok(m.heads),
+        None => bail!("remote {}: {MARKER} vanished right after it was written", r.url),
     }
 }
 
 /// The remote's identity from its marker (empty for a marker without one).
-/// Errors: the marker missing or unreadable, the remote unreachable.
+/// Errors: as [`marker`], or the marker missing.
 pub fn identity(r: &Remote) -> Result<String> {
-    match r.get(MARKER) {
-        Ok(b) => Ok(serde_json::from_slice::<Marker>(&b)
-            .map_err(|e| anyhow::anyhow!("remote {}: {MARKER}: {e}", r.url))?
-            .id),
-        Err(Miss::NotFound) => bail!("remote {}: no ringfs remote there ({MARKER} is missing)", r.url),
-        Err(Miss::Other(e)) => Err(e),
-    }
+    Ok(marker_needed(r)?.id)
 }
 
-/// The guard of a remote that must be set up already (clone, pull).
+/// The guard of a remote that must be set up already (clone, pull,
+/// status). Errors: as [`marker`], or the marker missing.
 pub fn read_guard(r: &Remote) -> Result<Guard> {
-    match r.get(MARKER) {
-        Ok(_) => init_read(r),
-        Err(Miss::NotFound) => bail!("remote {}: no ringfs remote there ({MARKER} is missing): check the URL, or push to it first", r.url),
-        Err(Miss::Other(e)) => Err(e),
-    }
+    Ok(marker_needed(r)?.heads)
 }
 
+/// The head record at `k`, checked: JSON of a record whose commit is a
+/// commit id (64 hex digits). Errors: a damaged record ([`damaged`]).
 fn fetch_rec(r: &Remote, k: &str) -> Result<Option<HeadRec>> {
     match r.get(k) {
-        Ok(b) => Ok(Some(serde_json::from_slice(&b).map_err(|e| {
-            anyhow::anyhow!("remote {}: head record {k} is damaged: {e}", r.url)
-        })?)),
+        Ok(b) => {
+            let mut h: HeadRec = serde_json::from_slice(&b).map_err(|e| {
+                anyhow::anyhow!("remote {}: head record {k} is damaged ({e}): nothing was taken from it or changed; remove that record on the remote (the generation before it, if any, is then the head) or push to a new branch", r.url)
+            })?;
+            h.key = k.to_string();
+            if super::push::parse_hex(&h.commit).is_none() {
+                return Err(damaged(r, &h, &format!("its commit {:?} is not a commit id", h.commit)));
+            }
+            Ok(Some(h))
+        }
         Err(Miss::NotFound) => Ok(None),
         Err(Miss::Other(e)) => Err(e),
     }
@@ -330,6 +361,7 @@ pub fn advance(
         writer: writer.to_string(),
         time: now,
         seq: 0,
+        key: String::new(),
     };
     match g {
         Guard::Cas => {

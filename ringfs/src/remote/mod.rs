@@ -114,8 +114,61 @@ fn check(v: Value) -> Result<Value> {
     Ok(v)
 }
 
-fn offline(dir: &Path) -> Result<Offline> {
-    Offline::open(dir).map_err(|e| anyhow!("{e}"))
+/// The unmounted store `dir`, its lock held. `cmd`: the command that takes
+/// a mountpoint instead (`push`, `remote add`), named when a daemon holds
+/// the store; None (pull: not on a mount) gives the lock's own line.
+fn offline(dir: &Path, cmd: Option<&str>) -> Result<Offline> {
+    use fs_core::snap::refs::BranchStoreError;
+    Offline::open(dir).map_err(|e| match (e, cmd) {
+        (BranchStoreError::Store(e), Some(cmd)) => plan::store_command_error(e, dir, cmd),
+        (BranchStoreError::Store(e), None) => plan::explain_store_error(e, "--store"),
+        (e, _) => anyhow!("{e}"),
+    })
+}
+
+/// `p` with every symbolic link resolved: its nearest existing ancestor
+/// made canonical, the rest appended (`..` taken lexically there).
+fn real_path(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let comps: Vec<Component> = p.components().collect();
+    for k in (0..=comps.len()).rev() {
+        let pre: PathBuf = comps[..k].iter().collect();
+        let Ok(mut out) = pre.canonicalize() else { continue };
+        for c in &comps[k..] {
+            match c {
+                Component::ParentDir => {
+                    out.pop();
+                }
+                Component::Normal(n) => out.push(n),
+                _ => {}
+            }
+        }
+        return out;
+    }
+    p.to_path_buf()
+}
+
+/// Refuses a `file://` remote inside the store `store` or the workspace
+/// mounted at `mountpoint` it is for (canonical paths, through symbolic
+/// links): every push would write its bundles into what it pushes (the
+/// live tree takes them in, the next push sends them again). Other URLs
+/// pass.
+fn not_inside(url: &str, store: &Path, mountpoint: Option<&Path>) -> Result<()> {
+    let Ok(store::Url::File(d)) = store::parse_url(url) else { return Ok(()) };
+    let real = real_path(&d);
+    for (what, p) in [("store", Some(store)), ("workspace", mountpoint)] {
+        let Some(p) = p else { continue };
+        let Ok(rp) = p.canonicalize() else { continue };
+        if real.starts_with(&rp) {
+            bail!(
+                "remote {url} is inside the {what} it would hold ({}{}): every push would write into what it pushes; give a directory outside {}",
+                rp.display(),
+                if real != d { format!("; {} is {}", d.display(), real.display()) } else { String::new() },
+                rp.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `ringfs remote add|status`.
@@ -136,6 +189,10 @@ pub fn cmd_remote(args: RemoteArgs) -> Result<()> {
             state::check_name(&name)?;
             store::parse_url(&url)?;
             let (mounted, dir) = store_of(mp.as_deref(), store.as_deref())?;
+            // An unmounted store stays locked until the remote is recorded;
+            // one a daemon holds is refused (give its mountpoint).
+            let _lock = if mounted { None } else { Some(offline(&dir, Some("remote add"))?) };
+            not_inside(&url, &dir, mp.as_deref())?;
             if !mounted {
                 // It is written to: made private if an earlier version
                 // left it open (D87; a mount does this for a mounted one).
@@ -155,13 +212,28 @@ pub fn cmd_remote(args: RemoteArgs) -> Result<()> {
             let r = store::Remote::open(&url, made.is_some())?;
             let seed = format!("{:?}{}", std::time::SystemTime::now(), std::process::id());
             let probe_writer = blake3::hash(seed.as_bytes()).to_hex()[..16].to_string();
-            // A file:// directory this command made goes again if the set-up fails.
-            let guard = heads::init(&r, &probe_writer).inspect_err(|_| {
+            // What this command sets up on the remote (the marker, a
+            // file:// directory) goes again if the add fails: nothing
+            // half-made stays.
+            let fresh = heads::marker(&r)?.is_none();
+            let undo = || {
+                if fresh {
+                    let _ = r.delete(heads::MARKER);
+                }
                 if let Some(d) = &made {
                     let _ = std::fs::remove_dir(d);
                 }
+            };
+            let guard = heads::init(&r, &probe_writer).inspect_err(|_| undo())?;
+            let c = state::add(&dir, &name, &url).map_err(|e| {
+                undo();
+                let text = format!("{e:#}");
+                if fs_core::says_full(&text) {
+                    anyhow!("{} ({text}); the remote was not added", fs_core::full_disk(&dir, "recording the remote in the store"))
+                } else {
+                    e
+                }
             })?;
-            let c = state::add(&dir, &name, &url)?;
             state::check_identity(&dir, &c.name, &heads::identity(&r)?)?;
             let v = json!({ "name": c.name, "url": c.url, "writer": c.writer, "heads": guard.as_str(), "store": dir });
             print(
@@ -193,7 +265,7 @@ pub fn cmd_remote(args: RemoteArgs) -> Result<()> {
                     control::Request::RemoteStatus { remote },
                 )?)?
             } else {
-                let off = offline(&dir)?;
+                let off = offline(&dir, Some("remote status"))?;
                 status_doc(&off.transfer(), &dir, remote.as_deref())?
             };
             print(&v, json, status_text(&v));
@@ -388,8 +460,9 @@ fn push_text(v: &Value) -> String {
 /// `ringfs push`.
 pub fn cmd_push(args: PushArgs) -> Result<()> {
     let (mounted, dir) = store_of(args.mountpoint.as_deref(), args.store.as_deref())?;
+    // (Refused at `remote add`; a remote added before that was checked is refused here.)
+    not_inside(&state::pick(&dir, args.remote.as_deref())?.url, &dir, args.mountpoint.as_deref())?;
     let v = if mounted {
-        state::pick(&dir, args.remote.as_deref())?;
         check(ask(
             args.mountpoint.as_deref().unwrap(),
             control::Request::Push {
@@ -399,7 +472,7 @@ pub fn cmd_push(args: PushArgs) -> Result<()> {
         )?)?
     } else {
         let c = state::pick(&dir, args.remote.as_deref())?;
-        let off = offline(&dir)?;
+        let off = offline(&dir, Some("push"))?;
         push::push(&off.transfer(), &dir, &c, args.branch.as_deref(), args.json)?.doc()
     };
     if v["remote_reset"] == true {
@@ -436,7 +509,7 @@ pub fn cmd_pull(args: PullArgs) -> Result<()> {
     let c = state::pick(&dir, args.remote.as_deref())?;
     let r = store::Remote::open(&c.url, false)?;
     r.ping()?;
-    let off = offline(&dir)?;
+    let off = offline(&dir, None)?;
     let src = off.transfer();
     let (branch, local) = src
         .head(args.branch.as_deref())
@@ -444,6 +517,10 @@ pub fn cmd_pull(args: PullArgs) -> Result<()> {
     let head = fetch::remote_head(&r, Some(&branch))?;
     let theirs = push::parse_hex(&head.commit)
         .ok_or_else(|| anyhow!("remote {}: head of {branch} is not a commit id", c.url))?;
+    // A head naming an object this store holds is not fetched: check it is a commit here.
+    if let Some(why) = src.object(&theirs).ok().flatten().and_then(|b| fetch::not_a_commit(&b)) {
+        return Err(heads::damaged(&r, &head, &why));
+    }
     if Some(theirs) == local || local.is_some_and(|l| src.is_ancestor(&theirs, &l).unwrap_or(false))
     {
         let ahead = Some(theirs) != local;
@@ -532,6 +609,7 @@ pub fn cmd_clone(args: CloneArgs) -> Result<()> {
     let t = Instant::now();
     store::parse_url(&args.url)?;
     fs_core::snap::materialize::check_dest(&args.store).map_err(|e| anyhow!("{e}"))?;
+    fs_core::snap::transfer::sweep_clones(&args.store);
     let r = store::Remote::open(&args.url, false)?;
     r.ping()?;
     let head = fetch::remote_head(&r, args.branch.as_deref())?;
@@ -557,7 +635,20 @@ pub fn cmd_clone(args: CloneArgs) -> Result<()> {
         args.json,
         !args.eager,
         true,
-    )?;
+    )
+    .map_err(|e| {
+        let text = format!("{e:#}");
+        if !fs_core::says_full(&text) {
+            return e;
+        }
+        let held: u64 = std::fs::read_dir(&staging).into_iter().flatten().flatten().filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum();
+        anyhow!(
+            "{} ({text}); no store was made; the {} of bundles fetched so far stay in {} (the same clone run again resumes from them; remove it to give the space back)",
+            fs_core::full_disk(staging.parent().unwrap_or(Path::new(".")), "fetching the bundles"),
+            sync::human_bytes(held),
+            staging.display()
+        )
+    })?;
     let t_fetch = t.elapsed();
     let theirs = push::parse_hex(&f.head.commit).unwrap();
     let identity = heads::identity(&r)?;

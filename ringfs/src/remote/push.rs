@@ -414,10 +414,14 @@ fn push_inner(
     };
     match heads::advance(&r, guard, &out.branch, &cfg.writer, &head, out.height, &is_anc)? {
         Ok(moved) => rep.head_moved = moved,
-        Err(Refused::Diverged { theirs }) => return Err(anyhow::Error::new(Diverged(format!(
+        Err(Refused::Diverged { theirs }) => {
+            // A head naming no commit is damaged, not another store's.
+            super::fetch::check_head(&r, &theirs, &|id| src.object(id).ok().flatten())?;
+            return Err(anyhow::Error::new(Diverged(format!(
             "remote {} ({}): branch {} there is at {} (pushed by writer {}), which this store's {} does not descend from: another store pushes this branch. Nothing of theirs was changed (your objects are there, the head is not). If this store has no commits of its own since, `ringfs pull --store DIR` fast-forwards it to theirs; if both sides have commits (pull then refuses: it does not merge), keep yours on a new branch (`ringfs branch … NEWNAME`, then `ringfs push … --branch NEWNAME`) or in a fork of this store (`ringfs fork`)",
             cfg.name, cfg.url, out.branch, &theirs.commit[..12.min(theirs.commit.len())], theirs.writer, &head[..12]
-        )))),
+        ))));
+        }
         Err(Refused::Raced) => bail!(
             "remote {} ({}): another store moved branch {} during this push; nothing of theirs was changed: push again (refused with the way out if their head is not in your history), or push as a new branch (`ringfs branch … NEWNAME`, then `ringfs push … --branch NEWNAME`)",
             cfg.name, cfg.url, out.branch

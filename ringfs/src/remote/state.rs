@@ -67,11 +67,17 @@ fn dir_of(store: &Path, name: &str) -> PathBuf {
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
-    let mut f =
-        fs_core::private::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    let written = (|| {
+        let mut f = fs_core::private::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        // Nothing half-written stays (a full disk, most likely).
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("writing {}", path.display()));
+    }
     if let Some(p) = path.parent() {
         let _ = std::fs::File::open(p).and_then(|d| d.sync_all());
     }
@@ -88,6 +94,7 @@ pub fn add(store: &Path, name: &str, url: &str) -> Result<Config> {
             load(store, name)?.url
         );
     }
+    let made = !d.exists();
     fs_core::private::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
     let seed = format!(
         "{:?}{}{}{name}",
@@ -105,7 +112,14 @@ pub fn add(store: &Path, name: &str, url: &str) -> Result<Config> {
     write_atomic(
         &d.join("config.json"),
         serde_json::to_string_pretty(&c)?.as_bytes(),
-    )?;
+    )
+    .inspect_err(|_| {
+        // A failed add leaves no record behind (nor `remotes/` if it made it).
+        if made {
+            let _ = std::fs::remove_dir(&d);
+            let _ = std::fs::remove_dir(remotes_dir(store));
+        }
+    })?;
     Ok(c)
 }
 

@@ -205,13 +205,15 @@ impl Remote {
 
     fn err(&self, what: &str, k: &str, e: object_store::Error) -> anyhow::Error {
         let text = scrub(&e.to_string());
-        // A full disk under a file:// remote: say what to do.
-        let fix = if text.contains("No space left on device") {
-            ": free space on the remote's disk and run the command again (what was sent stays; a push sends only the rest)"
-        } else {
-            ""
-        };
-        anyhow!("remote {}: {what} {k}: {text}{fix}", self.url)
+        // A full disk under a file:// remote: name it and what to do.
+        if let (true, Ok(Url::File(d))) = (fs_core::says_full(&text), parse_url(&self.url)) {
+            return anyhow!(
+                "remote {}: {} (what was sent stays: a push sends only the rest)",
+                self.url,
+                fs_core::full_disk(&d, &format!("{what} {k}: {text}"))
+            );
+        }
+        anyhow!("remote {}: {what} {k}: {text}", self.url)
     }
 
     /// Writes `bytes` at `k` (overwriting): one PUT, or a multipart

@@ -152,7 +152,13 @@ impl Source {
     fn attempt(&self, key: &str, ranges: &[std::ops::Range<u64>]) -> Result<Vec<Bytes>> {
         let r = match self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop() {
             Some(r) => r,
-            None => Remote::open(&self.url, false)?,
+            None => {
+                // Each connection opened checks the remote's marker first
+                // (another format or a newer layout: refused, never read).
+                let r = Remote::open(&self.url, false)?;
+                super::super::heads::read_guard(&r)?;
+                r
+            }
         };
         STATS.gets.fetch_add(1, Ordering::Relaxed);
         let v = r.get_ranges(key, ranges)?;
