@@ -417,3 +417,20 @@ pub(crate) fn check_for_mount<T: Send>(dir: &Path, lock_empty: bool, full: bool,
         Ok((Some(r), Some(t)))
     })
 }
+
+impl crate::store::db::Store {
+    /// The damage this store met while serving (`store::fault`), named by
+    /// table: every table read once ([`scan_tables`], over a read
+    /// transaction outside any `Tx`, redb's panics caught) the first time
+    /// it is asked, and logged then as one line. `None`: none met.
+    pub(crate) fn damage(&self) -> Option<crate::types::StoreDamaged> {
+        self.fault.named(|first| {
+            let found = self.with_plain_read(|rtx| guarded(|| scan_tables(rtx, SCHEMA_VERSION).into_iter().next()).ok().flatten());
+            let dir = self.dir().map(Path::to_path_buf).unwrap_or_else(|| "memory".into());
+            match found {
+                Some(d) => crate::types::StoreDamaged { table: d.place, detail: d.what, dir },
+                None => crate::types::StoreDamaged { table: "store.redb (no table reads as damaged now)".into(), detail: first.to_string(), dir },
+            }
+        })
+    }
+}
