@@ -361,8 +361,8 @@ pub(crate) fn check_before_open(dir: &Path) -> Result<(), StoreError> {
 /// empty before it was taken), without writing to it. Always: redb opens
 /// it read-only, and no damage is visible from outside ([`damage_outside`]).
 /// A store shut down cleanly (meta `clean` = 1) of the current schema,
-/// unless `full`: the pack list, meta and the chunk index are read
-/// (undecoded), and the inode tables into memory ([`read_state_parallel`], returned
+/// unless `full`: the pack list, meta, the chunk index and the live
+/// manifests' segment tables are read (undecoded), and the inode tables into memory ([`read_state_parallel`], returned
 /// for `load`; what a mount loads anyway) — manifest and journal records
 /// are decoded, and snapshot tables read, when used. Otherwise (an unclean shutdown, a migration ahead,
 /// or `full`): every table read ([`scan_tables`]), `Ok(None)`. On the
@@ -388,9 +388,12 @@ pub(crate) fn check_for_mount<T: Send>(dir: &Path, lock_empty: bool, full: bool,
     let tables = || -> Result<Read, StoreError> {
         // Read whole besides the inode tables: the ones every mount or its
         // first writes walk (the pack list, meta, the chunk index the hash
-        // workers insert into), undecoded. Manifest and journal values are
-        // decoded only when used.
-        for w in [walk(&rtx, PACKS, |_, _| {}), walk(&rtx, META, |_, _| {}), walk(&rtx, CHUNKS, |_, _| {})] {
+        // workers insert into, the live manifests' segments and their
+        // counts, which storing a changed big file rewrites: D86),
+        // undecoded. Manifest roots and journal values are decoded only
+        // when used.
+        let segments = [walk(&rtx, LIVE_SEGMENTS, |_, _| {}), walk(&rtx, LIVE_SEGMENT_REFS, |_, _| {})];
+        for w in [walk(&rtx, PACKS, |_, _| {}), walk(&rtx, META, |_, _| {}), walk(&rtx, CHUNKS, |_, _| {})].into_iter().chain(segments) {
             if let Some(d) = w.damage {
                 return Err(damaged(format!("table {}: {}", d.place, d.what)));
             }
