@@ -150,6 +150,45 @@ fn guarded_turns_a_panic_into_an_error() {
     assert_eq!(guarded(|| 5), Ok(5));
 }
 
+/// Damage met while serving (issue 41, D86): a store opened cleanly (its
+/// check read the tables through another handle) whose database turns to
+/// junk past its header behind the open handle. A snapshot commit meets it
+/// (a redb panic or error inside a store transaction): it fails, the
+/// thread that ran it lives, the store says it is damaged (by table, with
+/// the fix) and refuses writes, what is in memory still answers, and the
+/// shutdown skips the final commit, leaving the lock file naming a pid (as
+/// a crash does) so the next open reads every table and refuses the store.
+#[test]
+fn damage_met_while_served_turns_the_store_read_only() {
+    let t = tempfile::tempdir().unwrap();
+    {
+        let fs = dir_fs(t.path());
+        write_file(&fs, ROOT, "big", &body(7, 4 << 20));
+        write_file(&fs, ROOT, "small", b"small");
+        fs.shutdown().unwrap();
+    }
+    let fs = dir_fs(t.path());
+    assert!(!fs.is_damaged() && fs.damaged().is_none());
+    let db = t.path().join("store.redb");
+    let len = std::fs::metadata(&db).unwrap().len();
+    let junk: Vec<u8> = (0..len - 16384).map(|i| (i.wrapping_mul(2654435761) >> 7) as u8 ^ 0x5a).collect();
+    std::os::unix::fs::FileExt::write_all_at(&std::fs::OpenOptions::new().write(true).open(&db).unwrap(), &junk, 16384).unwrap();
+    // As the control socket runs it: a panic there refuses the request.
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fs.snapshot_commit(&crate::snap::CommitOptions { message: "m".into(), author: "t@h".into(), allow_empty: true })));
+    assert!(!matches!(r, Ok(Ok(_))), "a commit over a damaged database succeeded");
+    assert!(fs.is_damaged(), "the commit met damage: {:?}", r.as_ref().map(|r| r.as_ref().err()));
+    let d = fs.damaged().unwrap().to_string();
+    assert!(d.starts_with("store damaged in ") && d.contains("read-only") && d.contains("ringfs salvage --store"), "{d}");
+    assert_eq!(fs.damaged().unwrap().to_string(), d, "named once");
+    // What is in memory still answers; nothing more is stored.
+    assert!(fs.getattr(ROOT, None).is_ok());
+    assert!(fs.store_now().is_err());
+    let e = fs.shutdown().unwrap_err();
+    assert!(matches!(e, StoreError::ServedDamaged(_)) && e.to_string().contains("final commit was skipped"), "{e}");
+    drop(fs);
+    assert!(!std::fs::read(t.path().join("ringfs.lock")).unwrap().is_empty(), "the lock file keeps the pid: the next mount reads every table");
+}
+
 /// What the check before a mount of a cleanly shut down store would cost
 /// if it also read the live manifest tables (issue 41; docs/DECISIONS.md
 /// D86): a store of `RINGFS_MEASURE_FILES` small files (default 10 000)
