@@ -15,8 +15,10 @@
 //! are damage ([`is_damage`]). Must not touch: the inode table, working
 //! copies, FUSE. Where the panic is caught (so the thread lives on) is the
 //! caller's boundary: the transports answer EIO, `ringfs`'s control socket
-//! answers an error, the group-commit and hash threads go on, `Fs::shutdown`
-//! skips the final commit.
+//! answers a refusal, the group-commit and hash threads go on, `Fs::shutdown`
+//! skips the final commit. (A redb panic inside a [`Tx`] is not printed, so
+//! a caller without such a boundary loses its message; `Fs::damaged` names
+//! the damage all the same.)
 
 use std::cell::{Cell, RefCell};
 use std::ops::{Deref, DerefMut};

@@ -88,7 +88,8 @@ where
     };
     let last_fwd = read_any.then_some(last_key);
     let place = match &last_fwd {
-        Some(l) if name == "chunks" || name == "chunk_refs" => {
+        // Keys that are hashes: hex, not a list of 32 numbers.
+        Some(l) if matches!(name.as_str(), "chunks" | "chunk_refs" | "chunk_index" | "live_segments" | "live_segment_refs") => {
             format!("{name} after key {}", hex(l))
         }
         Some(l) => format!("{name} after key {:?}", K::from_bytes(l)),
