@@ -813,7 +813,7 @@ fn scribble_random(p: &Path, at: u64, n: usize, seed: u64) {
 /// brings back every file with the appended bytes.
 ///
 /// The mount's check after a clean shutdown reads the manifest tables now
-/// (D86), so the store damaged while unmounted is refused at once; the
+/// (D89), so the store damaged while unmounted is refused at once; the
 /// same damage is therefore made while the store is mounted (the daemon
 /// had not read those pages: its check read them through another handle),
 /// where the mount's check cannot see it.

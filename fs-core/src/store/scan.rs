@@ -390,7 +390,7 @@ pub(crate) fn check_for_mount<T: Send>(dir: &Path, lock_empty: bool, full: bool,
         // Read whole besides the inode tables: the ones every mount or its
         // first writes walk (the pack list, meta, the chunk index the hash
         // workers insert into, the live manifests' segments and their
-        // counts, which storing a changed big file rewrites: D86),
+        // counts, which storing a changed big file rewrites: D89),
         // undecoded. Manifest roots and journal values are decoded only
         // when used.
         let segments = [walk(&rtx, LIVE_SEGMENTS, |_, _| {}), walk(&rtx, LIVE_SEGMENT_REFS, |_, _| {})];

@@ -150,7 +150,7 @@ fn guarded_turns_a_panic_into_an_error() {
     assert_eq!(guarded(|| 5), Ok(5));
 }
 
-/// Damage met while serving (issue 41, D86): a store opened cleanly (its
+/// Damage met while serving (issue 41, D89): a store opened cleanly (its
 /// check read the tables through another handle) whose database turns to
 /// junk past its header behind the open handle. A snapshot commit meets it
 /// (a redb panic or error inside a store transaction): it fails, the
@@ -191,7 +191,7 @@ fn damage_met_while_served_turns_the_store_read_only() {
 
 /// What the check before a mount of a cleanly shut down store would cost
 /// if it also read the live manifest tables (issue 41; docs/DECISIONS.md
-/// D86): a store of `RINGFS_MEASURE_FILES` small files (default 10 000)
+/// D89): a store of `RINGFS_MEASURE_FILES` small files (default 10 000)
 /// in 100 directories and four 64 MiB files, then per round (7) a fresh
 /// read-only open timing the clean check's reads (pack list, meta, chunk
 /// index, the inode tables), the segment tables beside them
