@@ -268,6 +268,22 @@ pub struct Stats {
     pub content_reused: u64,
 }
 
+/// Damage a served store met (a redb panic on a damaged page, or a
+/// corruption error, in any of its transactions): the store is read-only
+/// from then on — reads still serve what can be read, changes are refused
+/// (EROFS), the final commit is skipped — until it is unmounted and
+/// salvaged (docs/SEMANTICS.md "Damaged stores").
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("store damaged in {table}: {detail}; the store is read-only until unmounted (what can be read is still served): run `ringfs umount` then `ringfs salvage --store {} --to NEWDIR`", dir.display())]
+pub struct StoreDamaged {
+    /// The table (and key) that cannot be read, as `ringfs fsck` names it.
+    pub table: String,
+    /// What redb said, or where it panicked.
+    pub detail: String,
+    /// The store directory ("memory" for a memory store).
+    pub dir: PathBuf,
+}
+
 /// Errors opening, shutting down or checking a store. Each message is one
 /// line naming the file and what to do.
 #[derive(Debug, thiserror::Error)]
@@ -295,6 +311,11 @@ pub enum StoreError {
     /// as anyhow's `{:#}`), not repeated in this message.
     #[error("store I/O error on {path}")]
     Io { path: PathBuf, source: std::io::Error },
+    /// The store met damage while it was served ([`StoreDamaged`]): the
+    /// final commit was skipped (changes since the last commit stay in the
+    /// working copies, which `ringfs salvage` takes in).
+    #[error("the final commit was skipped: {0}")]
+    ServedDamaged(StoreDamaged),
 }
 
 impl StoreError {

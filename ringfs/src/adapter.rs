@@ -257,9 +257,10 @@ impl Adapter {
         self.read_only = true;
     }
 
-    /// Err(EROFS) when changes are refused ([`Adapter::set_read_only`]).
+    /// Err(EROFS) when changes are refused ([`Adapter::set_read_only`], or
+    /// the store met damage while served: `fs_core::StoreDamaged`).
     fn writable(&self) -> Result<()> {
-        if self.read_only {
+        if self.read_only || self.fs.is_damaged() {
             Err(Errno(libc::EROFS))
         } else {
             Ok(())

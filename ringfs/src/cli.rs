@@ -197,8 +197,8 @@ pub struct MountArgs {
 
     /// Read every table of the store's database before serving it, as after
     /// an unclean shutdown (a store shut down cleanly has only its inode
-    /// tables, pack list and chunk index read; `ringfs fsck` checks
-    /// everything without mounting).
+    /// tables, pack list, chunk index and manifest segment tables read;
+    /// `ringfs fsck` checks everything without mounting).
     #[arg(long)]
     pub check: bool,
 

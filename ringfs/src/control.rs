@@ -181,6 +181,11 @@ fn serve_one(conn: UnixStream, answer: &dyn Fn(&Request) -> Value, shutdown: &dy
     let mut line = String::new();
     reader.read_line(&mut line)?;
     let mut conn = conn;
+    // A panic while answering (redb's on a damaged page: the store turns
+    // read-only, `fs_core::StoreDamaged`) refuses the request (`error` is
+    // for requests the daemon cannot read); this thread, and so the
+    // socket, lives on.
+    let answer = |req: &Request| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| answer(req))).unwrap_or_else(panic_reply);
     let reply = match serde_json::from_str::<Request>(line.trim()) {
         Ok(req @ (Request::Status | Request::Stats | Request::Unroot { .. } | Request::Gc | Request::Commit { .. } | Request::Log | Request::Diff { .. } | Request::Branch { .. } | Request::Fork { .. } | Request::Restore { .. } | Request::Push { .. } | Request::RemoteStatus { .. } | Request::ExecBegin | Request::ExecEnd { .. } | Request::ExecRelease { .. })) => answer(&req),
         Ok(req @ Request::Shutdown { .. }) => {
@@ -204,6 +209,13 @@ fn serve_one(conn: UnixStream, answer: &dyn Fn(&Request) -> Value, shutdown: &dy
         shutdown();
     }
     Ok(())
+}
+
+/// The reply to a request whose answer panicked (`p`: the payload): a
+/// refusal naming the panic's message.
+pub fn panic_reply(p: Box<dyn std::any::Any + Send>) -> Value {
+    let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default();
+    serde_json::json!({ "refused": format!("the daemon failed while answering: {msg}") })
 }
 
 /// Send one request to the daemon serving `mountpoint` and return its reply

@@ -447,7 +447,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     });
     // Restore changes the tree behind the kernel's back: it invalidates.
     let notifier = session.notifier();
-    let answer = Arc::new(move |req: &control::Request| match (info.at_refusal(req), req) {
+    let answer = Arc::new(move |req: &control::Request| damage_said(&info.fs, || match (info.at_refusal(req), req) {
         (Some(why), _) => json!({ "refused": why }),
         (None, req) => match req {
         control::Request::Stats => {
@@ -483,7 +483,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         }
         _ => info.status_doc(),
         },
-    });
+    }));
     let _ = std::fs::remove_file(crate::remote::sync::outcome_path(&mp));
     let syncer = match sync_plan {
         Some(p) => Some(crate::remote::sync::Syncer::start(fs.clone(), p, fsyncs)?),
@@ -554,6 +554,25 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     run.context("serving the FUSE session")?;
     tracing::info!("unmounted {}", mp.display());
     Ok(())
+}
+
+/// The control reply `answer` gives (a panic in it, redb's on a damaged
+/// page, refuses the request), with the store's damage said first when the
+/// request failed on a store that met damage while served
+/// (`fs_core::StoreDamaged`: the line names the table and the fix), its own
+/// reason after it.
+fn damage_said(fs: &fs_core::Fs, answer: impl FnOnce() -> Value) -> Value {
+    let mut v = std::panic::catch_unwind(std::panic::AssertUnwindSafe(answer)).unwrap_or_else(control::panic_reply);
+    if !fs.is_damaged() {
+        return v;
+    }
+    let Some(d) = fs.damaged() else { return v };
+    for key in ["refused", "error"] {
+        if let Some(why) = v.get(key).and_then(|w| w.as_str()) {
+            v[key] = format!("{d} (this request: {why})").into();
+        }
+    }
+    v
 }
 
 /// Whether FUSE passthrough can be used on `session`: INIT negotiated it
@@ -635,6 +654,8 @@ impl DaemonInfo {
             "mountpoint": self.mountpoint,
             "pid": std::process::id(),
             "store": self.store,
+            // Damage met while serving (null: none): read-only since.
+            "damaged": self.fs.damaged().map(|d| d.to_string()),
             "at": self.at_view.as_ref().map(|(c, o)| json!({ "commit": c, "store": o })),
             "transport": {
                 "name": self.features.transport.kind.as_str(),
@@ -705,6 +726,7 @@ impl DaemonInfo {
             .collect();
         json!({
             "mountpoint": self.mountpoint,
+            "damaged": self.fs.damaged().map(|d| d.to_string()),
             "requests": requests,
             "requests_total": self.op_stats.total(),
             "bytes_to_daemon": bytes_in,
@@ -728,7 +750,11 @@ impl DaemonInfo {
 
 /// Human-readable table of the stats document.
 pub fn format_stats(v: &Value) -> String {
-    let mut out = format!("{:<20} {:>10} {:>10} {:>10} {:>10}\n", "opcode", "count", "p50 µs", "p90 µs", "p99 µs");
+    let mut out = String::new();
+    if let Some(d) = v["damaged"].as_str() {
+        out += &format!("DAMAGED: {d}\n");
+    }
+    out += &format!("{:<20} {:>10} {:>10} {:>10} {:>10}\n", "opcode", "count", "p50 µs", "p90 µs", "p99 µs");
     if let Some(reqs) = v["requests"].as_object() {
         for (name, r) in reqs {
             out += &format!(
@@ -801,6 +827,9 @@ pub fn format_status(v: &Value) -> String {
     out += &format!("mountpoint:       {}\n", g(&["mountpoint"]));
     out += &format!("daemon pid:       {}\n", g(&["pid"]));
     out += &format!("store:            {}\n", g(&["store"]));
+    if let Some(d) = v["damaged"].as_str() {
+        out += &format!("DAMAGED:          {d}\n");
+    }
     out += &format!("transport:        {} (requested {})\n", g(&["transport", "summary"]), g(&["transport", "requested"]));
     out += &format!(
         "queues:           {} x {} entries, {} pool/worker threads\n",

@@ -162,7 +162,10 @@ pub fn cmd_umount(args: UmountArgs) -> Result<()> {
     let outcome = std::fs::read_to_string(&result).unwrap_or_else(|_| "ok".into());
     let _ = std::fs::remove_file(&result);
     if outcome.trim() != "ok" {
-        bail!("{} is unmounted, but the daemon's final commit failed: {}", mp.display(), outcome.trim());
+        // A store damaged while served skipped its final commit (the
+        // outcome says why and the fix: salvage).
+        let how = if outcome.contains("final commit was skipped") { "" } else { "the daemon's final commit failed: " };
+        bail!("{} is unmounted, but {how}{}", mp.display(), outcome.trim());
     }
     match crate::remote::sync::take_outcome(&mp) {
         Some(v) => sync_report(&mp, &store, &v, args.timeout),

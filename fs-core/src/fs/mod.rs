@@ -211,7 +211,11 @@ impl Inner {
             drew = true;
             b
         };
-        let r = self.store.group_commit(durability, force, clean, self.local_tables, drain, |b| self.lock().put_back(b));
+        // A redb panic (a damaged page) is damage (`store::fault`): caught
+        // here, so every committer (the commit thread, fsync, the final
+        // commit, a snapshot's flush) keeps its bookkeeping right.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.store.group_commit(durability, force, clean, self.local_tables, drain, |b| self.lock().put_back(b))))
+            .unwrap_or_else(|_| Err(redb::Error::Corrupted("a group commit panicked".into())));
         if drew {
             let mut st = self.lock();
             st.commits_in_flight -= 1;
@@ -538,7 +542,8 @@ impl Fs {
                 // small ones share a write transaction.
                 let mut background = true;
                 while let Some(batch) = inner.hasher.next_batch(BATCH_FILES) {
-                    if inner.abandon.load(Ordering::SeqCst) {
+                    // A damaged store is read-only: the bytes stay in the working copies.
+                    if inner.abandon.load(Ordering::SeqCst) || inner.store.fault.is_hit() {
                         continue;
                     }
                     if background && !inner.hasher.is_open() {
@@ -626,6 +631,20 @@ impl Fs {
         crate::snap::gc::failpoint("gc-after-commit");
         let r = self.inner.store.compact_packs(true).map_err(|e| err(e.to_string()))?;
         Ok(crate::GcReport { snapshots, ..r })
+    }
+
+    /// The damage the store met while served (a redb panic or corruption
+    /// error in one of its transactions), named by table: the store is
+    /// read-only since ([`StoreDamaged`]). `None`: none met. The first call
+    /// after the damage reads every table once to name it, and logs it.
+    pub fn damaged(&self) -> Option<StoreDamaged> {
+        self.inner.store.damage()
+    }
+
+    /// Whether the store met damage while served ([`Fs::damaged`]; cheap:
+    /// asked before every change a request makes).
+    pub fn is_damaged(&self) -> bool {
+        self.inner.store.fault.is_hit()
     }
 
     /// A description of the store (`ringfs stats`).
@@ -741,7 +760,7 @@ impl Fs {
         }
         // This thread takes batches too, beside the workers.
         self.inner.hasher.close();
-        if !self.inner.abandon.load(Ordering::SeqCst) {
+        if !self.inner.abandon.load(Ordering::SeqCst) && !self.inner.store.fault.is_hit() {
             while let Some(batch) = self.inner.hasher.next_batch(BATCH_FILES) {
                 for (ino, e) in self.inner.wc().hash_many(&batch, true).0 {
                     tracing::warn!("shutdown: hashing inode {ino}: {e}");
@@ -751,6 +770,17 @@ impl Fs {
         // The pool's ready files stay: the final commit records them
         // (`pool` table) for the next mount's creates (D52).
         self.stop_threads(false);
+        // Damage met while serving (`store::fault`): nothing more is
+        // written; the lock file keeps our pid (as a crash leaves it), so
+        // the next mount reads every table and refuses the store, naming
+        // salvage, which takes the working copies in.
+        let skipped = |d: StoreDamaged| {
+            tracing::error!("final commit skipped: the store is damaged (logged above); changes since the last commit stay in the working copies");
+            Err(StoreError::ServedDamaged(d))
+        };
+        if let Some(d) = self.inner.store.damage() {
+            return skipped(d);
+        }
         let dirty = dirty_files(&self.inner.lock());
         let (mut unstored, _) = self.inner.wc().hash_many(&dirty, true);
         for (ino, e) in &unstored {
@@ -765,6 +795,7 @@ impl Fs {
                     last = None;
                     break;
                 }
+                Err(_) if self.inner.store.fault.is_hit() => return skipped(self.inner.store.damage().expect("damage noted")),
                 Err(e) => {
                     tracing::error!("final commit, attempt {}: {e}", attempt + 1);
                     last = Some(e);

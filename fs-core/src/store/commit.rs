@@ -69,6 +69,8 @@ impl Store {
             }
             Err(e) => {
                 self.nondurable.lock().unwrap_or_else(|p| p.into_inner()).extend(covered);
+                // A corruption error is damage: the store turns read-only.
+                self.fault.note_error(&e, "a group commit");
                 if is_io_error(&e) {
                     // redb refuses every later transaction on this handle.
                     self.mark_broken();
@@ -87,9 +89,6 @@ impl Store {
     }
 }
 
-/// The group-commit thread's loop: `commit()` every `interval` until `stop`
-/// is set (and `stop_cv` notified). Failures are logged at most once a
-/// minute (`store.trouble`), and their end once.
 /// Gives freed memory back to the system (malloc_trim(3): glibc keeps freed
 /// heap pages otherwise, so the daemon's RSS stays at its peak after a big
 /// hash or a burst of work). A no-op on other C libraries.
@@ -105,6 +104,11 @@ pub(crate) fn give_back_memory() {
 /// the commit thread gives freed memory back once ([`give_back_memory`]).
 const QUIET_INTERVALS_BEFORE_TRIM: u32 = 3;
 
+/// The group-commit thread's loop: `commit()` every `interval` until `stop`
+/// is set (and `stop_cv` notified). Failures are logged at most once a
+/// minute (`store.trouble`), and their end once. Once the store met damage
+/// (`store::fault`) it commits no more; a redb panic in `commit()` is
+/// caught here (the damage it marks is logged by the next round).
 pub(crate) fn run_group_commits(
     store: &Store,
     interval: Duration,
@@ -125,7 +129,15 @@ pub(crate) fn run_group_commits(
             return;
         }
         drop(stopped);
-        match commit() {
+        // Damage met while serving (`store::fault`): no more commits (the
+        // store is read-only); named and logged once, here at the latest.
+        if store.damage().is_some() {
+            stopped = stop.lock().unwrap_or_else(|p| p.into_inner());
+            continue;
+        }
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&commit)).unwrap_or_else(|_| Err(redb::Error::Corrupted("a group commit panicked".into())));
+        match r {
+            Err(_) if store.fault.is_hit() => {}
             Err(e) => {
                 if store.trouble.due() {
                     tracing::error!("group commit failed: {e}");

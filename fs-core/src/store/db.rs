@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use redb::{Database, ReadableDatabase};
 
 use crate::schema::META;
+use crate::store::fault::{Fault, Tx};
 use crate::store::pack::Packs;
 use crate::throttle::LogThrottle;
 use crate::types::{Errno, StoreError};
@@ -80,6 +81,9 @@ pub(crate) struct Store {
     /// by the first write transaction ([`Store::begin_write`]) or group
     /// commit with changes; `None` once the tables hold it.
     deferred: RwLock<Option<Arc<dyn DeferredTree>>>,
+    /// Damage met while serving (a redb panic or corruption error in a
+    /// transaction): writes are refused from then on ([`Store::damage`]).
+    pub(crate) fault: Arc<Fault>,
 }
 
 /// A live tree the tables do not hold yet (a fork's, served from its
@@ -126,6 +130,7 @@ impl Store {
             content_reused: AtomicU64::new(0),
             remote: Default::default(),
             deferred: RwLock::new(None),
+            fault: Default::default(),
         }
     }
 
@@ -260,7 +265,7 @@ impl Store {
     /// deferred tree (a fork's, D60) is written first, in a transaction of
     /// its own committed non-durably (durable with the caller's next
     /// durable commit): every writer finds the live tables whole.
-    pub(crate) fn begin_write(&self) -> std::result::Result<redb::WriteTransaction, redb::Error> {
+    pub(crate) fn begin_write(&self) -> std::result::Result<Tx<redb::WriteTransaction>, redb::Error> {
         if self.deferred().is_some() {
             let mut txn = self.begin_write_plain()?;
             txn.set_durability(redb::Durability::None)?;
@@ -273,17 +278,22 @@ impl Store {
 
     /// [`Store::begin_write`] without writing a deferred tree first (the
     /// group commit writes it in its own transaction when it has changes).
-    pub(crate) fn begin_write_plain(&self) -> std::result::Result<redb::WriteTransaction, redb::Error> {
+    /// Refused once the store met damage ([`Store::damage`]: read-only).
+    pub(crate) fn begin_write_plain(&self) -> std::result::Result<Tx<redb::WriteTransaction>, redb::Error> {
+        if self.fault.is_hit() {
+            return Err(redb::Error::Corrupted("the store is read-only: it met damage while serving (`ringfs status` names it)".into()));
+        }
         self.reopen_if_broken()?;
         let g = self.db.read().unwrap_or_else(|p| p.into_inner());
         let db = g.as_ref().ok_or(redb::Error::PreviousIo)?;
-        db.begin_write().map_err(|e| {
+        let t = db.begin_write().map_err(|e| {
             let e = redb::Error::from(e);
             if is_io_error(&e) {
                 self.db_broken.store(true, Ordering::SeqCst);
             }
             e
-        })
+        })?;
+        Ok(Tx::new(t, self.fault.clone()))
     }
 
     /// Closes the database handle after the final commit (a clean shutdown):
@@ -298,10 +308,21 @@ impl Store {
         drop(g.take());
     }
 
-    pub(crate) fn begin_read(&self) -> std::result::Result<redb::ReadTransaction, redb::Error> {
+    /// `f` over a read transaction outside [`Tx`] (`None`: the handle is
+    /// closed or redb refuses one): for naming damage already noted.
+    pub(crate) fn with_plain_read<T>(&self, f: impl FnOnce(&redb::ReadTransaction) -> Option<T>) -> Option<T> {
+        let g = self.db.read().unwrap_or_else(|p| p.into_inner());
+        let rtx = g.as_ref()?.begin_read().ok()?;
+        f(&rtx)
+    }
+
+    /// A read transaction (also after damage was met: what can be read
+    /// still serves; a redb panic inside it is damage, [`Tx`]).
+    pub(crate) fn begin_read(&self) -> std::result::Result<Tx<redb::ReadTransaction>, redb::Error> {
         self.reopen_if_broken()?;
         let g = self.db.read().unwrap_or_else(|p| p.into_inner());
-        Ok(g.as_ref().ok_or(redb::Error::PreviousIo)?.begin_read()?)
+        let t = g.as_ref().ok_or(redb::Error::PreviousIo)?.begin_read()?;
+        Ok(Tx::new(t, self.fault.clone()))
     }
 
     /// After an I/O error: closes the handle and opens the database again

@@ -26,6 +26,8 @@
 //!   store's installed source (a leaf the store handle holds);
 //! - [`stored`]: a stored file's bytes read in place (its manifest, its
 //!   chunks), for handles served without a working copy;
+//! - [`fault`]: damage met while serving (a redb panic or corruption
+//!   error in any transaction) turning the store read-only;
 //! - [`readonly`]: opening the database without writing to it, and
 //!   guarding redb calls that may panic on a damaged file;
 //! - [`scan`]: reading every table of a database that may be damaged
@@ -38,6 +40,7 @@ pub(crate) mod commit;
 pub mod compact;
 pub(crate) mod content;
 pub(crate) mod db;
+pub(crate) mod fault;
 pub(crate) mod migrate;
 pub(crate) mod objects;
 pub(crate) mod oidx;

@@ -9,7 +9,6 @@
 //! hook's message and backtrace). Must not touch: the live `Store`, the
 //! inode table, working copies.
 
-use std::cell::Cell;
 use std::ops::Bound;
 use std::collections::HashMap;
 use std::fs::File;
@@ -17,34 +16,23 @@ use std::os::unix::fs::FileExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 
 use redb::{Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, StorageBackend};
 
 use crate::types::StoreError;
 
-thread_local! {
-    /// Set while [`guarded`] runs on this thread: its panics are reported, not printed.
-    static QUIET: Cell<bool> = const { Cell::new(false) };
-}
-
 /// Runs `f`, turning a panic inside it (redb's `unreachable!` on a damaged
-/// page, a decoder's out-of-bounds index) into `Err(message)`. The default
-/// panic hook prints nothing for such panics (other threads' panics are
-/// printed as before).
+/// page, a decoder's out-of-bounds index) into `Err(message)`. The panic
+/// hook prints nothing for such panics (other threads' panics are printed
+/// as before; `store::fault::install_hook`).
 pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        let prev = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !QUIET.with(|q| q.get()) {
-                prev(info);
-            }
-        }));
-    });
+    crate::store::fault::install_hook();
+    use crate::store::fault::QUIET;
     let was = QUIET.with(|q| q.replace(true));
     let r = catch_unwind(AssertUnwindSafe(f));
     QUIET.with(|q| q.set(was));
+    crate::store::fault::forget_panic();
     r.map_err(|p| {
         let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "panic".into());
         format!("redb could not read it (a damaged page: {msg})")

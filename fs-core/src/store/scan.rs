@@ -88,7 +88,8 @@ where
     };
     let last_fwd = read_any.then_some(last_key);
     let place = match &last_fwd {
-        Some(l) if name == "chunks" || name == "chunk_refs" => {
+        // Keys that are hashes: hex, not a list of 32 numbers.
+        Some(l) if matches!(name.as_str(), "chunks" | "chunk_refs" | "chunk_index" | "live_segments" | "live_segment_refs") => {
             format!("{name} after key {}", hex(l))
         }
         Some(l) => format!("{name} after key {:?}", K::from_bytes(l)),
@@ -361,8 +362,8 @@ pub(crate) fn check_before_open(dir: &Path) -> Result<(), StoreError> {
 /// empty before it was taken), without writing to it. Always: redb opens
 /// it read-only, and no damage is visible from outside ([`damage_outside`]).
 /// A store shut down cleanly (meta `clean` = 1) of the current schema,
-/// unless `full`: the pack list, meta and the chunk index are read
-/// (undecoded), and the inode tables into memory ([`read_state_parallel`], returned
+/// unless `full`: the pack list, meta, the chunk index and the live
+/// manifests' segment tables are read (undecoded), and the inode tables into memory ([`read_state_parallel`], returned
 /// for `load`; what a mount loads anyway) — manifest and journal records
 /// are decoded, and snapshot tables read, when used. Otherwise (an unclean shutdown, a migration ahead,
 /// or `full`): every table read ([`scan_tables`]), `Ok(None)`. On the
@@ -388,9 +389,12 @@ pub(crate) fn check_for_mount<T: Send>(dir: &Path, lock_empty: bool, full: bool,
     let tables = || -> Result<Read, StoreError> {
         // Read whole besides the inode tables: the ones every mount or its
         // first writes walk (the pack list, meta, the chunk index the hash
-        // workers insert into), undecoded. Manifest and journal values are
-        // decoded only when used.
-        for w in [walk(&rtx, PACKS, |_, _| {}), walk(&rtx, META, |_, _| {}), walk(&rtx, CHUNKS, |_, _| {})] {
+        // workers insert into, the live manifests' segments and their
+        // counts, which storing a changed big file rewrites: D89),
+        // undecoded. Manifest roots and journal values are decoded only
+        // when used.
+        let segments = [walk(&rtx, LIVE_SEGMENTS, |_, _| {}), walk(&rtx, LIVE_SEGMENT_REFS, |_, _| {})];
+        for w in [walk(&rtx, PACKS, |_, _| {}), walk(&rtx, META, |_, _| {}), walk(&rtx, CHUNKS, |_, _| {})].into_iter().chain(segments) {
             if let Some(d) = w.damage {
                 return Err(damaged(format!("table {}: {}", d.place, d.what)));
             }
@@ -416,4 +420,21 @@ pub(crate) fn check_for_mount<T: Send>(dir: &Path, lock_empty: bool, full: bool,
         laps.lap("tables");
         Ok((Some(r), Some(t)))
     })
+}
+
+impl crate::store::db::Store {
+    /// The damage this store met while serving (`store::fault`), named by
+    /// table: every table read once ([`scan_tables`], over a read
+    /// transaction outside any `Tx`, redb's panics caught) the first time
+    /// it is asked, and logged then as one line. `None`: none met.
+    pub(crate) fn damage(&self) -> Option<crate::types::StoreDamaged> {
+        self.fault.named(|first| {
+            let found = self.with_plain_read(|rtx| guarded(|| scan_tables(rtx, SCHEMA_VERSION).into_iter().next()).ok().flatten());
+            let dir = self.dir().map(Path::to_path_buf).unwrap_or_else(|| "memory".into());
+            match found {
+                Some(d) => crate::types::StoreDamaged { table: d.place, detail: d.what, dir },
+                None => crate::types::StoreDamaged { table: "store.redb (no table reads as damaged now)".into(), detail: first.to_string(), dir },
+            }
+        })
+    }
 }

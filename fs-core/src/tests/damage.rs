@@ -149,3 +149,113 @@ fn guarded_turns_a_panic_into_an_error() {
     assert!(r.unwrap_err().contains("a damaged page"));
     assert_eq!(guarded(|| 5), Ok(5));
 }
+
+/// Damage met while serving (issue 41, D89): a store opened cleanly (its
+/// check read the tables through another handle) whose database turns to
+/// junk past its header behind the open handle. A snapshot commit meets it
+/// (a redb panic or error inside a store transaction): it fails, the
+/// thread that ran it lives, the store says it is damaged (by table, with
+/// the fix) and refuses writes, what is in memory still answers, and the
+/// shutdown skips the final commit, leaving the lock file naming a pid (as
+/// a crash does) so the next open reads every table and refuses the store.
+#[test]
+fn damage_met_while_served_turns_the_store_read_only() {
+    let t = tempfile::tempdir().unwrap();
+    {
+        let fs = dir_fs(t.path());
+        write_file(&fs, ROOT, "big", &body(7, 4 << 20));
+        write_file(&fs, ROOT, "small", b"small");
+        fs.shutdown().unwrap();
+    }
+    let fs = dir_fs(t.path());
+    assert!(!fs.is_damaged() && fs.damaged().is_none());
+    let db = t.path().join("store.redb");
+    let len = std::fs::metadata(&db).unwrap().len();
+    let junk: Vec<u8> = (0..len - 16384).map(|i| (i.wrapping_mul(2654435761) >> 7) as u8 ^ 0x5a).collect();
+    std::os::unix::fs::FileExt::write_all_at(&std::fs::OpenOptions::new().write(true).open(&db).unwrap(), &junk, 16384).unwrap();
+    // As the control socket runs it: a panic there refuses the request.
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fs.snapshot_commit(&crate::snap::CommitOptions { message: "m".into(), author: "t@h".into(), allow_empty: true })));
+    assert!(!matches!(r, Ok(Ok(_))), "a commit over a damaged database succeeded");
+    assert!(fs.is_damaged(), "the commit met damage: {:?}", r.as_ref().map(|r| r.as_ref().err()));
+    let d = fs.damaged().unwrap().to_string();
+    assert!(d.starts_with("store damaged in ") && d.contains("read-only") && d.contains("ringfs salvage --store"), "{d}");
+    assert_eq!(fs.damaged().unwrap().to_string(), d, "named once");
+    // What is in memory still answers; nothing more is stored.
+    assert!(fs.getattr(ROOT, None).is_ok());
+    assert!(fs.store_now().is_err());
+    let e = fs.shutdown().unwrap_err();
+    assert!(matches!(e, StoreError::ServedDamaged(_)) && e.to_string().contains("final commit was skipped"), "{e}");
+    drop(fs);
+    assert!(!std::fs::read(t.path().join("ringfs.lock")).unwrap().is_empty(), "the lock file keeps the pid: the next mount reads every table");
+}
+
+/// What the check before a mount of a cleanly shut down store would cost
+/// if it also read the live manifest tables (issue 41; docs/DECISIONS.md
+/// D89): a store of `RINGFS_MEASURE_FILES` small files (default 10 000)
+/// in 100 directories and four 64 MiB files, then per round (7) a fresh
+/// read-only open timing the clean check's reads (pack list, meta, chunk
+/// index, the inode tables), the segment tables beside them
+/// (`live_segments`, `live_segment_refs`, undecoded) and every
+/// `live_roots` record decoded (its keys are read already). Prints the
+/// medians. Run by hand:
+/// `RINGFS_MEASURE_FILES=200000 cargo test --release -p fs-core --lib
+/// measure_manifest_check -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn measure_manifest_check() {
+    use crate::store::readonly::open_read_only;
+    use crate::store::scan::walk;
+    let n: u32 = std::env::var("RINGFS_MEASURE_FILES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let t = tempfile::tempdir().unwrap();
+    {
+        let fs = dir_fs(t.path());
+        let dirs: Vec<u64> = (0..100).map(|d| fs.mkdir(&C, ROOT, os(&format!("d{d}")), 0o755).unwrap().ino).collect();
+        for i in 0..n {
+            write_file(&fs, dirs[(i % 100) as usize], &format!("f{i}"), &body(i, 200 + (i as usize % 3000)));
+        }
+        // Four 64 MiB files: ~8 000 chunks each, the segments' share.
+        for i in 0..4 {
+            write_file(&fs, ROOT, &format!("big{i}"), &body(n + i, 64 << 20));
+        }
+        fs.shutdown().unwrap();
+    }
+    let size = std::fs::metadata(t.path().join("store.redb")).unwrap().len();
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let (mut now, mut added, mut decoded) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..7 {
+        let ro = open_read_only(t.path()).unwrap();
+        let rtx = ro.begin_read().unwrap();
+        let t0 = std::time::Instant::now();
+        for w in [walk(&rtx, store::PACKS, |_, _| {}), walk(&rtx, store::META, |_, _| {}), walk(&rtx, store::CHUNKS, |_, _| {})] {
+            assert!(w.damage.is_none());
+        }
+        crate::store::recovery::read_state_parallel(&rtx, 2).unwrap();
+        now.push(t0.elapsed());
+        let t1 = std::time::Instant::now();
+        let segs = walk(&rtx, store::LIVE_SEGMENTS, |_, _| {});
+        let refs = walk(&rtx, store::LIVE_SEGMENT_REFS, |_, _| {});
+        added.push(t1.elapsed());
+        assert!(segs.damage.is_none() && refs.damage.is_none());
+        // The alternative: every root decoded too (what a full check adds).
+        let t2 = std::time::Instant::now();
+        let roots = walk(&rtx, store::LIVE_ROOTS, |_, v| assert!(crate::schema::dec::<crate::live::Root>(v).is_ok()));
+        decoded.push(t2.elapsed());
+        if added.len() == 1 {
+            eprintln!("{n} files, store.redb {size} bytes: live_segments {} rows, live_segment_refs {} rows, live_roots {} rows", segs.records, refs.records, roots.records);
+        }
+    }
+    now.sort();
+    added.sort();
+    decoded.sort();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    eprintln!(
+        "{n} files: clean check's reads median {:.1} ms (min {:.1}); segment tables median {:.1} ms (min {:.1}); roots decoded median {:.1} ms (min {:.1}); load {}",
+        ms(now[3]),
+        ms(now[0]),
+        ms(added[3]),
+        ms(added[0]),
+        ms(decoded[3]),
+        ms(decoded[0]),
+        load.trim()
+    );
+}

@@ -105,6 +105,11 @@ impl Wc<'_> {
     /// `now`: no deferral of open files being written ([`Wc::claim`]).
     pub(crate) fn hash_many(&self, inos: &[u64], now: bool) -> (Vec<(u64, Errno)>, u64) {
         let mut failed = Vec::new();
+        // A store that met damage is read-only (`store::fault`): the
+        // changed bytes stay in their working copies (salvage takes them in).
+        if self.store.fault.is_hit() {
+            return (inos.iter().map(|&i| (i, Errno(libc::EROFS))).collect(), 0);
+        }
         let mut read = 0u64;
         let mut small: Vec<Prepared> = Vec::new();
         let mut small_bytes = 0u64;
@@ -130,18 +135,32 @@ impl Wc<'_> {
                 small_bytes += p.size;
                 small.push(p);
                 if small_bytes >= BATCH_BYTES {
-                    failed.extend(self.store_small(std::mem::take(&mut small)));
+                    failed.extend(self.guard_small(std::mem::take(&mut small)));
                     small_bytes = 0;
                 }
             } else {
-                if let Err(e) = self.store_one(&p) {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.store_one(&p)));
+                if let Err(e) = r.unwrap_or(Err(Errno::EIO)) {
                     failed.push((ino, e));
                 }
                 self.unclaim(ino);
             }
         }
-        failed.extend(self.store_small(small));
+        failed.extend(self.guard_small(small));
         (failed, read)
+    }
+
+    /// [`Wc::store_small`], a redb panic in it (a damaged page: its
+    /// transaction marked the store damaged, `store::fault`) answered EIO
+    /// for every file of the batch, each unclaimed.
+    fn guard_small(&self, items: Vec<Prepared>) -> Vec<(u64, Errno)> {
+        let inos: Vec<u64> = items.iter().map(|p| p.ino).collect();
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.store_small(items))).unwrap_or_else(|_| {
+            inos.iter().map(|&i| {
+                self.unclaim(i);
+                (i, Errno::EIO)
+            }).collect()
+        })
     }
 
     /// Takes `ino` for hashing if it needs it: changed, synced, and nobody
