@@ -271,22 +271,16 @@ impl Adapter {
     }
 
     /// After the change `r` (`dir`: of a directory's entries): commits it
-    /// durably first when the mount asks for it (`sync`, `dirsync`).
+    /// durably first when the mount asks for it (`sync`, `dirsync`). The
+    /// change is made whatever the commit does, so it is answered as made
+    /// (the kernel's caches follow the reply); a failed commit is logged
+    /// and the next fsync or commit reports it.
     fn synced<T>(&self, r: Result<T>, dir: bool) -> Result<T> {
         let mode = self.sync_writes.load(Ordering::Relaxed);
         if r.is_ok() && mode & if dir { 3 } else { 2 } != 0 {
-            self.fs.sync_metadata().map_err(err)?;
-        }
-        r
-    }
-
-    /// [`Adapter::synced`] for a new entry in a directory: when the commit
-    /// fails the kernel never learns of the entry, so its lookup is dropped.
-    fn synced_entry(&self, r: Result<Entry>) -> Result<Entry> {
-        let ino = r.as_ref().map(|e| e.attr.ino).ok();
-        let r = self.synced(r, true);
-        if let (Err(_), Some(ino)) = (&r, ino) {
-            self.fs.forget(ino, 1);
+            if let Err(e) = self.fs.sync_metadata() {
+                tracing::error!("sync/dirsync mount: committing a change durably failed (errno {}); it stays pending", e.0);
+            }
         }
         r
     }
@@ -531,7 +525,8 @@ impl Filesystem for Adapter {
             FS_IOC_GETFLAGS => Ok((0, self.fs.get_flags(nodeid).map_err(err)?.to_ne_bytes().to_vec())),
             FS_IOC_SETFLAGS => {
                 self.writable()?;
-                self.synced(self.fs.set_flags(nodeid, word(input, 0)?).map_err(err), false)?;
+                let flags = word(input, 0)?;
+                self.synced(self.fs.set_flags(nodeid, flags).map_err(err), false)?;
                 self.attrs_changed(nodeid);
                 Ok((0, Vec::new()))
             }
@@ -558,17 +553,17 @@ impl Filesystem for Adapter {
 
     fn symlink(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, target: &OsStr) -> Result<Entry> {
         self.writable()?;
-        self.synced_entry(self.fs.symlink(&caller(ctx), parent, name, target).map(|a| self.entry(&a)).map_err(err))
+        self.synced(self.fs.symlink(&caller(ctx), parent, name, target).map(|a| self.entry(&a)).map_err(err), true)
     }
 
     fn mknod(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, rdev: u32, umask: u32) -> Result<Entry> {
         self.writable()?;
-        self.synced_entry(self.fs.mknod(&creator(ctx, umask), parent, name, mode, rdev).map(|a| self.entry(&a)).map_err(err))
+        self.synced(self.fs.mknod(&creator(ctx, umask), parent, name, mode, rdev).map(|a| self.entry(&a)).map_err(err), true)
     }
 
     fn mkdir(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, umask: u32) -> Result<Entry> {
         self.writable()?;
-        self.synced_entry(self.fs.mkdir(&creator(ctx, umask), parent, name, mode).map(|a| self.entry(&a)).map_err(err))
+        self.synced(self.fs.mkdir(&creator(ctx, umask), parent, name, mode).map(|a| self.entry(&a)).map_err(err), true)
     }
 
     fn unlink(&self, ctx: &RequestCtx, parent: u64, name: &OsStr) -> Result<()> {
@@ -588,7 +583,7 @@ impl Filesystem for Adapter {
 
     fn link(&self, ctx: &RequestCtx, nodeid: u64, newparent: u64, newname: &OsStr) -> Result<Entry> {
         self.writable()?;
-        self.synced_entry(self.fs.link(&caller(ctx), nodeid, newparent, newname).map(|a| self.entry(&a)).map_err(err))
+        self.synced(self.fs.link(&caller(ctx), nodeid, newparent, newname).map(|a| self.entry(&a)).map_err(err), true)
     }
 
     fn open(&self, ctx: &RequestCtx, nodeid: u64, flags: u32) -> Result<Opened> {
@@ -602,11 +597,7 @@ impl Filesystem for Adapter {
     fn create(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, umask: u32, flags: u32) -> Result<(Entry, Opened)> {
         self.writable()?;
         let (a, fh) = self.fs.create(&creator(ctx, umask), parent, name, mode, flags).map_err(err)?;
-        if let Err(e) = self.synced(Ok(()), true) {
-            let _ = self.fs.release(fh);
-            self.fs.forget(a.ino, 1);
-            return Err(e);
-        }
+        self.synced(Ok(()), true)?;
         // Opened first: the entry's attribute timeout depends on it. A
         // CREATE of a name that exists opens that file, maybe not empty.
         let opened = self.file_opened(a.ino, fh, flags, a.size == 0);
