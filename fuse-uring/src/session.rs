@@ -58,6 +58,11 @@ pub struct MountOptions {
     /// FUSE this only shows in mountinfo: the filesystem server keeps atime
     /// itself and should follow it. Default [`MountAtime::Relatime`].
     pub atime: MountAtime,
+    /// Further `mount(2)` flags, passed on as they are (`MS_NODIRATIME`,
+    /// `MS_LAZYTIME`, `MS_SYNCHRONOUS`, `MS_DIRSYNC`, `MS_NOSYMFOLLOW`,
+    /// `MS_SILENT`, `MS_I_VERSION`; the kernel refuses `MS_MANDLOCK` for
+    /// FUSE with EINVAL). Default 0.
+    pub extra_flags: libc::c_ulong,
     /// Ask for FUSE_PASSTHROUGH (kernel ≥ 6.9) with `max_stack_depth` 1.
     /// [`ConnInfo::passthrough`] says whether the kernel agreed. Default false.
     pub passthrough: bool,
@@ -101,6 +106,7 @@ impl Default for MountOptions {
             read_only: false,
             noexec: false,
             atime: MountAtime::Relatime,
+            extra_flags: 0,
             passthrough: false,
             readdirplus: true,
             posix_acl: false,
@@ -133,7 +139,7 @@ impl MountOptions {
             MountAtime::Relatime => libc::MS_RELATIME,
             MountAtime::Noatime => libc::MS_NOATIME,
             MountAtime::Strictatime => libc::MS_STRICTATIME,
-        };
+        } | self.extra_flags;
         for (on, flag) in [
             (self.nosuid, libc::MS_NOSUID),
             (self.nodev, libc::MS_NODEV),
@@ -192,7 +198,7 @@ pub fn unmount(mountpoint: &Path) -> io::Result<()> {
 
 /// Changes the flags of the mount at `mountpoint` (`mount -o remount`):
 /// `mount(2)` with `MS_REMOUNT` and the flags of `opts` (nosuid, nodev,
-/// read_only, noexec, atime; the other fields are ignored). The FUSE
+/// read_only, noexec, atime, extra_flags; the other fields are ignored). The FUSE
 /// connection is unchanged. Going read-only fails with EBUSY while a file is
 /// open for writing (the kernel's rule). Needs CAP_SYS_ADMIN.
 pub fn remount(mountpoint: &Path, opts: &MountOptions) -> io::Result<()> {

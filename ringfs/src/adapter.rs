@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -229,6 +230,11 @@ pub struct Adapter {
     /// Every change refused with EROFS whatever the mount's flags say (a
     /// `mount --at` view: read-only even when remounted read-write).
     read_only: bool,
+    /// Drops the kernel's cached attributes after a change whose reply
+    /// cannot carry them (an IOCTL setting inode flags moves ctime).
+    notifier: Option<fuse_uring::Notifier>,
+    /// The mount's `dirsync` (bit 0) and `sync` (bit 1): see [`Adapter::set_sync_writes`].
+    sync_writes: AtomicU8,
 }
 
 /// `capability.h`: the capability that keeps set-id bits on write.
@@ -247,7 +253,47 @@ fn has_cap_fsetid(ctx: &RequestCtx) -> bool {
 
 impl Adapter {
     pub fn new(fs: Arc<Fs>, cache: CachePolicy) -> Adapter {
-        Adapter { fs, cache, conn: Mutex::new(None), backing: None, caps_removed: Mutex::new(HashMap::new()), read_only: false }
+        Adapter { fs, cache, conn: Mutex::new(None), backing: None, caps_removed: Mutex::new(HashMap::new()), read_only: false, notifier: None, sync_writes: AtomicU8::new(0) }
+    }
+
+    /// Invalidate cached attributes through `notifier` after changes whose
+    /// replies carry none (see [`Adapter::attrs_changed`]). Without it the
+    /// kernel shows such a change once its attribute timeout runs out.
+    pub fn set_notifier(&mut self, notifier: fuse_uring::Notifier) {
+        self.notifier = Some(notifier);
+    }
+
+    /// Follow the mount's `dirsync` (`dirs`: a change to a directory is
+    /// durable before its reply) and `sync` (`all`: every metadata change
+    /// is). File data under `sync` the kernel makes synchronous itself.
+    pub fn set_sync_writes(&self, dirs: bool, all: bool) {
+        self.sync_writes.store(dirs as u8 | (all as u8) << 1, Ordering::Relaxed);
+    }
+
+    /// After the change `r` (`dir`: of a directory's entries): commits it
+    /// durably first when the mount asks for it (`sync`, `dirsync`). The
+    /// change is made whatever the commit does, so it is answered as made
+    /// (the kernel's caches follow the reply); a failed commit is logged
+    /// and the next fsync or commit reports it.
+    fn synced<T>(&self, r: Result<T>, dir: bool) -> Result<T> {
+        let mode = self.sync_writes.load(Ordering::Relaxed);
+        if r.is_ok() && mode & if dir { 3 } else { 2 } != 0 {
+            if let Err(e) = self.fs.sync_metadata() {
+                tracing::error!("sync/dirsync mount: committing a change durably failed (errno {}); it stays pending", e.0);
+            }
+        }
+        r
+    }
+
+    /// `nodeid`'s attributes changed in a request whose reply does not
+    /// carry them (FS_IOC_SETFLAGS moves ctime): the kernel drops what it
+    /// cached, so the next stat asks the daemon. No inode lock is taken
+    /// by the kernel for this, so it is safe from within the request.
+    fn attrs_changed(&self, nodeid: u64) {
+        if let Some(n) = &self.notifier {
+            // ENOENT: the kernel does not have the inode cached.
+            let _ = n.inval_inode(nodeid, -1, 0);
+        }
     }
 
     /// Refuse every change with EROFS from now on, whatever the mount's
@@ -461,7 +507,7 @@ impl Filesystem for Adapter {
             fh: s.fh,
             kill_suidgid: s.kill_suidgid || (s.remove_privs && self.remove_privs_kills(ctx, nodeid)),
         };
-        self.fs.setattr(&caller(ctx), nodeid, &set).map(|a| self.attr_reply(&a)).map_err(err)
+        self.synced(self.fs.setattr(&caller(ctx), nodeid, &set).map(|a| self.attr_reply(&a)).map_err(err), false)
     }
 
     fn statx(&self, _ctx: &RequestCtx, nodeid: u64, fh: Option<u64>, _flags: u32, _mask: u32) -> Result<StatxReply> {
@@ -480,7 +526,9 @@ impl Filesystem for Adapter {
             FS_IOC_GETFLAGS => Ok((0, self.fs.get_flags(nodeid).map_err(err)?.to_ne_bytes().to_vec())),
             FS_IOC_SETFLAGS => {
                 self.writable()?;
-                self.fs.set_flags(nodeid, word(input, 0)?).map_err(err)?;
+                let flags = word(input, 0)?;
+                self.synced(self.fs.set_flags(nodeid, flags).map_err(err), false)?;
+                self.attrs_changed(nodeid);
                 Ok((0, Vec::new()))
             }
             FS_IOC_FSGETXATTR => {
@@ -492,7 +540,8 @@ impl Filesystem for Adapter {
                 self.writable()?;
                 let old = self.fs.get_flags(nodeid).map_err(err)?;
                 let new = flags_of_xflags(old, word(input, 0)?).ok_or(Errno(libc::EOPNOTSUPP))?;
-                self.fs.set_flags(nodeid, new).map_err(err)?;
+                self.synced(self.fs.set_flags(nodeid, new).map_err(err), false)?;
+                self.attrs_changed(nodeid);
                 Ok((0, Vec::new()))
             }
             _ => Err(Errno(libc::ENOTTY)),
@@ -505,37 +554,37 @@ impl Filesystem for Adapter {
 
     fn symlink(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, target: &OsStr) -> Result<Entry> {
         self.writable()?;
-        self.fs.symlink(&caller(ctx), parent, name, target).map(|a| self.entry(&a)).map_err(err)
+        self.synced(self.fs.symlink(&caller(ctx), parent, name, target).map(|a| self.entry(&a)).map_err(err), true)
     }
 
     fn mknod(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, rdev: u32, umask: u32) -> Result<Entry> {
         self.writable()?;
-        self.fs.mknod(&creator(ctx, umask), parent, name, mode, rdev).map(|a| self.entry(&a)).map_err(err)
+        self.synced(self.fs.mknod(&creator(ctx, umask), parent, name, mode, rdev).map(|a| self.entry(&a)).map_err(err), true)
     }
 
     fn mkdir(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, umask: u32) -> Result<Entry> {
         self.writable()?;
-        self.fs.mkdir(&creator(ctx, umask), parent, name, mode).map(|a| self.entry(&a)).map_err(err)
+        self.synced(self.fs.mkdir(&creator(ctx, umask), parent, name, mode).map(|a| self.entry(&a)).map_err(err), true)
     }
 
     fn unlink(&self, ctx: &RequestCtx, parent: u64, name: &OsStr) -> Result<()> {
         self.writable()?;
-        self.fs.unlink(&caller(ctx), parent, name).map_err(err)
+        self.synced(self.fs.unlink(&caller(ctx), parent, name).map_err(err), true)
     }
 
     fn rmdir(&self, ctx: &RequestCtx, parent: u64, name: &OsStr) -> Result<()> {
         self.writable()?;
-        self.fs.rmdir(&caller(ctx), parent, name).map_err(err)
+        self.synced(self.fs.rmdir(&caller(ctx), parent, name).map_err(err), true)
     }
 
     fn rename(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32) -> Result<()> {
         self.writable()?;
-        self.fs.rename(&caller(ctx), parent, name, newparent, newname, flags).map_err(err)
+        self.synced(self.fs.rename(&caller(ctx), parent, name, newparent, newname, flags).map_err(err), true)
     }
 
     fn link(&self, ctx: &RequestCtx, nodeid: u64, newparent: u64, newname: &OsStr) -> Result<Entry> {
         self.writable()?;
-        self.fs.link(&caller(ctx), nodeid, newparent, newname).map(|a| self.entry(&a)).map_err(err)
+        self.synced(self.fs.link(&caller(ctx), nodeid, newparent, newname).map(|a| self.entry(&a)).map_err(err), true)
     }
 
     fn open(&self, ctx: &RequestCtx, nodeid: u64, flags: u32) -> Result<Opened> {
@@ -549,6 +598,7 @@ impl Filesystem for Adapter {
     fn create(&self, ctx: &RequestCtx, parent: u64, name: &OsStr, mode: u32, umask: u32, flags: u32) -> Result<(Entry, Opened)> {
         self.writable()?;
         let (a, fh) = self.fs.create(&creator(ctx, umask), parent, name, mode, flags).map_err(err)?;
+        self.synced(Ok(()), true)?;
         // Opened first: the entry's attribute timeout depends on it. A
         // CREATE of a name that exists opens that file, maybe not empty.
         let opened = self.file_opened(a.ino, fh, flags, a.size == 0);
@@ -649,7 +699,7 @@ impl Filesystem for Adapter {
     fn setxattr(&self, ctx: &RequestCtx, nodeid: u64, name: &OsStr, value: &[u8], flags: u32, setxattr_flags: u32) -> Result<()> {
         self.writable()?;
         let kill = if setxattr_flags & fuse_uring::abi::FUSE_SETXATTR_ACL_KILL_SGID != 0 { fs_core::XATTR_ACL_KILL_SGID } else { 0 };
-        self.fs.setxattr(&caller(ctx), nodeid, name, value, (flags & !fs_core::XATTR_ACL_KILL_SGID) | kill).map_err(err)
+        self.synced(self.fs.setxattr(&caller(ctx), nodeid, name, value, (flags & !fs_core::XATTR_ACL_KILL_SGID) | kill).map_err(err), false)
     }
 
     fn getxattr(&self, _ctx: &RequestCtx, nodeid: u64, name: &OsStr, size: u32) -> Result<XattrReply> {
@@ -662,7 +712,7 @@ impl Filesystem for Adapter {
 
     fn removexattr(&self, ctx: &RequestCtx, nodeid: u64, name: &OsStr) -> Result<()> {
         self.writable()?;
-        self.fs.removexattr(&caller(ctx), nodeid, name).map_err(err)?;
+        self.synced(self.fs.removexattr(&caller(ctx), nodeid, name).map_err(err), false)?;
         if name.as_encoded_bytes() == b"security.capability" {
             let mut m = self.caps_removed.lock().unwrap_or_else(|p| p.into_inner());
             if m.len() >= 64 {

@@ -175,10 +175,13 @@ pub struct MountArgs {
 
     /// Mount options, comma-separated, repeatable: ro, rw, nosuid, suid,
     /// nodev, dev, noexec, exec, relatime (default), noatime, strictatime,
-    /// remount (change the options of a mounted MOUNTPOINT), nonempty, and
-    /// every long option below as NAME=VALUE or NAME (-o store=DIR,
-    /// -o memory, -o ignore=node_modules). The fstab/mount(8) options
-    /// defaults, auto, noauto, nofail, _netdev, comment=… and x-… are ignored.
+    /// remount (change the options of a mounted MOUNTPOINT), nonempty, the
+    /// kernel's nodiratime, lazytime, sync, dirsync, nosymfollow, silent,
+    /// iversion and their opposites (passed on; under sync/dirsync each
+    /// change is committed durably before it is answered), and every long
+    /// option below as NAME=VALUE or NAME (-o store=DIR, -o memory,
+    /// -o ignore=node_modules). The fstab/mount(8) options defaults, auto,
+    /// noauto, nofail, _netdev, comment=… and x-…, and mand, are ignored.
     #[arg(short = 'o', value_name = "OPTS", action = clap::ArgAction::Append)]
     pub options: Vec<String>,
 

@@ -43,6 +43,8 @@ fn main() -> ExitCode {
     // Under the name mount.fuse.ringfs, mount(8) runs us as its helper.
     let as_helper = raw.first().is_some_and(|a0| helper::is_helper(a0));
     let argv = if as_helper {
+        // mount(8) helpers say nothing when the mount succeeds.
+        mount::quiet_on_success();
         match helper::to_ringfs_argv(raw[1..].to_vec()) {
             Ok(Some(argv)) => argv,
             Ok(None) => return ExitCode::SUCCESS,
@@ -57,8 +59,9 @@ fn main() -> ExitCode {
     let argv = match options::expand(argv) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("ringfs: {e:#}");
-            return ExitCode::from(2);
+            // mount(8)'s code for a failed mount (bad option) from its helper.
+            eprintln!("{}: {e:#}", if as_helper { "mount.fuse.ringfs" } else { "ringfs" });
+            return ExitCode::from(if as_helper { 32 } else { 2 });
         }
     };
     let cli = match Cli::try_parse_from(&argv) {

@@ -201,6 +201,16 @@ fn single_threaded() -> bool {
     std::fs::read_dir("/proc/self/task").map(|d| d.count() == 1).unwrap_or(false)
 }
 
+/// Set for mount(8)'s helper, which is silent on success (errors still go
+/// to stderr): see [`quiet_on_success`].
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A `--daemon` mount prints nothing once the mount is ready (mount(8)
+/// helpers are silent on success).
+pub fn quiet_on_success() {
+    QUIET.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The `--daemon` parent's wait for daemon `pid` to report on the pipe
 /// `read_end`: `ok` (the mount is ready: say so) or `error: MESSAGE` (the
 /// daemon refused to serve: [`Ready::Refused`]).
@@ -209,7 +219,9 @@ fn wait_ready(read_end: OwnedFd, pid: u32, mp: &std::path::Path, log: &std::path
     std::fs::File::from(read_end).read_to_string(&mut msg).map_err(|e| Ready::Other(e.into()))?;
     let msg = msg.trim();
     if msg == "ok" {
-        println!("ringfs: mounted {} (daemon pid {pid}, log {})", mp.display(), log.display());
+        if !QUIET.load(std::sync::atomic::Ordering::Relaxed) {
+            println!("ringfs: mounted {} (daemon pid {pid}, log {})", mp.display(), log.display());
+        }
         return Ok(());
     }
     if let Some(e) = msg.strip_prefix("error: ") {
@@ -218,24 +230,34 @@ fn wait_ready(read_end: OwnedFd, pid: u32, mp: &std::path::Path, log: &std::path
     Err(Ready::Other(anyhow::anyhow!("the daemon exited before the mount was ready; see {}", log.display())))
 }
 
-/// Raises the soft limit on open files to the hard limit: the daemon holds
-/// a descriptor per open working copy, so its clients' open files count
-/// against its own table (EMFILE at the soft limit, often 1024, otherwise).
+/// Raises the limit on open files as far as it may go: the daemon holds a
+/// descriptor per open working copy, so all its clients' open files count
+/// against its one table (EMFILE at its limit). As root (CAP_SYS_RESOURCE)
+/// both limits go to `/proc/sys/fs/nr_open` (the kernel's bound for one
+/// process, 1 048 576 by default); otherwise the soft limit goes to the
+/// hard one. Returns the soft limit now in force.
 fn raise_nofile_limit() -> u64 {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit/setrlimit with a valid struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 0;
+    // SAFETY: getrlimit with a valid struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 0;
+    }
+    let nr_open: u64 = std::fs::read_to_string("/proc/sys/fs/nr_open").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+    let set = |to: u64| {
+        let l = libc::rlimit { rlim_cur: to, rlim_max: to.max(lim.rlim_max) };
+        // SAFETY: setrlimit with a valid struct.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &l) == 0 }
+    };
+    if nr_open > lim.rlim_max && set(nr_open) {
+        tracing::debug!("open files limit raised from {}/{} to {nr_open} (fs.nr_open)", lim.rlim_cur, lim.rlim_max);
+        return nr_open;
+    }
+    if lim.rlim_cur < lim.rlim_max {
+        if set(lim.rlim_max) {
+            tracing::debug!("open files limit raised from {} to {}", lim.rlim_cur, lim.rlim_max);
+            return lim.rlim_max;
         }
-        if lim.rlim_cur < lim.rlim_max {
-            let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                tracing::debug!("open files limit raised from {} to {}", lim.rlim_cur, lim.rlim_max);
-                return lim.rlim_max;
-            }
-            tracing::warn!("cannot raise the open files limit from {}: {}", lim.rlim_cur, std::io::Error::last_os_error());
-        }
+        tracing::warn!("cannot raise the open files limit from {}: {}", lim.rlim_cur, std::io::Error::last_os_error());
     }
     lim.rlim_cur
 }
@@ -251,11 +273,12 @@ fn nofile_limit() -> u64 {
 /// Follows the flags of our mount (mount id `id`) in mountinfo, which the
 /// kernel marks changed (POLLPRI) at every mount, unmount and remount, so
 /// that reads move atime as the mount's current flags say (relatime,
-/// noatime, strictatime; none while read-only), whoever remounted it.
+/// noatime, strictatime; none while read-only) and changes are durable
+/// before their replies under `sync`/`dirsync`, whoever remounted it.
 /// `at_view`: the mountpoint of a `mount --at` view, which is put back
 /// read-only when something remounted it read-write behind `ringfs mount
 /// -o remount` (which refuses that).
-fn watch_mount(fs: Arc<fs_core::Fs>, id: u64, at_view: Option<PathBuf>) -> std::io::Result<()> {
+fn watch_mount(fs: Arc<fs_core::Fs>, adapter: Arc<Adapter>, id: u64, at_view: Option<PathBuf>) -> std::io::Result<()> {
     use std::io::Seek;
     let mut f = std::fs::File::open("/proc/self/mountinfo")?;
     std::thread::Builder::new().name("ringfs-mountinfo".into()).spawn(move || loop {
@@ -275,6 +298,8 @@ fn watch_mount(fs: Arc<fs_core::Fs>, id: u64, at_view: Option<PathBuf>) -> std::
                 Err(e) => tracing::error!("{} is a `mount --at` view remounted read-write: making it read-only again failed: {e}", mp.display()),
             }
         }
+        let (dirs, all) = vfs.sync_writes();
+        adapter.set_sync_writes(dirs, all);
         let atime = vfs.fs_atime();
         if atime != fs.atime() {
             tracing::info!("mount options now {}: atime {:?}", m.options, atime);
@@ -307,7 +332,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     let plan = plan::check(args)?;
     let sync_plan = crate::remote::sync::check(args)?;
     let mp = plan.mp.clone();
-    let _claim = mountpoint::Claim::take(&mp)?;
+    let claim = mountpoint::Claim::take(&mp)?;
     let nofile = raise_nofile_limit();
     let native_mode = match args.native_roots {
         NativeRootsArg::Off => roots::Mode { requested: "off", off_reason: Some("--native-roots off".into()) },
@@ -369,6 +394,9 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     };
     let t_fuse = t0.elapsed();
     let mut adapter = Adapter::new(fs.clone(), CachePolicy::default());
+    adapter.set_notifier(session.notifier());
+    let (dirs, all) = plan.vfs.sync_writes();
+    adapter.set_sync_writes(dirs, all);
     let passthrough_reason = match passthrough_check(args.passthrough, &session) {
         Ok(()) => {
             adapter.enable_passthrough(session.device(), session.notifier());
@@ -406,7 +434,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     // mounts of this mountpoint away); remounts keep its id.
     let mount_id = mountpoint::mount_at(&mp)?.filter(|m| m.fstype == fuse_uring::session::FSTYPE).map(|m| m.id);
     if let Some(id) = mount_id {
-        watch_mount(fs.clone(), id, args.at_view.is_some().then(|| mp.clone())).context("watching the mount's flags")?;
+        watch_mount(fs.clone(), adapter.clone(), id, args.at_view.is_some().then(|| mp.clone())).context("watching the mount's flags")?;
     }
     let roots = roots::Roots::start(fs.clone(), mp.clone(), native_mode)?;
 
@@ -531,6 +559,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
         })?;
     }
     let run = session.run(adapter.clone(), args.workers.max(1));
+    claim.mark_exiting();
     roots.stop();
     if let Some(p) = prefetch {
         p.finish();

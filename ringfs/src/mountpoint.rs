@@ -170,11 +170,18 @@ pub fn check_mountable(path: &Path, nonempty: bool) -> Result<PathBuf> {
 /// the claim it took on the mountpoint (an inherited descriptor).
 const CLAIM_FD_ENV: &str = "RINGFS_CLAIM_FD";
 
+/// How long a mount waits for the daemon that served its mountpoint
+/// before to finish exiting (its final commit after an unmount).
+pub const EXITING_DAEMON_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The claim of one `ringfs mount` on a mountpoint, from before anything
 /// is created until the daemon exits: an exclusive flock on
-/// `<runtime dir>/<id>.claim` holding the claimer's pid. A second
-/// `ringfs mount` of the same mountpoint (say two started at the same
-/// moment) fails at once instead of stacking a second mount on the first.
+/// `<runtime dir>/<id>.claim` holding the claimer's pid, followed by
+/// ` exiting` once its session has ended. A second `ringfs mount` of the
+/// same mountpoint (say two started at the same moment) fails at once
+/// instead of stacking a second mount on the first; one that finds the
+/// previous daemon exiting (after `umount MOUNTPOINT`) waits for it, up
+/// to [`EXITING_DAEMON_WAIT`], saying so on stderr.
 pub struct Claim {
     file: File,
     path: PathBuf,
@@ -184,14 +191,23 @@ pub struct Claim {
 
 impl Claim {
     /// Takes the claim on the resolved mountpoint `mp`, or fails naming the
-    /// process that holds it.
+    /// process that holds it; waits (bounded) for a holder that is exiting.
     pub fn take(mp: &Path) -> Result<Claim> {
+        Claim::take_waiting(mp, EXITING_DAEMON_WAIT)
+    }
+
+    /// [`Claim::take`], waiting at most `wait` for an exiting holder.
+    fn take_waiting(mp: &Path, wait: std::time::Duration) -> Result<Claim> {
         if let Some(c) = Claim::inherited()? {
             return Ok(c);
         }
         let path = crate::control::claim_path(mp);
         let dir = path.parent().expect("claim path has a parent");
         crate::control::make_runtime_dir(dir)?;
+        let deadline = std::time::Instant::now() + wait;
+        // The exiting daemon waited for: once its claim is free, wait for
+        // the process itself to go (it still holds its store's lock).
+        let mut waited: Option<u32> = None;
         loop {
             let mut file = std::fs::OpenOptions::new()
                 .read(true)
@@ -207,10 +223,35 @@ impl Claim {
                 if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
                     return Err(e).with_context(|| format!("locking the mountpoint claim {}", path.display()));
                 }
-                let mut pid = String::new();
-                let _ = file.read_to_string(&mut pid);
+                let mut text = String::new();
+                let _ = file.read_to_string(&mut text);
                 // The file may be NUL-padded (rewritten shorter in place).
-                let pid = pid.trim_matches(|c: char| c == '\0' || c.is_whitespace());
+                let text = text.trim_matches(|c: char| c == '\0' || c.is_whitespace());
+                let (pid, exiting) = match text.split_once(' ') {
+                    Some((pid, state)) => (pid, state.trim() == "exiting"),
+                    None => (text, false),
+                };
+                if exiting && std::time::Instant::now() < deadline {
+                    let p: Option<u32> = pid.parse().ok();
+                    if waited.is_none() || waited != p {
+                        eprintln!(
+                            "ringfs: waiting for the daemon{} that served {} to finish exiting (its final commit; up to {} s)",
+                            if pid.is_empty() { String::new() } else { format!(" (pid {pid})") },
+                            mp.display(),
+                            wait.as_secs()
+                        );
+                        waited = p.or(Some(0));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    continue;
+                }
+                if exiting {
+                    bail!(
+                        "mountpoint {}: the daemon that served it (pid {pid}) is still finishing its final commit after {} s: wait for it (see its log), then mount again",
+                        mp.display(),
+                        wait.as_secs()
+                    );
+                }
                 bail!(
                     "mountpoint {} is being mounted or served by another ringfs{}: wait for it to finish, or unmount it with `ringfs umount {}`",
                     mp.display(),
@@ -223,6 +264,9 @@ impl Claim {
             let same = std::fs::metadata(&path).ok().zip(file.metadata().ok()).is_some_and(|(a, b)| a.ino() == b.ino() && a.dev() == b.dev());
             if !same {
                 continue;
+            }
+            if let Some(pid) = waited.filter(|p| *p != 0) {
+                wait_gone(pid, deadline);
             }
             let _ = file.set_len(0);
             let _ = writeln!(file, "{}", std::process::id());
@@ -281,6 +325,29 @@ impl Claim {
     /// The child now holds the claim: do not remove it when this process exits.
     pub fn handed_over(&mut self) {
         self.handed_over = true;
+    }
+
+    /// The daemon's session has ended (unmounted): a mount of the same
+    /// mountpoint from now on waits for this process to exit instead of
+    /// failing ([`Claim::take`]).
+    pub fn mark_exiting(&self) {
+        use std::os::unix::fs::FileExt;
+        let _ = self.file.set_len(0);
+        let _ = self.file.write_at(format!("{} exiting\n", std::process::id()).as_bytes(), 0);
+    }
+}
+
+/// Waits until process `pid` is gone (or a zombie: its descriptors, and
+/// with them its store's lock, are closed), at most until `deadline`.
+fn wait_gone(pid: u32, deadline: std::time::Instant) {
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+            .unwrap_or(false)
+    };
+    while alive() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 

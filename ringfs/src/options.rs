@@ -32,8 +32,56 @@ fn fuse_superblock(name: &str) -> bool {
 
 /// The kernel-side options `-o` takes, with what each does.
 const VFS_OPTIONS: &[&str] = &[
-    "ro", "rw", "suid", "nosuid", "dev", "nodev", "exec", "noexec", "relatime", "noatime", "strictatime", "remount",
+    "ro", "rw", "suid", "nosuid", "dev", "nodev", "exec", "noexec", "relatime", "noatime", "strictatime", "atime", "norelatime",
+    "nostrictatime", "remount",
 ];
+
+/// Where mountinfo shows a flag of [`KERNEL_FLAGS`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    /// Among the mount's own options (field 6).
+    Mount,
+    /// Among the superblock's options (after the source).
+    Super,
+    /// Nowhere: a remount through mountinfo does not keep it.
+    Nowhere,
+}
+
+/// mount(8) options that name a `mount(2)` flag the kernel takes for a
+/// FUSE mount and applies itself; ringfs passes them on as they are:
+/// (option, its opposite or "", flag, where mountinfo shows it).
+/// The daemon follows `sync` and `dirsync` too (see
+/// [`Vfs::sync_writes`]); `nodiratime` holds as readdir moves no atime.
+const KERNEL_FLAGS: &[(&str, &str, libc::c_ulong, Shown)] = &[
+    ("nodiratime", "diratime", libc::MS_NODIRATIME, Shown::Mount),
+    ("nosymfollow", "symfollow", libc::MS_NOSYMFOLLOW, Shown::Mount),
+    ("lazytime", "nolazytime", libc::MS_LAZYTIME, Shown::Super),
+    ("sync", "async", libc::MS_SYNCHRONOUS, Shown::Super),
+    ("dirsync", "", libc::MS_DIRSYNC, Shown::Super),
+    ("silent", "loud", libc::MS_SILENT, Shown::Nowhere),
+    ("iversion", "noiversion", libc::MS_I_VERSION, Shown::Nowhere),
+];
+
+/// Options accepted and ignored because what they ask for cannot be had
+/// on Linux at all: mandatory locking (`mand`) is gone since 5.15, which
+/// ignores it on ext4 and refuses it (EINVAL) for FUSE; `default_permissions`
+/// and `allow_other` are what every ringfs mount has already.
+fn no_op(name: &str) -> bool {
+    matches!(name, "mand" | "nomand" | "default_permissions" | "allow_other")
+}
+
+/// Is `opt` an option of [`KERNEL_FLAGS`] (either spelling)?
+fn kernel_flag(opt: &str) -> Option<(bool, libc::c_ulong)> {
+    KERNEL_FLAGS.iter().find_map(|(on, off, f, _)| {
+        if *on == opt {
+            Some((true, *f))
+        } else if !off.is_empty() && *off == opt {
+            Some((false, *f))
+        } else {
+            None
+        }
+    })
+}
 
 /// Long options of `ringfs mount` that `-o NAME[=VALUE]` may name, and
 /// whether each takes a value.
@@ -119,7 +167,7 @@ pub fn expand(args: Vec<OsString>) -> Result<Vec<OsString>> {
             if remount && fuse_superblock(opt) {
                 continue;
             }
-            if VFS_OPTIONS.contains(&opt) || userspace_only(opt) {
+            if VFS_OPTIONS.contains(&opt) || userspace_only(opt) || no_op(opt) || kernel_flag(opt).is_some() {
                 kept.push(opt.to_string());
             } else if let Some(f) = as_flag(opt, &longs)? {
                 flags.extend(f);
@@ -142,9 +190,11 @@ fn unknown(opt: &str, longs: &[(String, bool)]) -> String {
         .filter(|(l, _)| !matches!(l.as_str(), "suid" | "dev" | "nonempty"))
         .map(|(l, takes)| if *takes { format!("{l}=…") } else { l.clone() })
         .collect();
+    let kernel: Vec<&str> = KERNEL_FLAGS.iter().flat_map(|(on, off, _, _)| [*on, *off]).filter(|o| !o.is_empty()).collect();
     format!(
-        "unknown mount option `{opt}`: use {}, nonempty, or ringfs's {} (see ringfs mount --help)",
+        "unknown mount option `{opt}`: use {}, {}, nonempty, or ringfs's {} (see ringfs mount --help)",
         VFS_OPTIONS.join(", "),
+        kernel.join(", "),
         ours.join(", ")
     )
 }
@@ -157,6 +207,8 @@ pub struct Vfs {
     pub nodev: bool,
     pub noexec: bool,
     pub atime: fuse_uring::MountAtime,
+    /// The flags of [`KERNEL_FLAGS`] that are on (`MS_NODIRATIME`, …).
+    pub kernel: libc::c_ulong,
     /// `-o remount`: change the flags of a mounted MOUNTPOINT.
     pub remount: bool,
 }
@@ -164,7 +216,7 @@ pub struct Vfs {
 impl Default for Vfs {
     /// What a plain `ringfs mount` gets: rw, nosuid, nodev, exec, relatime.
     fn default() -> Vfs {
-        Vfs { read_only: false, nosuid: true, nodev: true, noexec: false, atime: fuse_uring::MountAtime::Relatime, remount: false }
+        Vfs { read_only: false, nosuid: true, nodev: true, noexec: false, atime: fuse_uring::MountAtime::Relatime, kernel: 0, remount: false }
     }
 }
 
@@ -204,8 +256,21 @@ impl Vfs {
             "relatime" => self.atime = Relatime,
             "noatime" => self.atime = Noatime,
             "strictatime" => self.atime = Strictatime,
+            // Dropping one of the three flags leaves mount(2) with none of
+            // them, which the kernel takes as relatime.
+            "atime" if self.atime == Noatime => self.atime = Relatime,
+            "nostrictatime" if self.atime == Strictatime => self.atime = Relatime,
+            "atime" | "nostrictatime" | "norelatime" => {}
             "remount" => self.remount = true,
-            o if userspace_only(o) => {}
+            o if userspace_only(o) || no_op(o) => {}
+            o if kernel_flag(o).is_some() => {
+                let (on, flag) = kernel_flag(o).unwrap_or_default();
+                if on {
+                    self.kernel |= flag;
+                } else {
+                    self.kernel &= !flag;
+                }
+            }
             o => bail!("{}", unknown(o, &mount_long_options())),
         }
         Ok(())
@@ -228,6 +293,7 @@ impl Vfs {
             fuse_uring::MountAtime::Noatime => "noatime",
             fuse_uring::MountAtime::Strictatime => "strictatime",
         });
+        v.extend(KERNEL_FLAGS.iter().filter(|(_, _, f, _)| self.kernel & f != 0).map(|(on, _, _, _)| *on));
         v.join(",")
     }
 
@@ -235,6 +301,15 @@ impl Vfs {
     /// per-mount ones and the superblock's, for `ro`).
     pub fn from_mountinfo(mount_opts: &str, super_opts: &str) -> Vfs {
         let has = |o: &str| mount_opts.split(',').any(|x| x == o);
+        let has_super = |o: &str| super_opts.split(',').any(|x| x == o);
+        let kernel = KERNEL_FLAGS
+            .iter()
+            .filter(|(on, _, _, shown)| match shown {
+                Shown::Mount => has(on),
+                Shown::Super => has_super(on),
+                Shown::Nowhere => false,
+            })
+            .fold(0, |a, (_, _, f, _)| a | f);
         let atime = if has("noatime") {
             fuse_uring::MountAtime::Noatime
         } else if has("relatime") {
@@ -243,13 +318,24 @@ impl Vfs {
             fuse_uring::MountAtime::Strictatime
         };
         Vfs {
-            read_only: has("ro") || super_opts.split(',').any(|x| x == "ro"),
+            read_only: has("ro") || has_super("ro"),
             nosuid: has("nosuid"),
             nodev: has("nodev"),
             noexec: has("noexec"),
             atime,
+            kernel,
             remount: false,
         }
+    }
+
+    /// What the daemon makes durable before it answers, under `sync` and
+    /// `dirsync`: (directory changes, every metadata change). `sync`
+    /// implies `dirsync`, as for ext4; file data under `sync` the kernel
+    /// makes synchronous itself (an fsync after each write, or O_DSYNC
+    /// writes to a passthrough file's working copy).
+    pub fn sync_writes(&self) -> (bool, bool) {
+        let all = self.kernel & libc::MS_SYNCHRONOUS != 0;
+        (all || self.kernel & libc::MS_DIRSYNC != 0, all)
     }
 
     /// Sets the flags of `opts`.
@@ -259,6 +345,7 @@ impl Vfs {
         opts.nodev = self.nodev;
         opts.noexec = self.noexec;
         opts.atime = self.atime;
+        opts.extra_flags = self.kernel;
     }
 
     /// The daemon's own atime policy under these flags: a read-only mount
@@ -319,6 +406,23 @@ mod tests {
         assert!(parse(&["ringfs", "mount", "/m", "--memory", "--workers", "0"]).is_err());
         assert!(parse(&["ringfs", "mount", "/m", "--memory", "--queue-depth", "0"]).is_err());
         assert!(parse(&["ringfs", "mount", "/m", "--memory", "--hash-threads", "0"]).is_err());
+    }
+
+    #[test]
+    fn kernel_flags_pass_on() {
+        let m = parse(&["ringfs", "mount", "/m", "--memory", "-o", "nodiratime,lazytime,sync,dirsync,nosymfollow,silent,iversion,mand,allow_other"]).unwrap();
+        let v = Vfs::parse(&m, Vfs::default()).unwrap();
+        assert_eq!(v.describe(), "rw,nosuid,nodev,relatime,nodiratime,nosymfollow,lazytime,sync,dirsync,silent,iversion");
+        assert_eq!(v.sync_writes(), (true, true));
+        let mut o = fuse_uring::MountOptions::default();
+        v.apply_to(&mut o);
+        assert_eq!(o.ms_flags() & libc::MS_MANDLOCK, 0, "mand is not passed on (FUSE refuses it)");
+        assert_ne!(o.ms_flags() & libc::MS_NODIRATIME, 0);
+        let m = parse(&["ringfs", "mount", "/m", "--memory", "-o", "sync,async,diratime,noatime,atime"]).unwrap();
+        let v = Vfs::parse(&m, Vfs::default()).unwrap();
+        assert_eq!((v.describe().as_str(), v.sync_writes()), ("rw,nosuid,nodev,relatime", (false, false)));
+        let v = Vfs::from_mountinfo("rw,nosuid,nodiratime,relatime,nosymfollow", "rw,sync,dirsync,lazytime,user_id=0");
+        assert_eq!(v.describe(), "rw,nosuid,relatime,nodiratime,nosymfollow,lazytime,sync,dirsync");
     }
 
     #[test]

@@ -366,6 +366,125 @@ print(open("a", "rb").read()[:4])
     }
 }
 
+/// xfstests generic/277: setting inode flags moves ctime, through
+/// FS_IOC_SETFLAGS (`chattr +A`) and FS_IOC_FSSETXATTR (`xfs_io -c
+/// "chattr +A"`), and a stat right after shows it (the kernel's cached
+/// attributes are dropped: an ioctl's reply carries none).
+fn chattr_moves_ctime(m: &mut TestMount) {
+    m.sh_ok("touch f g && stat -c %Z f g >/dev/null");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let out = python(
+        m,
+        r#"
+import os, fcntl, struct
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS = 0x80086601, 0x40086602
+FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR = 0x801c581f, 0x401c5820
+def ctime_ns(p):
+    return os.stat(p).st_ctime_ns
+before = [ctime_ns("f"), ctime_ns("g")]
+fd = os.open("f", os.O_RDONLY)
+flags = struct.unpack("I", fcntl.ioctl(fd, FS_IOC_GETFLAGS, b"\0" * 4))[0]
+fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("I", flags | 0x80))
+os.close(fd)
+fd = os.open("g", os.O_RDONLY)
+x = bytearray(fcntl.ioctl(fd, FS_IOC_FSGETXATTR, b"\0" * 28))
+x[0:4] = struct.pack("I", struct.unpack("I", bytes(x[0:4]))[0] | 0x40)
+fcntl.ioctl(fd, FS_IOC_FSSETXATTR, bytes(x))
+os.close(fd)
+after = [ctime_ns("f"), ctime_ns("g")]
+print(before[0], after[0], before[1], after[1])
+"#,
+    );
+    let t: Vec<i64> = out.split_whitespace().map(|v| v.parse().unwrap()).collect();
+    assert!(t[1] >= t[0] + 1_000_000_000, "FS_IOC_SETFLAGS: ctime {} → {} (want ≥ 1 s later)", t[0], t[1]);
+    assert!(t[3] >= t[2] + 1_000_000_000, "FS_IOC_FSSETXATTR: ctime {} → {} (want ≥ 1 s later)", t[2], t[3]);
+    assert!(m.sh_ok("lsattr -d f g").lines().all(|l| l.split_whitespace().next().unwrap().contains('A')));
+    m.sh_ok("chattr -A f g");
+}
+
+/// xfstests generic/478 once got ENOENT opening a file it had just made,
+/// under heavy load. Creators make, reopen, read and unlink their own
+/// names while other threads stat, open and list the same names and the
+/// kernel drops its dentries and inodes (FORGETs racing the creates):
+/// a name's owner never sees it missing between its create and its
+/// unlink, nobody sees an error but ENOENT, for a few seconds.
+fn create_lookup_forget_race(m: &mut TestMount) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+    use std::sync::Arc;
+    let dir = m.p("race");
+    fs::create_dir(&dir).unwrap();
+    let (creators, names) = (4usize, 8usize);
+    let stop = Arc::new(AtomicBool::new(false));
+    let counts: Arc<[AtomicU64; 3]> = Arc::new(Default::default());
+    let name = move |c: usize, k: usize| format!("c{c}-n{k}");
+    let mut threads = Vec::new();
+    for c in 0..creators {
+        let (dir, stop, counts) = (dir.clone(), stop.clone(), counts.clone());
+        threads.push(std::thread::spawn(move || -> Result<(), String> {
+            let mut round = 0u64;
+            while !stop.load(Relaxed) {
+                let k = (round as usize) % names;
+                let p = dir.join(name(c, k));
+                let body = format!("{c}/{round}");
+                let mut f = OpenOptions::new().write(true).create_new(true).open(&p).map_err(|e| format!("create {}: {e}", p.display()))?;
+                std::io::Write::write_all(&mut f, body.as_bytes()).map_err(|e| format!("write: {e}"))?;
+                drop(f);
+                let got = fs::read_to_string(&p).map_err(|e| format!("reopening {} just made (round {round}): {e}", p.display()))?;
+                if got != body {
+                    return Err(format!("{}: read {got:?}, wrote {body:?}", p.display()));
+                }
+                fs::metadata(&p).map_err(|e| format!("stat of {} just made: {e}", p.display()))?;
+                fs::remove_file(&p).map_err(|e| format!("unlink {}: {e}", p.display()))?;
+                round += 1;
+                counts[0].fetch_add(1, Relaxed);
+            }
+            Ok(())
+        }));
+    }
+    for t in 0..3usize {
+        let (dir, stop, counts) = (dir.clone(), stop.clone(), counts.clone());
+        threads.push(std::thread::spawn(move || -> Result<(), String> {
+            let mut i = t;
+            while !stop.load(Relaxed) {
+                i = i.wrapping_mul(31).wrapping_add(7);
+                let p = dir.join(name(i % creators, (i / 7) % names));
+                let r = match t {
+                    0 => fs::metadata(&p).map(drop),
+                    1 => fs::File::open(&p).map(drop),
+                    _ => fs::read_dir(&dir).and_then(|d| d.map(|e| e.and_then(|e| e.metadata()).map(drop).or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) })).collect()),
+                };
+                match r {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(format!("{} by looker {t}: {e}", p.display())),
+                    _ => counts[1].fetch_add(1, Relaxed),
+                };
+            }
+            Ok(())
+        }));
+    }
+    // FORGETs: the kernel drops unused dentries and inodes.
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < std::time::Duration::from_secs(4) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if fs::write("/proc/sys/vm/drop_caches", "2").is_ok() {
+            counts[2].fetch_add(1, Relaxed);
+        }
+    }
+    stop.store(true, Relaxed);
+    let errors: Vec<String> = threads.into_iter().filter_map(|t| t.join().unwrap().err()).collect();
+    let n: Vec<u64> = counts.iter().map(|c| c.load(Relaxed)).collect();
+    // What reached the daemon (the kernel answers most lookups itself).
+    let daemon = if m.is_raw() {
+        String::new()
+    } else {
+        let v = json(&["stats", mp(m)]);
+        ["CREATE", "LOOKUP", "FORGET", "BATCH_FORGET", "OPEN", "UNLINK"].iter().map(|op| format!(" {op} {}", v["requests"][op]["count"].as_u64().unwrap_or(0))).collect()
+    };
+    eprintln!("create/lookup/forget race: {} create-reopen-unlink rounds, {} lookups, {} cache drops; daemon saw{daemon}", n[0], n[1], n[2]);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(n[0] > 0 && n[1] > 0);
+    assert_eq!(fs::read_dir(&dir).unwrap().count(), 0, "names left behind");
+}
+
 /// Files deleted while open, and O_TMPFILE files never named, are freed by
 /// the recovery after a crash, as ext4 frees its orphans: their bytes do not
 /// come back in lost+found.
@@ -429,5 +548,7 @@ both_backends! {
     rename_whiteout => rename_whiteout_memory, rename_whiteout_store;
     inode_flags => inode_flags_memory, inode_flags_store;
     birth_time => birth_time_memory, birth_time_store;
+    chattr_moves_ctime => chattr_moves_ctime_memory, chattr_moves_ctime_store;
+    create_lookup_forget_race => create_lookup_forget_race_memory, create_lookup_forget_race_store;
     unlinked_files_stay_gone_after_crash => unlinked_files_stay_gone_after_crash_memory, unlinked_files_stay_gone_after_crash_store;
 }

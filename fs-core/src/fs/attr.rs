@@ -230,7 +230,7 @@ impl Fs {
     }
 
     /// FS_IOC_SETFLAGS (chattr): replaces the inode's flags and updates
-    /// ctime. EOPNOTSUPP for a flag ringfs does not keep
+    /// ctime, also when the flags stay as they were (as ext4 does). EOPNOTSUPP for a flag ringfs does not keep
     /// ([`crate::store::KEPT_FLAGS`]: immutable, append-only, nodump,
     /// noatime). Who may set immutable and append-only (CAP_LINUX_IMMUTABLE)
     /// is checked by the kernel; fs-core enforces what they mean.
@@ -243,11 +243,9 @@ impl Fs {
         }
         let mut st = self.inner.lock();
         let n = st.node_mut(ino)?;
-        if n.rec.flags != flags {
-            n.rec.flags = flags;
-            n.rec.ctime = now();
-            st.touch_inode(ino);
-        }
+        n.rec.flags = flags;
+        n.rec.ctime = now();
+        st.touch_inode(ino);
         Ok(())
     }
 

@@ -455,6 +455,12 @@ impl Fs {
         if is_host_id(_fh) {
             return self.inner.host.fsync(_fh, false);
         }
+        self.sync_metadata()
+    }
+
+    /// Commits all pending metadata durably now (what fsyncdir does; a
+    /// mount with `dirsync` or `sync` asks for it after each change).
+    pub fn sync_metadata(&self) -> Result<()> {
         self.inner.commit(Durability::Immediate, true, None).map_err(db_errno)
     }
 
