@@ -250,11 +250,14 @@ pub struct Changes {
 
 /// Whether the call's changes are safe: `local` is true when every change
 /// to a synced path is durable in the local store (local-only paths are
-/// never stored); `remote` says `no remote` until a remote is configured.
+/// never stored); `remote` is one line: `no remote` on a mount without
+/// `--remote`, else what is on the remote and what is pending, whose
+/// figures are in `sync` ([`crate::exec_sync`]).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Durability {
     pub local: bool,
     pub remote: String,
+    pub sync: Option<crate::exec_sync::RemoteSync>,
 }
 
 /// The receipt of one call. `exit_code` is the command's status as a shell
@@ -494,6 +497,11 @@ pub fn exec(opts: &ExecOptions) -> Result<Receipt> {
         r.time.commit_ms = ms(t.elapsed());
     }
     fill(&mut r, &ran, &begin, &end);
+    // On a `mount --remote`: what is pushed and pending, after the commit.
+    let changed = r.changes.added + r.changes.modified + r.changes.removed > 0 && r.commit.is_none();
+    if let Some((line, sync)) = crate::exec_sync::remote_state(&mp, &end["stats"]["sync"], changed) {
+        (r.durability.remote, r.durability.sync) = (line, sync);
+    }
     r.time.wall_ms = ms(t0.elapsed());
     r.time.overhead_ms = ((r.time.wall_ms - r.time.command_ms) * 1e3).round() / 1e3;
     Ok(r)
@@ -586,6 +594,7 @@ fn fill(r: &mut Receipt, ran: &RunResult, begin: &Value, end: &Value) {
     r.durability = Durability {
         local: end["durable"].as_bool().unwrap_or(false),
         remote: "no remote".into(),
+        sync: None,
     };
 }
 
