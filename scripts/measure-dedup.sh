@@ -14,9 +14,10 @@
 # its file size, and the bytes its blocks take on disk (du; redb extends the
 # file with set_len, so a fresh region is sparse until pages are written).
 # redb writes pages copy-on-write and frees the old ones; freed pages are
-# reused by later transactions, so its size moves in steps. The total uses
-# the file sizes (packs + store.redb), the figure the targets are checked
-# against; allocated bytes are printed beside it.
+# reused by later transactions, so its size moves in steps. The total is
+# what the change wrote: the packs' sizes plus store.redb's allocated bytes
+# (as the benchmark's store growth, bench/src/snapshots/work.rs
+# store_bytes): a step of the file's size is not growth (issue 41).
 #
 # Needs root and a built binary (target/release/ringfs, or $RINGFS).
 #   scripts/measure-dedup.sh [MIB [N]]   (default 32 MiB, N = 16 overwrites)
@@ -32,13 +33,13 @@ trap '"$BIN" umount "$T/mnt" >/dev/null 2>&1 || true; rm -rf "$T"' EXIT
 S=$T/store
 head -c $((MIB << 20)) /dev/urandom > "$T/orig"
 
-# packs (file sizes), store.redb (file size), store.redb (allocated), total
+# packs (file sizes), store.redb (file size), store.redb (allocated), total (packs + allocated)
 sizes() {
   local p r a
   p=$(find "$S/packs" -name '*.pack' -printf '%s\n' 2>/dev/null | awk '{s+=$1} END {print s+0}')
   r=$(stat -c %s "$S/store.redb")
   a=$(( $(stat -c %b "$S/store.redb") * $(stat -c %B "$S/store.redb") ))
-  echo "$p $r $a $((p + r))"
+  echo "$p $r $a $((p + a))"
 }
 commit() {
   "$BIN" commit "$T/mnt" -m "$1" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print("objects new %d (%d B), reused %d" % (d["objects"]["new"], d["bytes"]["new"], d["objects"]["reused"]))'
@@ -70,7 +71,7 @@ read -r _ _ _ TP < <(sizes)
 echo "prepend: store grew $((TP - BT)) bytes ($(python3 -c "print('%.3f' % (($TP - $BT) / 1048576))") MiB)"
 "$BIN" umount "$T/mnt" >/dev/null
 read -r _ _ _ TU < <(sizes)
-echo "after unmount: store (packs + store.redb) $TU bytes"
+echo "after unmount: store (packs + store.redb allocated) $TU bytes"
 rm -rf "$T"
 trap - EXIT
 uptime

@@ -200,10 +200,64 @@ fn tree_bytes(p: &Path, disk: bool) -> u64 {
         .sum::<u64>()
 }
 
+/// The hidden directory of the workspace root that holds the ringfs
+/// candidates' copy of the scripts a cell runs ([`copy_scripts`]).
+pub const SCRIPTS_DIR: &str = ".fsbench-scripts";
+
+/// Copies run.sh and the row's script (`row_script`) from `scripts` into
+/// `root`/[`SCRIPTS_DIR`] (0755, files 0644: the sandbox's user reads them)
+/// unless there already, and returns that directory. `ringfs exec
+/// --sandbox` shows the command the workspace and system directories only,
+/// not the checkout (under the host's /tmp, say, it is hidden by the
+/// sandbox's own /tmp): the ringfs candidates run the copy. Made before a
+/// sample's first phase, outside its directory: not in the timed body's
+/// receipt, nor in its working-copy bytes.
+pub fn copy_scripts(scripts: &Path, root: &Path, row_script: &str) -> Result<PathBuf> {
+    let dir = root.join(SCRIPTS_DIR);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    for name in ["run.sh", row_script] {
+        let to = dir.join(name);
+        if to.exists() {
+            continue;
+        }
+        let from = scripts.join(name);
+        std::fs::copy(&from, &to).with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o644))?;
+    }
+    Ok(dir)
+}
+
+/// `cmd` (`bash SCRIPTS/run.sh ROW PHASE DIR`) running the copy in `copy`
+/// instead of `scripts/run.sh`.
+fn run_copy(cmd: &Command, scripts: &Path, copy: &Path) -> Command {
+    let run = scripts.join("run.sh");
+    let mut c = Command::new(cmd.get_program());
+    for a in cmd.get_args() {
+        if Path::new(a) == run {
+            c.arg(copy.join("run.sh"));
+        } else {
+            c.arg(a);
+        }
+    }
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    if let Some(d) = cmd.get_current_dir() {
+        c.current_dir(d);
+    }
+    c
+}
+
 /// How one candidate runs a cell's phases, and what its timed body measured.
 struct Launcher {
     cand: Candidate,
     ringfs: PathBuf,
+    /// scripts/fsbench of the checkout (the ringfs candidates run their copy).
+    scripts: PathBuf,
     user: User,
     row: &'static str,
     /// The body's caller-side wall (ms) and receipt (ringfs candidates).
@@ -212,6 +266,7 @@ struct Launcher {
 
 impl Launcher {
     fn exec_cmd(&self, inst: &Instance, phase: &str, cmd: &Command) -> Command {
+        let cmd = &run_copy(cmd, &self.scripts, &inst.root().join(SCRIPTS_DIR));
         let mut pre: Vec<OsString> = vec!["exec".into(), inst.root().into(), "--json".into()];
         if let Some(d) = cmd.get_current_dir() {
             pre.extend(["--cwd".into(), d.as_os_str().to_owned()]);
@@ -277,6 +332,9 @@ impl Launch for Launcher {
     }
 
     fn prepare_dir(&mut self, inst: &Instance, dir: &Path) -> Result<()> {
+        if self.cand.is_ringfs() {
+            copy_scripts(&self.scripts, &inst.root(), &format!("{}.sh", self.row))?;
+        }
         if self.cand == Candidate::Sandbox {
             std::os::unix::fs::chown(dir, Some(self.user.uid), Some(self.user.gid))
                 .with_context(|| format!("chown {} to {}", dir.display(), self.user.name))?;
@@ -398,6 +456,7 @@ pub fn run(cfg: &Config) -> Result<Report> {
                 let mut l = Launcher {
                     cand: c,
                     ringfs: cfg.ringfs.clone(),
+                    scripts: cfg.scripts.clone(),
                     user: user.clone(),
                     row: row.key,
                     body: None,
@@ -713,4 +772,41 @@ pub fn markdown(r: &Report) -> String {
         o += &format!("\n{}\n", fails.join("\n"));
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ringfs candidates run the workspace's copy of run.sh and the
+    /// row's script, readable by the sandbox's user (issue 41 item 11).
+    #[test]
+    fn the_scripts_are_copied_into_the_workspace_and_run_from_there() {
+        let d = tempfile::tempdir().unwrap();
+        let (scripts, root) = (d.path().join("scripts"), d.path().join("ws"));
+        std::fs::create_dir_all(&scripts).unwrap();
+        std::fs::create_dir_all(&root).unwrap();
+        for f in ["run.sh", "01-create.sh", "09-read.sh"] {
+            std::fs::write(scripts.join(f), format!("# {f}\n")).unwrap();
+        }
+        let copy = copy_scripts(&scripts, &root, "01-create.sh").unwrap();
+        assert_eq!(copy, root.join(SCRIPTS_DIR));
+        let mut names: Vec<String> = std::fs::read_dir(&copy).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        assert_eq!(names, ["01-create.sh", "run.sh"]);
+        assert_eq!(std::fs::read_to_string(copy.join("run.sh")).unwrap(), "# run.sh\n");
+        assert_eq!(std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777, 0o755);
+        assert_eq!(std::fs::metadata(copy.join("run.sh")).unwrap().permissions().mode() & 0o777, 0o644);
+        // Again (the next sample): kept, another row's added.
+        copy_scripts(&scripts, &root, "09-read.sh").unwrap();
+        assert!(copy.join("09-read.sh").exists());
+
+        let mut cmd = Command::new("bash");
+        cmd.arg(scripts.join("run.sh")).arg("01-create.sh").arg("body").arg("/w/d").env("FSBENCH_X", "1").current_dir("/w/d");
+        let c = run_copy(&cmd, &scripts, &copy);
+        let args: Vec<&OsStr> = c.get_args().collect();
+        assert_eq!(args, [copy.join("run.sh").as_os_str(), OsStr::new("01-create.sh"), OsStr::new("body"), OsStr::new("/w/d")]);
+        assert_eq!(c.get_current_dir(), Some(Path::new("/w/d")));
+        assert!(c.get_envs().any(|(k, v)| k == "FSBENCH_X" && v == Some(OsStr::new("1"))));
+    }
 }

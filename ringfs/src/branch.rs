@@ -118,9 +118,7 @@ pub fn cmd_branch(args: BranchArgs) -> Result<()> {
             check(ask(mp, req)?)?
         }
         (None, Some(dir)) => {
-            if let Some(m) = plan::not_a_store("--store", dir) {
-                bail!("{m}");
-            }
+            plan::store_there("--store", dir)?;
             let op = op_of(action, name, from, args.force).map_err(|e| anyhow!(e))?;
             branch_doc(&fs_core::snap::refs::branch_store(dir, &op).map_err(|e| store_err(e, dir, "branch"))?)
         }
@@ -196,9 +194,7 @@ pub fn cmd_fork(args: ForkArgs) -> Result<()> {
         }
         PathBuf::from(s)
     } else {
-        if let Some(m) = plan::not_a_store("--store", &origin) {
-            bail!("{m}");
-        }
+        plan::store_there("--store", &origin)?;
         origin.canonicalize()?
     };
     let to = match &args.to {
@@ -316,9 +312,7 @@ pub fn at_store(args: &MountArgs) -> Result<Option<(MountArgs, AtStore)>> {
         bail!("--at mounts a commit read-only: add --read-only (to write from a commit, fork it: `ringfs fork --store DIR@{at} --to NEWMNT`)");
     }
     let dir = args.store.as_ref().ok_or_else(|| anyhow!("--at needs --store DIR"))?;
-    if let Some(m) = plan::not_a_store("--store", dir) {
-        bail!("{m}");
-    }
+    plan::store_there("--store", dir)?;
     let dir = dir.canonicalize()?;
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
     let prefix = format!(".{name}.at-");

@@ -85,11 +85,13 @@ pub enum Command {
     /// argv goes to the program directly (no shell); stdout and stderr are
     /// streamed (or captured, --output-limit); the exit status is the
     /// command's (128+N for a signal N, 125 when ringfs failed, 127 for a
-    /// command not found). The receipt (stderr; --json: stdout) has the
+    /// command not found). The receipt (stderr; --json: stdout, and a
+    /// failure of ringfs the error document of docs/FORMATS.md) has the
     /// wall time, the command's time and the fixed overhead, CPU and peak
     /// RSS, the daemon's requests by opcode and bytes, the paths added,
     /// modified and removed with sizes, content stored new vs reused,
-    /// local-only paths apart, and whether every change is durable.
+    /// local-only paths apart, and whether every change is durable (on a
+    /// `mount --remote`: what is on the remote and what is pending).
     /// Processes the command leaves running (setsid'd ones too: they
     /// carry RINGFS_EXEC_CALL) are killed when it exits and counted.
     Exec(ringfs::exec::ExecArgs),
@@ -156,6 +158,49 @@ pub enum Command {
     Install(InstallArgs),
     /// Print the shell completion script for SHELL on stdout.
     Completions(CompletionsArgs),
+}
+
+impl Command {
+    /// Was `--json` asked? Then a failure is the error document on stdout
+    /// (src/errors.rs, docs/FORMATS.md "Error document"), as success is a
+    /// JSON document.
+    pub fn json(&self) -> bool {
+        match self {
+            Command::Status(a) => a.json,
+            Command::Stats(a) => a.json,
+            Command::Commit(a) => a.json,
+            Command::Log(a) => a.json,
+            Command::Diff(a) => a.json,
+            Command::Restore(a) => a.json,
+            Command::Gc(a) => a.json,
+            Command::Branch(a) => a.json,
+            Command::Fork(a) => a.json,
+            Command::Remote(a) => match &a.action {
+                RemoteAction::Add { json, .. } | RemoteAction::Status { json, .. } => *json,
+            },
+            Command::Push(a) => a.json,
+            Command::Pull(a) => a.json,
+            Command::Clone(a) => a.json,
+            Command::Exec(a) => a.json,
+            Command::Mount(_) | Command::Umount(_) | Command::Fsck(_) | Command::Salvage(_) | Command::Unroot(_) | Command::Install(_) | Command::Completions(_) => false,
+        }
+    }
+
+    /// The error kind of a failure nothing in its chain classifies: `remote`
+    /// for the commands that talk to a remote, else `other`.
+    pub fn fallback_kind(&self) -> ringfs::errors::ErrorKind {
+        match self {
+            Command::Remote(_) | Command::Push(_) | Command::Pull(_) | Command::Clone(_) => ringfs::errors::ErrorKind::Remote,
+            _ => ringfs::errors::ErrorKind::Other,
+        }
+    }
+}
+
+/// Does the command line `argv` (argv[0] first) ask for `--json`? For a
+/// line clap refused: the flag anywhere before `--` (after it, the words
+/// are `ringfs exec`'s command's).
+pub fn asks_json(argv: &[std::ffi::OsString]) -> bool {
+    argv.iter().skip(1).take_while(|a| *a != "--").any(|a| a == "--json")
 }
 
 #[derive(Clone, Debug, Args)]

@@ -61,8 +61,15 @@ pub enum Request {
     Restore { commit: String, paths: Vec<Vec<u8>> },
     /// Push a branch to a remote (`ringfs push`).
     Push { branch: Option<String>, remote: Option<String> },
-    /// The remotes' state (`ringfs remote status`).
-    RemoteStatus { remote: Option<String> },
+    /// The remotes' state (`ringfs remote status`). `local`: from the
+    /// store's own record only, without contacting the remote (the remote's
+    /// head is the one last seen, `reachable` null): what `ringfs exec`'s
+    /// receipt shows on a `mount --remote`.
+    RemoteStatus {
+        remote: Option<String>,
+        #[serde(default)]
+        local: bool,
+    },
     /// Before a `ringfs exec` command: take and pin an exec point; answered
     /// with its token and the stats document.
     ExecBegin,

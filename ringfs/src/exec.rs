@@ -25,8 +25,16 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::control::{self, Request};
+use crate::errors::{self, ErrorKind};
 use crate::run::{self, Output, RunResult};
 use crate::sandbox::{BindSpec, SandboxInfo, SandboxOptions};
+
+/// Returns a usage error ([`ErrorKind::Usage`]) saying the formatted text.
+macro_rules! usage {
+    ($($t:tt)*) => {
+        return Err(errors::failure(ErrorKind::Usage, format!($($t)*), None))
+    };
+}
 
 /// What [`exec`] runs and how.
 #[derive(Clone, Debug)]
@@ -267,11 +275,14 @@ pub struct Changes {
 
 /// Whether the call's changes are safe: `local` is true when every change
 /// to a synced path is durable in the local store (local-only paths are
-/// never stored); `remote` says `no remote` until a remote is configured.
+/// never stored); `remote` is one line: `no remote` on a mount without
+/// `--remote`, else what is on the remote and what is pending, whose
+/// figures are in `sync` ([`crate::exec_sync`]).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Durability {
     pub local: bool,
     pub remote: String,
+    pub sync: Option<crate::exec_sync::RemoteSync>,
 }
 
 /// The receipt of one call. `exit_code` is the command's status as a shell
@@ -337,7 +348,9 @@ fn ask(mp: &Path, req: &Request) -> Result<Value> {
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err(e) => {
-                return Err(e).with_context(|| format!("{} is not a ringfs mount, or its daemon does not answer", mp.display()));
+                let msg = format!("{} is not a ringfs mount, or its daemon does not answer: {e:#}", mp.display());
+                let hint = "give the mountpoint of a running `ringfs mount` (findmnt -t fuse.ringfs lists them)";
+                return Err(errors::failure(ErrorKind::NotAMount, msg, Some(hint.into())));
             }
         }
     };
@@ -360,9 +373,10 @@ fn resolve_cwd(mp: &Path, cwd: Option<&Path>) -> Result<PathBuf> {
     };
     let real = joined
         .canonicalize()
-        .with_context(|| format!("--cwd {}: no such directory in the workspace", c.display()))?;
+        .with_context(|| format!("--cwd {}: no such directory in the workspace", c.display()))
+        .map_err(|e| errors::tagged(ErrorKind::NotFound, e))?;
     if !real.starts_with(mp) {
-        bail!(
+        usage!(
             "--cwd {} is outside the workspace {} (resolves to {}): give a directory inside it",
             c.display(),
             mp.display(),
@@ -370,7 +384,7 @@ fn resolve_cwd(mp: &Path, cwd: Option<&Path>) -> Result<PathBuf> {
         );
     }
     if !real.is_dir() {
-        bail!("--cwd {} is not a directory", c.display());
+        usage!("--cwd {} is not a directory", c.display());
     }
     Ok(real)
 }
@@ -417,17 +431,18 @@ fn shown(argv: &[OsString]) -> Vec<String> {
 pub fn exec(opts: &ExecOptions) -> Result<Receipt> {
     let t0 = Instant::now();
     if opts.argv.is_empty() {
-        bail!("no command given: ringfs exec MOUNTPOINT -- CMD [ARGS…]");
+        usage!("no command given: ringfs exec MOUNTPOINT -- CMD [ARGS…]");
     }
     let mp = opts
         .mountpoint
         .canonicalize()
-        .with_context(|| format!("mountpoint {}", opts.mountpoint.display()))?;
+        .with_context(|| format!("mountpoint {}", opts.mountpoint.display()))
+        .map_err(|e| errors::tagged(ErrorKind::NotAMount, e))?;
     let cwd = resolve_cwd(&mp, opts.cwd.as_deref())?;
     // The sandbox is prepared (user, limits, root, filter) before the
     // workspace is touched: a refusal leaves nothing behind.
     let prepared = match &opts.sandbox {
-        Some(s) => Some(crate::sandbox::prepare(s, &mp, &cwd)?),
+        Some(s) => Some(crate::sandbox::prepare(s, &mp, &cwd).map_err(|e| errors::tagged(ErrorKind::NotRun, e))?),
         None => None,
     };
     let program = match &prepared {
@@ -502,6 +517,11 @@ pub fn exec(opts: &ExecOptions) -> Result<Receipt> {
         r.time.commit_ms = ms(t.elapsed());
     }
     fill(&mut r, &ran, &begin, &end);
+    // On a `mount --remote`: what is pushed and pending, after the commit.
+    let changed = r.changes.added + r.changes.modified + r.changes.removed > 0 && r.commit.is_none();
+    if let Some((line, sync)) = crate::exec_sync::remote_state(&mp, &end["stats"]["sync"], changed) {
+        (r.durability.remote, r.durability.sync) = (line, sync);
+    }
     r.time.wall_ms = ms(t0.elapsed());
     r.time.overhead_ms = ((r.time.wall_ms - r.time.command_ms) * 1e3).round() / 1e3;
     Ok(r)
@@ -594,6 +614,7 @@ fn fill(r: &mut Receipt, ran: &RunResult, begin: &Value, end: &Value) {
     r.durability = Durability {
         local: end["durable"].as_bool().unwrap_or(false),
         remote: "no remote".into(),
+        sync: None,
     };
 }
 
@@ -825,34 +846,34 @@ fn parse_size(s: &str) -> Result<u64> {
     };
     let n: u64 = num
         .parse()
-        .with_context(|| format!("--memory {s}: give bytes, or a number with K, M or G"))?;
+        .map_err(|_| errors::failure(ErrorKind::Usage, format!("--memory {s}: give bytes, or a number with K, M or G"), None))?;
     Ok(n * mul)
 }
 
-/// `ringfs exec`: exits with the command's status (125 when ringfs itself
-/// failed before or after it, as `env`/`timeout` do; 127 for a command
-/// not found, 126 for one that cannot be executed).
-pub fn cmd_exec(args: ExecArgs) -> ExitCode {
-    match cmd_exec_inner(args) {
-        Ok(code) => ExitCode::from(code as u8),
-        Err(e) => {
-            eprintln!("ringfs exec: {e:#}");
-            let code = e
-                .downcast_ref::<run::NotRun>()
-                .map(|n| n.code())
-                .unwrap_or(125);
-            ExitCode::from(code)
-        }
-    }
+/// `ringfs exec`: exits with the command's status. A failure of ringfs
+/// is returned, for `main` to report (text, or with `--json` the error
+/// document: [`crate::errors`]) with [`failure_code`].
+pub fn cmd_exec(args: ExecArgs) -> Result<ExitCode> {
+    cmd_exec_inner(args).map(|code| ExitCode::from(code as u8))
+}
+
+/// The exit status of a failed `ringfs exec`: 127 for a command not found,
+/// 126 for one that cannot be executed, else 125 (ringfs itself failed
+/// before or after it, as `env`/`timeout` do).
+pub fn failure_code(e: &anyhow::Error) -> u8 {
+    e.chain()
+        .find_map(|c| c.downcast_ref::<run::NotRun>())
+        .map(|n| n.code())
+        .unwrap_or(125)
 }
 
 fn cmd_exec_inner(args: ExecArgs) -> Result<i32> {
     let timeout = match args.timeout {
         Some(s) if !(s > 0.0 && s.is_finite()) => {
-            bail!("--timeout {s}: give a positive number of seconds")
+            usage!("--timeout {s}: give a positive number of seconds")
         }
         Some(s) => Some(Duration::try_from_secs_f64(s).map_err(|_| {
-            anyhow::anyhow!("--timeout {s}: too large (give at most {} seconds)", u64::MAX)
+            errors::failure(ErrorKind::Usage, format!("--timeout {s}: too large (give at most {} seconds)", u64::MAX), None)
         })?),
         None => None,
     };

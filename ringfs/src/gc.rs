@@ -86,9 +86,7 @@ pub fn cmd_gc(args: GcArgs) -> Result<()> {
     let r = match (&args.mountpoint, &args.store) {
         (Some(mp), None) => from_doc(&ask(mp, control::Request::Gc)?)?,
         (None, Some(dir)) => {
-            if let Some(m) = crate::plan::not_a_store("--store", dir) {
-                bail!("{m}");
-            }
+            crate::plan::store_there("--store", dir)?;
             match fs_core::gc_store(dir) {
                 Ok(r) => r,
                 Err(e) => return Err(plan::store_command_error(e, dir, "gc")),

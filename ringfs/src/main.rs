@@ -29,6 +29,7 @@ use anyhow::{bail, Result};
 use clap::Parser;
 
 use cli::{Cli, Command, FsckArgs, SalvageArgs, StatsArgs, StatusArgs, UnrootArgs};
+use ringfs::errors::ErrorDoc;
 
 fn main() -> ExitCode {
     // Few malloc arenas: glibc gives each thread that allocates its own
@@ -56,6 +57,7 @@ fn main() -> ExitCode {
     } else {
         raw
     };
+    // (Only `ringfs mount`'s line is rewritten: it has no --json.)
     let argv = match options::expand(argv) {
         Ok(a) => a,
         Err(e) => {
@@ -67,13 +69,27 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse_from(&argv) {
         Ok(c) => c,
         Err(e) => {
-            let _ = e.print();
             // `ringfs exec`'s own failures are 125 (as `env`/`timeout`):
             // 2 is a status the command itself may return.
             let exec = argv.get(1).is_some_and(|a| a == "exec");
             let code = if e.use_stderr() && exec { 125 } else { e.exit_code() };
+            // (--help and --version are not errors: printed as ever.)
+            if e.use_stderr() && cli::asks_json(&argv) {
+                println!("{}", ErrorDoc::usage(&e, code).to_json());
+            }
+            let _ = e.print();
             return ExitCode::from(code as u8);
         }
+    };
+    let (json, fallback) = (cli.command.json(), cli.command.fallback_kind());
+    // A failure: its line on stderr as ever, and with --json the error
+    // document on stdout (src/errors.rs), the exit status the same.
+    let fail = |e: anyhow::Error, prefix: &str, code: u8| {
+        if json {
+            println!("{}", ErrorDoc::of(&e, fallback, i32::from(code)).to_json());
+        }
+        eprintln!("{prefix}: {e:#}");
+        ExitCode::from(code)
     };
     if !matches!(cli.command, Command::Mount(_)) {
         // Short-lived commands die quietly when their output pipe closes
@@ -112,17 +128,23 @@ fn main() -> ExitCode {
         Command::Pull(args) => remote::cmd_pull(args),
         Command::Clone(args) => remote::cmd_clone(args),
         Command::Restore(args) => snap::cmd_restore(args),
-        Command::Exec(args) => return ringfs::exec::cmd_exec(args),
+        Command::Exec(args) => {
+            return match ringfs::exec::cmd_exec(args) {
+                Ok(code) => code,
+                Err(e) => {
+                    let code = ringfs::exec::failure_code(&e);
+                    fail(e, "ringfs exec", code)
+                }
+            }
+        }
         Command::Install(args) => install::cmd_install(args),
         Command::Completions(args) => install::cmd_completions(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("{}: {e:#}", if as_helper { "mount.fuse.ringfs" } else { "ringfs" });
-            // mount(8)'s code for a failed mount.
-            ExitCode::from(if as_helper { 32 } else { 1 })
-        }
+        // mount(8)'s code for a failed mount.
+        Err(e) if as_helper => fail(e, "mount.fuse.ringfs", 32),
+        Err(e) => fail(e, "ringfs", 1),
     }
 }
 
@@ -160,7 +182,8 @@ pub(crate) fn ask(mountpoint: &std::path::Path, req: control::Request) -> Result
         Ok(v) => Ok(v),
         Err(e) => {
             if mountpoint::is_ringfs_mount(&mp)? {
-                bail!("{} is a ringfs mount but no daemon answers (killed?): run `ringfs umount {}`", mp.display(), mp.display());
+                let (msg, hint) = (format!("{} is a ringfs mount but no daemon answers (killed?)", mp.display()), format!("run `ringfs umount {}`", mp.display()));
+                return Err(ringfs::errors::failure(ringfs::errors::ErrorKind::NoDaemon, msg, Some(hint)));
             }
             // A control socket left behind by a daemon that is gone.
             tracing::debug!("{e:#}");

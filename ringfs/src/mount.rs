@@ -478,13 +478,7 @@ fn serve(args: &MountArgs, ready: &mut Option<std::fs::File>) -> Result<()> {
     let answer = Arc::new(move |req: &control::Request| damage_said(&info.fs, || match (info.at_refusal(req), req) {
         (Some(why), _) => json!({ "refused": why }),
         (None, req) => match req {
-        control::Request::Stats => {
-            let mut v = info.stats_doc();
-            if let Some(s) = crate::remote::sync::active() {
-                v["sync"] = s.doc();
-            }
-            v
-        }
+        control::Request::Stats => info.stats_doc(),
         control::Request::Shutdown { no_wait, wait_secs } => crate::remote::sync::on_shutdown(*no_wait, *wait_secs),
         control::Request::Unroot { path } => match info.roots.unroot(path) {
             Ok(msg) => json!({ "ok": msg }),
@@ -737,7 +731,8 @@ impl DaemonInfo {
 
     /// The `ringfs stats --json` document: per-opcode request counts and
     /// latency percentiles (µs, time spent in the daemon), bytes through the
-    /// daemon, store size and journal position.
+    /// daemon, store size and journal position; on a `mount --remote`, the
+    /// sync thread's state (`sync`). `ringfs exec`'s points carry it too.
     fn stats_doc(&self) -> Value {
         let s = self.fs.stats();
         let (bytes_in, bytes_out) = self.op_stats.bytes();
@@ -753,7 +748,7 @@ impl DaemonInfo {
                 )
             })
             .collect();
-        json!({
+        let mut v = json!({
             "mountpoint": self.mountpoint,
             "damaged": self.fs.damaged().map(|d| d.to_string()),
             "requests": requests,
@@ -773,7 +768,11 @@ impl DaemonInfo {
                 "content_reused": s.content_reused,
             },
             "journal_position": s.sync_position,
-        })
+        });
+        if let Some(s) = crate::remote::sync::active() {
+            v["sync"] = s.doc();
+        }
+        v
     }
 }
 

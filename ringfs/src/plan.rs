@@ -260,6 +260,17 @@ pub fn not_a_store(flag: &str, dir: &Path) -> Option<String> {
     }
 }
 
+/// [`not_a_store`] as an error, of kind `not_found` (`io` for a directory
+/// that cannot be read) for `--json`'s error document.
+pub fn store_there(flag: &str, dir: &Path) -> Result<()> {
+    use ringfs::errors::{failure, ErrorKind};
+    match not_a_store(flag, dir) {
+        Some(m) if dir.is_dir() && std::fs::read_dir(dir).is_err() => Err(failure(ErrorKind::Io, m, None)),
+        Some(m) => Err(failure(ErrorKind::NotFound, m, None)),
+        None => Ok(()),
+    }
+}
+
 /// Names a store directory holds (docs/FORMATS.md); one of them marks a
 /// directory as a store.
 const STORE_NAMES: &[&str] = &["store.redb", "ringfs.lock", "wc", "packs", "local", "lost+found"];

@@ -201,9 +201,7 @@ pub fn cmd_log(args: LogArgs) -> Result<()> {
     let v = match (&args.mountpoint, &args.store) {
         (Some(mp), None) => check(ask(mp, control::Request::Log)?)?,
         (None, Some(dir)) => {
-            if let Some(m) = plan::not_a_store("--store", dir) {
-                bail!("{m}");
-            }
+            plan::store_there("--store", dir)?;
             match fs_core::snap::log_store(dir) {
                 Ok(l) => log_doc(&l),
                 Err(e) => return Err(plan::store_command_error(e, dir, "log")),
@@ -259,9 +257,7 @@ pub fn cmd_diff(args: DiffArgs) -> Result<()> {
             let [from, to] = &names[..] else {
                 bail!("ringfs diff --store DIR takes two commits, FROM and TO (commit ids or their starts, or branches), got {}", names.len());
             };
-            if let Some(m) = plan::not_a_store("--store", dir) {
-                bail!("{m}");
-            }
+            plan::store_there("--store", dir)?;
             let t = std::time::Instant::now();
             match fs_core::snap::diff_store(dir, from, to) {
                 Ok(Ok(d)) => {

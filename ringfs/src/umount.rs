@@ -97,10 +97,9 @@ fn list<T: std::fmt::Display>(items: &[T]) -> String {
 
 /// The one-line answer for a path that is no ringfs mount.
 pub fn not_a_mount(mp: &Path) -> anyhow::Error {
-    if !mp.exists() {
-        return anyhow::anyhow!("{} is not a ringfs mount (no such file or directory): give the mountpoint of a running `ringfs mount` (findmnt -t fuse.ringfs lists them)", mp.display());
-    }
-    anyhow::anyhow!("{} is not a ringfs mount: give the mountpoint of a running `ringfs mount` (findmnt -t fuse.ringfs lists them)", mp.display())
+    let hint = Some("give the mountpoint of a running `ringfs mount` (findmnt -t fuse.ringfs lists them)".to_string());
+    let why = if mp.exists() { "" } else { " (no such file or directory)" };
+    ringfs::errors::failure(ringfs::errors::ErrorKind::NotAMount, format!("{} is not a ringfs mount{why}", mp.display()), hint)
 }
 
 /// `ringfs umount`: ask the daemon to stop; if it is gone, remove the stale mount.

@@ -405,3 +405,49 @@ fn umount_stops_waiting_on_a_refused_push() {
     assert!(t.elapsed() < Duration::from_secs(60), "umount waited {:?}", t.elapsed());
     assert!(!is_mounted(m.path()));
 }
+
+/// `ringfs exec`'s receipt on a `mount --remote` says what is on the remote
+/// and what is pending (issue 41 item 9), from the daemon's `remote status`
+/// (the store's record: the remote is not contacted for it).
+#[test]
+fn exec_receipt_says_what_is_pushed_and_pending() {
+    if raw_mode() {
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let u = file_url(&base.path().join("remote"));
+    // A long interval: nothing is pushed during the test but the first cycle.
+    let m = synced_mount(&u, "600", &[]);
+    wait_for(&m, 30, "the first push", in_sync(&m));
+    let exec = |args: &[&str]| -> serde_json::Value {
+        let mut c = Command::new(RINGFS);
+        c.args(["exec", mp(&m), "--json"]).args(args);
+        let o = run_timeout(&mut c, Duration::from_secs(60));
+        let (out, err) = out_str(&o);
+        assert!(o.status.success(), "exec {args:?}: {out} {err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    let (_, b) = status(&m);
+    let v = exec(&["--", "true"]);
+    let d = &v["durability"];
+    assert_ne!(d["remote"], "no remote", "{d}");
+    assert!(d["remote"].as_str().unwrap().starts_with("on remote origin"), "{d}");
+    let s = &d["sync"];
+    assert_eq!((s["remote"].as_str(), s["pending_commits"].as_u64(), s["pending_bytes"].as_u64()), (Some("origin"), Some(0), Some(0)), "{d}");
+    assert_eq!(s["pushed"], b["remote"], "{d}");
+    assert_eq!(s["local"], b["local"], "{d}");
+    assert!(s["last_push"].as_str().is_some_and(|t| t.ends_with('Z')), "{d}");
+    // A call that commits: one commit and its bytes pending until the next push.
+    let v = exec(&["--commit", "--", "sh", "-c", "head -c 50000 /dev/urandom > new"]);
+    let d = &v["durability"];
+    let s = &d["sync"];
+    assert_eq!(s["pending_commits"], 1, "{d}");
+    assert!(s["pending_bytes"].as_u64().unwrap() >= 50_000, "{d}");
+    assert_eq!(s["local"], v["commit"], "{d}");
+    assert_ne!(s["pushed"], s["local"], "{d}");
+    assert!(s["oldest_pending_age_s"].is_u64(), "{d}");
+    assert!(d["remote"].as_str().unwrap().starts_with("NOT yet on remote origin: 1 commit"), "{d}");
+    // Without --commit: the sync's next commit takes the call's changes.
+    let v = exec(&["--", "sh", "-c", "echo more > more"]);
+    assert!(v["durability"]["remote"].as_str().unwrap().contains("the sync's next commit"), "{}", v["durability"]);
+}

@@ -94,13 +94,42 @@ pub fn edit_spread(root: &Path, n: usize, k: usize, round: usize) -> Result<()> 
     Ok(())
 }
 
-/// Bytes of a store that are not working copies (`du -sb` of the store
-/// minus its `wc/` and `local/`): packs, store.redb and the rest.
+/// What a store holds beyond its working copies (`wc/`, `local/`), as
+/// written: the pack files (chunks and objects, appended) and the other
+/// files at their sizes, and the database (`store.redb`) at the bytes its
+/// written pages take on disk (`st_blocks`), not its file size. redb grows
+/// its file in steps (set_len: a sparse tail until pages are written
+/// there), so the file size would count as a 10-byte change's growth the
+/// megabyte step it happened to trigger (issue 41; DECISIONS "store growth
+/// measured as written"). A store not there is 0.
 pub fn store_bytes(store: &Path) -> Result<u64> {
-    let all = crate::store::measure::du(store)?.0;
-    let wc = crate::store::measure::du(&store.join("wc")).map(|x| x.0).unwrap_or(0);
-    let local = crate::store::measure::du(&store.join("local")).map(|x| x.0).unwrap_or(0);
-    Ok(all.saturating_sub(wc + local))
+    fn walk(p: &Path, top: bool) -> Result<u64> {
+        let rd = match std::fs::read_dir(p) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", p.display())),
+        };
+        let mut n = 0;
+        for e in rd {
+            let e = e.with_context(|| format!("reading {}", p.display()))?;
+            let name = e.file_name();
+            if top && (name == "wc" || name == "local") {
+                continue;
+            }
+            // (A file the daemon removed meanwhile counts nothing.)
+            let Ok(m) = std::fs::symlink_metadata(e.path()) else { continue };
+            n += if m.is_dir() {
+                walk(&e.path(), false)?
+            } else if top && name == "store.redb" {
+                use std::os::unix::fs::MetadataExt;
+                m.blocks() * 512
+            } else {
+                m.len()
+            };
+        }
+        Ok(n)
+    }
+    walk(store, true)
 }
 
 /// Bytes of a git repository's object database (`du -sb .git`).
@@ -182,4 +211,43 @@ pub fn agent_edit(root: &Path, files: &[PathBuf], it: usize) -> Result<()> {
     }
     std::fs::write(root.join(format!("agent-note-{it}.txt")), format!("iteration {it}\n"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A step of store.redb's file (a sparse tail) is not growth; pages
+    /// written are, and so are pack bytes; working copies are not counted.
+    #[test]
+    fn store_bytes_counts_what_was_written_not_the_database_file_step() {
+        use std::io::{Seek, SeekFrom, Write};
+        let d = tempfile::tempdir().unwrap();
+        let s = d.path();
+        std::fs::create_dir_all(s.join("packs")).unwrap();
+        std::fs::create_dir_all(s.join("wc")).unwrap();
+        std::fs::create_dir_all(s.join("local")).unwrap();
+        std::fs::write(s.join("wc/big"), vec![7u8; 1 << 20]).unwrap();
+        std::fs::write(s.join("local/x"), vec![7u8; 1 << 16]).unwrap();
+        std::fs::write(s.join("packs/00000001.pack"), vec![1u8; 1000]).unwrap();
+        let mut db = std::fs::File::create(s.join("store.redb")).unwrap();
+        db.write_all(&[9u8; 4096]).unwrap();
+        db.set_len(1 << 20).unwrap();
+        db.sync_all().unwrap();
+        let before = store_bytes(s).unwrap();
+        assert!((1000 + 4096..1000 + 4096 + 65536).contains(&before), "{before}");
+        // redb's step: the file grows by 1 MiB, nothing written there.
+        db.set_len(2 << 20).unwrap();
+        db.sync_all().unwrap();
+        assert_eq!(store_bytes(s).unwrap(), before, "a file-size step is no growth");
+        // A page written in the new region, and 10 bytes appended to a pack.
+        db.seek(SeekFrom::Start((1 << 20) + 8192)).unwrap();
+        db.write_all(&[3u8; 4096]).unwrap();
+        db.sync_all().unwrap();
+        let mut p = std::fs::OpenOptions::new().append(true).open(s.join("packs/00000001.pack")).unwrap();
+        p.write_all(b"0123456789").unwrap();
+        let after = store_bytes(s).unwrap();
+        assert!((4096 + 10..4096 + 10 + 65536).contains(&(after - before)), "{before} -> {after}");
+        assert_eq!(store_bytes(&s.join("nothing-here")).unwrap(), 0);
+    }
 }

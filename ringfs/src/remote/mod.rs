@@ -98,9 +98,7 @@ fn store_of(mountpoint: Option<&Path>, store: Option<&Path>) -> Result<(bool, Pa
             Ok((true, PathBuf::from(s)))
         }
         (None, Some(s)) => {
-            if let Some(m) = plan::not_a_store("--store", s) {
-                bail!("{m}");
-            }
+            plan::store_there("--store", s)?;
             Ok((false, s.canonicalize()?))
         }
         _ => bail!("give a MOUNTPOINT or --store DIR, not both"),
@@ -262,11 +260,11 @@ pub fn cmd_remote(args: RemoteArgs) -> Result<()> {
             let v = if mounted {
                 check(ask(
                     mountpoint.as_deref().unwrap(),
-                    control::Request::RemoteStatus { remote },
+                    control::Request::RemoteStatus { remote, local: false },
                 )?)?
             } else {
                 let off = offline(&dir, Some("remote status"))?;
-                status_doc(&off.transfer(), &dir, remote.as_deref())?
+                status_doc(&off.transfer(), &dir, remote.as_deref(), true)?
             };
             print(&v, json, status_text(&v));
             Ok(())
@@ -274,8 +272,10 @@ pub fn cmd_remote(args: RemoteArgs) -> Result<()> {
     }
 }
 
-/// `ringfs remote status`'s document (see the module doc).
-pub fn status_doc(src: &Transfer, dir: &Path, only: Option<&str>) -> Result<Value> {
+/// `ringfs remote status`'s document (see the module doc). Without
+/// `contact`, from the store's record alone: the remote's heads are the
+/// ones last seen there, `reachable` and `heads` null.
+pub fn status_doc(src: &Transfer, dir: &Path, only: Option<&str>, contact: bool) -> Result<Value> {
     let names = match only {
         Some(n) => vec![state::load(dir, n)?.name],
         None => state::names(dir),
@@ -285,15 +285,19 @@ pub fn status_doc(src: &Transfer, dir: &Path, only: Option<&str>) -> Result<Valu
         let c = state::load(dir, &n)?;
         let st = state::status(dir, &n);
         let held = state::held(dir, &n)?;
-        let reach = store::Remote::open(&c.url, false).and_then(|r| {
-            r.ping()?;
-            let g = heads::read_guard(&r)?;
-            Ok((r, g))
+        let reach = contact.then(|| {
+            store::Remote::open(&c.url, false).and_then(|r| {
+                r.ping()?;
+                let g = heads::read_guard(&r)?;
+                Ok((r, g))
+            })
         });
         let (reachable, error) = match &reach {
-            Ok(_) => (true, None),
-            Err(e) => (false, Some(format!("{e:#}"))),
+            Some(Ok(_)) => (Some(true), None),
+            Some(Err(e)) => (Some(false), Some(format!("{e:#}"))),
+            None => (None, None),
         };
+        let reach = reach.and_then(Result::ok);
         let mut branches = Vec::new();
         let now = sync::now_unix();
         for b in src.branches().map_err(|e| anyhow!("{e}"))? {
@@ -301,8 +305,8 @@ pub fn status_doc(src: &Transfer, dir: &Path, only: Option<&str>) -> Result<Valu
                 .outgoing(Some(&b.name), &|k, id| held.contains(&(k, *id)))
                 .map_err(|e| anyhow!("{e}"))?;
             let remote = match &reach {
-                Ok((r, g)) => heads::head(r, *g, &b.name).ok().flatten().map(|h| h.commit),
-                Err(_) => st.heads.get(&b.name).cloned(),
+                Some((r, g)) => heads::head(r, *g, &b.name).ok().flatten().map(|h| h.commit),
+                None => st.heads.get(&b.name).cloned(),
             };
             let (commits, oldest) = match push::parse_hex(&b.head) {
                 Some(h) => sync::lag(src, &h, remote.as_deref().and_then(push::parse_hex).as_ref(), st.heads.get(&b.name).and_then(|x| push::parse_hex(x)).as_ref())?,
@@ -319,7 +323,7 @@ pub fn status_doc(src: &Transfer, dir: &Path, only: Option<&str>) -> Result<Valu
         }
         let live = sync::active().filter(|s| s.remote() == c.name).map(|s| s.doc());
         out.push(json!({
-            "name": c.name, "url": c.url, "writer": c.writer, "heads": reach.as_ref().ok().map(|x| x.1.as_str()),
+            "name": c.name, "url": c.url, "writer": c.writer, "heads": reach.as_ref().map(|x| x.1.as_str()),
             "reachable": reachable, "error": error,
             "last_push": st.last_push.map(sync::iso), "last_push_age_s": st.last_push.map(|t| now.saturating_sub(t)),
             "last_error": st.last_error, "sync": live, "branches": branches,
@@ -423,8 +427,8 @@ pub fn answer(fs: &Fs, store: Option<&Path>, req: &control::Request) -> Value {
         control::Request::Push { branch, remote } => state::pick(dir, remote.as_deref())
             .and_then(|c| push::push(&fs.transfer(), dir, &c, branch.as_deref(), true))
             .map(|r| r.doc()),
-        control::Request::RemoteStatus { remote } => {
-            status_doc(&fs.transfer(), dir, remote.as_deref())
+        control::Request::RemoteStatus { remote, local } => {
+            status_doc(&fs.transfer(), dir, remote.as_deref(), !local)
         }
         _ => Err(anyhow!("not a remote request")),
     };
