@@ -94,7 +94,7 @@ pub enum Command {
     /// `mount --remote`: what is on the remote and what is pending).
     /// Processes the command leaves running (setsid'd ones too: they
     /// carry RINGFS_EXEC_CALL) are killed when it exits and counted.
-    Exec(ringfs::exec::ExecArgs),
+    Exec(ringfs::exec_cli::ExecArgs),
     /// What changed between two commits, or a commit and the live tree:
     /// per path added/modified/removed with old and new size, kind and mode.
     ///

@@ -12,6 +12,7 @@
 pub mod control;
 pub mod errors;
 pub mod exec;
+pub mod exec_cli;
 pub mod exec_sync;
 mod run;
 pub mod sandbox;

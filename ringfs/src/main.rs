@@ -10,6 +10,7 @@ mod gc;
 mod helper;
 mod install;
 mod mount;
+mod mount_text;
 mod mountpoint;
 mod notify;
 mod options;
@@ -129,10 +130,10 @@ fn main() -> ExitCode {
         Command::Clone(args) => remote::cmd_clone(args),
         Command::Restore(args) => snap::cmd_restore(args),
         Command::Exec(args) => {
-            return match ringfs::exec::cmd_exec(args) {
+            return match ringfs::exec_cli::cmd_exec(args) {
                 Ok(code) => code,
                 Err(e) => {
-                    let code = ringfs::exec::failure_code(&e);
+                    let code = ringfs::exec_cli::failure_code(&e);
                     fail(e, "ringfs exec", code)
                 }
             }
@@ -198,9 +199,9 @@ fn cmd_stats(args: StatsArgs) -> Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&stats)?);
     } else if args.prometheus {
-        print!("{}", mount::format_prometheus(&stats));
+        print!("{}", mount_text::format_prometheus(&stats));
     } else {
-        print!("{}", mount::format_stats(&stats));
+        print!("{}", mount_text::format_stats(&stats));
     }
     Ok(())
 }
@@ -233,7 +234,7 @@ fn cmd_status(args: StatusArgs) -> Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&status)?);
     } else {
-        print!("{}", mount::format_status(&status));
+        print!("{}", mount_text::format_status(&status));
     }
     Ok(())
 }
