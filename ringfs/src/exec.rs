@@ -209,7 +209,9 @@ pub struct Durability {
 /// signal that ended it. `orphans` counts processes the command left
 /// running, killed when it exited: its process group, and processes that
 /// left it but carry its `RINGFS_EXEC_CALL` (a sandbox's are killed with
-/// it).
+/// it); after `--timeout`, also the processes of its group the timeout
+/// killed beside the command (not counted inside a sandbox, whose whole
+/// PID namespace ends).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Receipt {
     pub command: Vec<String>,

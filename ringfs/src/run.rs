@@ -165,13 +165,15 @@ pub(crate) fn tv(t: libc::timeval) -> Duration {
 
 /// Waits for `pid` (our child) up to `timeout`, then kills it with
 /// `kill_target` (a pid or -pgid) and waits. Returns (wait status, rusage,
-/// timed out).
+/// timed out, processes of the group -`kill_target` alive when the timeout
+/// killed them, the command included; 0 for a pid).
 pub(crate) fn wait_child(
     pid: i32,
     timeout: Option<Duration>,
     kill_target: i32,
-) -> std::io::Result<(i32, libc::rusage, bool)> {
+) -> std::io::Result<(i32, libc::rusage, bool, u64)> {
     let mut timed_out = false;
+    let mut at_timeout = 0;
     // A timeout too large to add to the clock (library callers may pass
     // Duration::MAX) is no deadline at all.
     if let Some(deadline) = timeout.and_then(|t| Instant::now().checked_add(t)) {
@@ -198,6 +200,11 @@ pub(crate) fn wait_child(
             }
             if left.is_zero() || n == 0 {
                 timed_out = true;
+                if kill_target < 0 {
+                    // Counted before the kill: killed, they are gone from
+                    // the count the caller takes after the wait.
+                    at_timeout = count_group(-kill_target);
+                }
                 // SAFETY: kill(2) on our child (or its process group).
                 unsafe { libc::kill(kill_target, libc::SIGKILL) };
                 break;
@@ -213,7 +220,7 @@ pub(crate) fn wait_child(
         // SAFETY: wait4 on our own child with valid out pointers.
         let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
         if r == pid {
-            return Ok((status, ru, timed_out));
+            return Ok((status, ru, timed_out, at_timeout));
         }
         let e = std::io::Error::last_os_error();
         if e.kind() != std::io::ErrorKind::Interrupted {
@@ -409,7 +416,9 @@ pub fn run(
     let command = t0.elapsed();
     let orphans = kill_group(pid);
     let orphans = orphans + kill_escaped(&marker);
-    let (status, ru, timed_out) = waited?;
+    let (status, ru, timed_out, at_timeout) = waited?;
+    // What the timeout killed besides the command were left running too.
+    let orphans = orphans + at_timeout.saturating_sub(1);
     let (exit_code, signal) = decode(status);
     let mut r = RunResult {
         exit_code,

@@ -196,6 +196,11 @@ fn children_that_outlive_the_command_and_timeouts() {
     assert_eq!(v["timed_out"], true);
     assert_eq!(changes(&v), vec!["A t1"]);
     assert!(v["time"]["command_ms"].as_f64().unwrap() < 20_000.0);
+    // What the timeout killed besides the command is counted (issue 41:
+    // a fork bomb under --timeout said `orphans: 0`).
+    let (code, v) = sh(&m, &["--timeout", "0.5"], "for i in 1 2 3 4 5 6; do sleep 30 & done; wait");
+    assert_eq!(code, 137, "{v}");
+    assert!(v["orphans"].as_u64().unwrap() >= 6, "{v}");
 }
 
 #[test]

@@ -704,7 +704,7 @@ pub fn run(
     let mut sf = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(status.0) };
     let mut bytes = Vec::new();
     let _ = std::io::Read::read_to_end(&mut sf, &mut bytes);
-    let (_, _, timed_out) = waited.context("waiting for the sandbox")?;
+    let (_, _, timed_out, _) = waited.context("waiting for the sandbox")?;
     for h in relays {
         let _ = h.join();
     }
