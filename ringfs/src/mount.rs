@@ -608,15 +608,24 @@ fn passthrough_check(mode: Passthrough, session: &fuse_uring::session::Session) 
     if !session.conn_info().passthrough {
         return Err("the kernel did not offer FUSE_PASSTHROUGH (needs Linux 6.9 or newer)".into());
     }
-    let probe = std::env::temp_dir().join(format!(".ringfs-passthrough-probe-{}", std::process::id()));
+    // An unnamed file (O_TMPFILE): nothing in the shared temporary
+    // directory to race with, no link of another user's to follow; where
+    // its file system has no O_TMPFILE, a new name (O_EXCL follows no link).
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = std::env::temp_dir();
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&probe)
-        .map_err(|e| format!("cannot create a probe file {}: {e}", probe.display()))?;
-    let _ = std::fs::remove_file(&probe);
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE)
+        .open(&dir)
+        .or_else(|_| {
+            let probe = dir.join(format!(".ringfs-passthrough-probe-{}-{:x}", std::process::id(), rand_tag()));
+            let f = std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(&probe);
+            let _ = f.as_ref().map(|_| std::fs::remove_file(&probe));
+            f
+        })
+        .map_err(|e| format!("cannot create a probe file in {}: {e}", dir.display()))?;
     match fuse_uring::backing_open(session.device(), &file) {
         Ok(id) => {
             let _ = fuse_uring::backing_close(session.device(), id);
@@ -627,6 +636,14 @@ fn passthrough_check(mode: Passthrough, session: &fuse_uring::session::Session) 
         }
         Err(e) => Err(format!("registering a backing file failed: {e}")),
     }
+}
+
+/// A tag no other process guesses in advance (the clock's nanoseconds
+/// through BLAKE3).
+fn rand_tag() -> u64 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let h = blake3::hash(&t.as_nanos().to_le_bytes());
+    u64::from_le_bytes(h.as_bytes()[..8].try_into().unwrap_or_default())
 }
 
 /// What the control socket reports about a running mount.

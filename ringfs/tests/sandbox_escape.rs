@@ -319,6 +319,12 @@ fn binds_show_what_is_asked_and_userns_io_uring_when_allowed() {
     has(&out, "unshare user: OK 0");
     // Allowed: the kernel answers (EFAULT for the null params), not the filter.
     has(&out, "io_uring_setup: EFAULT");
+    // Binds do not nest: the directories above a bind are made as root,
+    // and a command could have left a link inside the outer one.
+    let outer = tempfile::tempdir().unwrap();
+    let o = ringfs(&["exec", mp(&m), "--sandbox", "--bind", &format!("{}:/cache", outer.path().display()), "--ro-bind", &format!("{}:/cache/tool", host.path().display()), "--", "true"]);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(out_str(&o).1.contains("binds may not nest"), "{:?}", out_str(&o));
     let inside = format!("{}:{}/x", host.path().display(), mp(&m));
     let o = ringfs(&["exec", mp(&m), "--sandbox", "--bind", &inside, "--", "true"]);
     assert_eq!(o.status.code(), Some(125));

@@ -167,8 +167,10 @@ fn choose_user(opts: &SandboxOptions, workspace: &Path) -> Result<SandboxInfo> {
         user: name,
         user_from: "default".into(),
         note: Some(format!(
-            "the workspace root {} is owned by root, so the command runs as nobody, who writes only what others may write: chown the workspace to its user, or give --user",
-            workspace.display()
+            "the workspace root {} is owned by uid {}, gid {} (root's ids are never the sandbox's), so the command runs as nobody, who writes only what others may write: chown the workspace to its user and group, or give --user",
+            workspace.display(),
+            m.uid(),
+            m.gid()
         )),
         ..Default::default()
     })

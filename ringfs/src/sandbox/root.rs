@@ -171,6 +171,12 @@ impl RootPlan {
             if b.dst.starts_with("/proc") || b.dst.starts_with("/dev") || PROGRAM_TREES.iter().any(|t| Path::new(t) == b.dst) {
                 bail!("{flag} {}:{}: {} is the sandbox's own: give another destination", b.src.display(), b.dst.display(), b.dst.display());
             }
+            // The directories above a bind are made as root before the
+            // pivot: never inside another bind, whose contents (links
+            // above all) a command may have placed there.
+            if let Some(o) = extra.iter().find(|o| !std::ptr::eq(*o, b) && b.dst.starts_with(&o.dst)) {
+                bail!("{flag} {}:{}: the destination is inside the bind at {} (binds may not nest): give a path outside it", b.src.display(), b.dst.display(), o.dst.display());
+            }
             bind(&mut raw, &b.src, &b.dst, b.writable)?;
         }
         // Parents before children; equal depths in the order above.
